@@ -1,0 +1,62 @@
+// Package api is the mobile API under /v1. Its handlers stay thin: decode the request, call
+// the checkout domain, encode the answer. Every error leaves as a problem.
+package api
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/internal/problem"
+	"github.com/tekrar/tekrar/internal/server"
+)
+
+// Deps is what the API needs from the process that serves it.
+type Deps struct {
+	Logger        *slog.Logger
+	Authenticator *clients.Authenticator
+	Service       *checkout.Service
+	MaxBodyBytes  int64
+}
+
+type handlers struct {
+	logger  *slog.Logger
+	svc     *checkout.Service
+	maxBody int64
+}
+
+// Register mounts the API on g (the /v1 group).
+func Register(g *gin.RouterGroup, d Deps) {
+	a := &handlers{logger: d.Logger, svc: d.Service, maxBody: d.MaxBodyBytes}
+	g.Use(authenticate(d.Authenticator, d.Logger))
+	g.GET("/client", whoami)
+	g.POST("/orders", a.createOrder)
+	g.GET("/orders", a.listOrders)
+	g.GET("/orders/:id", a.getOrder)
+	g.POST("/orders/:id/refunds", a.createRefund)
+	g.GET("/idempotency-keys/:key", a.keyStatus)
+}
+
+// whoami lets an app or an operator check which client a secret belongs to.
+func whoami(c *gin.Context) {
+	cl := client(c)
+	c.JSON(http.StatusOK, gin.H{"id": cl.ID, "name": cl.Name, "key_ttl_seconds": int64(cl.KeyTTL.Seconds())})
+}
+
+func (a *handlers) keyStatus(c *gin.Context) {
+	v, err := a.svc.KeyStatus(c.Request.Context(), client(c).ID, c.Param("key"))
+	if errors.Is(err, checkout.ErrKeyNotFound) {
+		server.Abort(c, problem.New(http.StatusNotFound, "idempotency_key_not_found", "Idempotency key not found").
+			WithDetail("this client never sent this key, or it was forgotten after its retention"))
+		return
+	}
+	if err != nil {
+		a.fail(c, keyed{}, err)
+		return
+	}
+	c.JSON(http.StatusOK, v)
+}

@@ -1,0 +1,73 @@
+package api
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/internal/db"
+	"github.com/tekrar/tekrar/internal/problem"
+	"github.com/tekrar/tekrar/internal/server"
+)
+
+const clientKey = "tekrar.client"
+
+// authenticate resolves "Authorization: Bearer <secret>" to a client, or answers 401.
+func authenticate(auth *clients.Authenticator, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		secret, ok := bearer(c.GetHeader("Authorization"))
+		if !ok {
+			unauthorized(c)
+			return
+		}
+		client, err := auth.Authenticate(c.Request.Context(), secret)
+		switch {
+		case errors.Is(err, clients.ErrUnknown):
+			unauthorized(c)
+			return
+		case err != nil:
+			logger.Warn("authenticate: client lookup failed", "err", err, "request_id", server.RequestID(c))
+			if db.IsUnavailable(err) {
+				abortUnavailable(c)
+			} else {
+				server.Abort(c, problem.Internal())
+			}
+			return
+		}
+		c.Set(clientKey, client)
+		c.Set(server.LogClientKey, client.ID)
+		c.Next()
+	}
+}
+
+func unauthorized(c *gin.Context) {
+	c.Header("WWW-Authenticate", `Bearer realm="tekrar"`)
+	server.Abort(c, problem.Unauthorized())
+}
+
+// abortUnavailable fails closed: the client retries later, nothing was executed.
+func abortUnavailable(c *gin.Context) {
+	c.Header("Retry-After", "2")
+	server.Abort(c, problem.New(http.StatusServiceUnavailable, "store_unavailable", "Database unavailable").
+		WithDetail("nothing was executed; retry with the same Idempotency-Key").
+		With("retryable", true).With("safe_new_key", false))
+}
+
+// bearer extracts the token of an RFC 6750 Bearer header. The scheme is case-insensitive.
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// client is the authenticated client of the request.
+func client(c *gin.Context) clients.Client {
+	return c.MustGet(clientKey).(clients.Client)
+}

@@ -1,0 +1,154 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/internal/problem"
+	"github.com/tekrar/tekrar/internal/server"
+)
+
+// begin does what every keyed POST does before the domain: read the key, then the body.
+// It answers the request itself and returns ok=false when either is unusable; nothing is
+// stored in that case, so the client may fix the request and resend it with the same key.
+func (a *handlers) begin(c *gin.Context) (checkout.Request, keyed, bool) {
+	var k keyed
+	key, err := idempotencyKey(c.Request.Header)
+	switch {
+	case errors.Is(err, errKeyMissing):
+		a.fail(c, k, problem.New(http.StatusBadRequest, "idempotency_key_missing", "Idempotency-Key header required").
+			WithDetail("send one Idempotency-Key per intent (a UUID is a good choice) and reuse it on every retry"))
+		return checkout.Request{}, k, false
+	case err != nil:
+		a.fail(c, k, problem.New(http.StatusBadRequest, "idempotency_key_invalid", "Idempotency-Key header invalid").
+			WithDetail("send exactly one key of 1 to 255 visible ASCII characters"))
+		return checkout.Request{}, k, false
+	}
+	k = keyed{key: key, raw: strings.TrimSpace(c.GetHeader("Idempotency-Key"))}
+	body, p := readJSON(c.Request, a.maxBody)
+	if p != nil {
+		a.fail(c, k, p)
+		return checkout.Request{}, k, false
+	}
+	return checkout.Request{
+		Client: client(c),
+		Key:    key,
+		Method: c.Request.Method,
+		Path:   c.Request.URL.Path,
+		Body:   body,
+		Wait:   preferWait(c.Request.Header),
+	}, k, true
+}
+
+func (a *handlers) createOrder(c *gin.Context) {
+	req, k, ok := a.begin(c)
+	if !ok {
+		return
+	}
+	var in checkout.OrderInput
+	if p := decodeStrict(req.Body, &in); p != nil {
+		a.fail(c, k, p)
+		return
+	}
+	if errs := in.Validate(); len(errs) > 0 {
+		a.fail(c, k, checkout.ValidationFailed(errs))
+		return
+	}
+	res, err := a.svc.CreateOrder(c.Request.Context(), req, in)
+	if err != nil {
+		a.fail(c, k, err)
+		return
+	}
+	writeResult(c, k, res)
+}
+
+func (a *handlers) createRefund(c *gin.Context) {
+	orderID, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	req, k, ok := a.begin(c)
+	if !ok {
+		return
+	}
+	var in checkout.RefundInput
+	if p := decodeStrict(req.Body, &in); p != nil {
+		a.fail(c, k, p)
+		return
+	}
+	if errs := in.Validate(); len(errs) > 0 {
+		a.fail(c, k, checkout.ValidationFailed(errs))
+		return
+	}
+	res, err := a.svc.CreateRefund(c.Request.Context(), req, orderID, in)
+	if err != nil {
+		a.fail(c, k, err)
+		return
+	}
+	writeResult(c, k, res)
+}
+
+func (a *handlers) getOrder(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	v, err := a.svc.GetOrder(c.Request.Context(), client(c).ID, id)
+	if errors.Is(err, checkout.ErrOrderNotFound) {
+		server.Abort(c, problem.New(http.StatusNotFound, "order_not_found", "Order not found"))
+		return
+	}
+	if err != nil {
+		a.fail(c, keyed{}, err)
+		return
+	}
+	c.JSON(http.StatusOK, v)
+}
+
+// listOrders: GET /v1/orders?customer_id=...&limit=...&after=... , newest first. The next
+// page starts after the last id of this one.
+func (a *handlers) listOrders(c *gin.Context) {
+	customer := c.Query("customer_id")
+	if customer == "" || len(customer) > 255 {
+		server.Abort(c, checkout.ValidationFailed([]checkout.FieldError{{Field: "customer_id", Message: "is required (at most 255 characters)"}}))
+		return
+	}
+	limit, errL := queryInt(c, "limit", 20)
+	after, errA := queryInt(c, "after", 0)
+	if errL != nil || limit < 1 || limit > 100 || errA != nil || after < 0 {
+		server.Abort(c, checkout.ValidationFailed([]checkout.FieldError{{Field: "limit, after", Message: "limit must be 1 to 100 and after a positive order id"}}))
+		return
+	}
+	orders, more, err := a.svc.ListOrders(c.Request.Context(), client(c).ID, customer, after, int(limit))
+	if err != nil {
+		a.fail(c, keyed{}, err)
+		return
+	}
+	out := gin.H{"data": orders, "has_more": more}
+	if more {
+		out["next_after"] = orders[len(orders)-1].ID
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func queryInt(c *gin.Context, name string, def int64) (int64, error) {
+	v, ok := c.GetQuery(name)
+	if !ok {
+		return def, nil
+	}
+	return strconv.ParseInt(v, 10, 64)
+}
+
+func pathID(c *gin.Context, name string) (int64, bool) {
+	id, err := strconv.ParseInt(c.Param(name), 10, 64)
+	if err != nil || id <= 0 {
+		server.Abort(c, problem.New(http.StatusNotFound, "order_not_found", "Order not found"))
+		return 0, false
+	}
+	return id, true
+}

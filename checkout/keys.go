@@ -1,0 +1,130 @@
+package checkout
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Key states.
+const (
+	StateInProgress     = "in_progress"
+	StateCompleted      = "completed"
+	StateNeedsAttention = "needs_attention"
+)
+
+// Recovery points: the last step of a keyed request that committed.
+const (
+	PointOrderCreated  = "order_created"
+	PointRefundCreated = "refund_created"
+	PointFinished      = "finished"
+)
+
+// Key is a row of idempotency_keys.
+type Key struct {
+	ID              int64          `db:"id"`
+	ClientID        int64          `db:"client_id"`
+	Key             string         `db:"key"`
+	Fingerprint     []byte         `db:"fingerprint"`
+	Method          string         `db:"method"`
+	Path            string         `db:"path"`
+	State           string         `db:"state"`
+	RecoveryPoint   string         `db:"recovery_point"`
+	LeaseToken      int64          `db:"lease_token"`
+	LeaseExpiresAt  sql.NullTime   `db:"lease_expires_at"`
+	OrderID         sql.NullInt64  `db:"order_id"`
+	RefundID        sql.NullInt64  `db:"refund_id"`
+	ResponseStatus  sql.NullInt32  `db:"response_status"`
+	ResponseHeaders []byte         `db:"response_headers"`
+	ResponseBody    []byte         `db:"response_body"`
+	AttentionReason sql.NullString `db:"attention_reason"`
+	CreatedAt       time.Time      `db:"created_at"`
+	ExpiresAt       time.Time      `db:"expires_at"`
+}
+
+// keyColumns is the select list that fills a Key.
+const keyColumns = `id, client_id, key, fingerprint, method, path, state, recovery_point, lease_token,
+	lease_expires_at, order_id, refund_id, response_status, response_headers, response_body,
+	attention_reason, created_at, expires_at`
+
+// Response is what a keyed request answers, stored with its key so that a repeat gets
+// the same status, headers and bytes.
+type Response struct {
+	Status int
+	Header map[string]string
+	Body   []byte
+}
+
+func (k *Key) response() (Response, error) {
+	r := Response{Status: int(k.ResponseStatus.Int32), Body: k.ResponseBody}
+	if len(k.ResponseHeaders) > 0 {
+		if err := json.Unmarshal(k.ResponseHeaders, &r.Header); err != nil {
+			return Response{}, fmt.Errorf("stored response headers of key %d: %w", k.ID, err)
+		}
+	}
+	return r, nil
+}
+
+// leased reports whether someone holds the key at now.
+func (k *Key) leased(now time.Time) bool {
+	return k.LeaseExpiresAt.Valid && k.LeaseExpiresAt.Time.After(now)
+}
+
+var errNoKey = errors.New("no such key")
+
+// lookupKey is the first and, for a replay, the only query of a keyed request.
+func lookupKey(ctx context.Context, db sqlx.QueryerContext, clientID int64, key string) (*Key, error) {
+	var k Key
+	err := sqlx.GetContext(ctx, db, &k,
+		`SELECT `+keyColumns+` FROM idempotency_keys WHERE client_id = $1 AND key = $2`, clientID, key)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errNoKey
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up key: %w", err)
+	}
+	return &k, nil
+}
+
+// takeOver gives the key to a new worker when the previous one's lease has lapsed (it
+// died, or gave the key back after an unknown provider outcome). Incrementing the token
+// fences the former owner out: its completing write names the old token and matches
+// nothing. It returns errNoKey if someone else took the key first.
+func takeOver(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.Time, lease time.Duration) (*Key, error) {
+	var nk Key
+	err := sqlx.GetContext(ctx, db, &nk, `
+		UPDATE idempotency_keys
+		   SET lease_token = lease_token + 1, lease_expires_at = $3
+		 WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'
+		   AND (lease_expires_at IS NULL OR lease_expires_at <= $4)
+		RETURNING `+keyColumns, k.ID, k.LeaseToken, now.Add(lease), now)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errNoKey
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take over key: %w", err)
+	}
+	return &nk, nil
+}
+
+// releaseKey ends the lease early so that the client's retry can resume at once instead of
+// waiting for the lease to lapse: after an unknown provider outcome the work is not done,
+// but nobody is doing it.
+func releaseKey(ctx context.Context, db sqlx.ExecerContext, k *Key, now time.Time) error {
+	_, err := db.ExecContext(ctx, `
+		UPDATE idempotency_keys SET lease_expires_at = $3
+		 WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'`, k.ID, k.LeaseToken, now)
+	if err != nil {
+		return fmt.Errorf("release key: %w", err)
+	}
+	return nil
+}
+
+// errFenced means the key was taken over while this worker held it: the work continues in
+// the new owner's hands, and this worker's result must not be written.
+var errFenced = errors.New("key was taken over by another worker")

@@ -1,0 +1,253 @@
+package checkout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/mail"
+	"strconv"
+	"time"
+
+	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/internal/problem"
+)
+
+// OrderInput is the body of POST /v1/orders.
+type OrderInput struct {
+	Currency string            `json:"currency"`
+	Items    []Item            `json:"items"`
+	Amount   int64             `json:"amount"`
+	Payment  PaymentInput      `json:"payment"`
+	Customer *Customer         `json:"customer,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// Item is one line of an order. Amounts are integers in minor units.
+type Item struct {
+	SKU        string `json:"sku"`
+	Name       string `json:"name"`
+	Quantity   int64  `json:"quantity"`
+	UnitAmount int64  `json:"unit_amount"`
+}
+
+// PaymentInput names the card. The token goes to the provider and nowhere else: it is not
+// stored, logged or returned.
+type PaymentInput struct {
+	CardToken string `json:"card_token"`
+}
+
+// Customer identifies who pays; optional.
+type Customer struct {
+	ID    string `json:"id,omitempty"`
+	Email string `json:"email,omitempty"`
+}
+
+// Limits of an order, documented in docs/api.md.
+const (
+	MaxItems         = 100
+	MaxAmount        = 1_000_000_000_000 // 10^12 minor units
+	MaxQuantity      = 10_000
+	MaxMetadataKeys  = 20
+	MaxMetadataKey   = 40
+	MaxMetadataValue = 500
+)
+
+// Validate lists every problem with the input at once.
+func (in *OrderInput) Validate() []FieldError {
+	var errs []FieldError
+	add := func(field, format string, args ...any) {
+		errs = append(errs, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	if !validCurrency(in.Currency) {
+		add("currency", "must be an upper-case ISO 4217 code such as TRY or EUR")
+	}
+	switch {
+	case len(in.Items) == 0:
+		add("items", "must list at least one item")
+	case len(in.Items) > MaxItems:
+		add("items", "must list at most %d items", MaxItems)
+	}
+	var sum int64
+	overflow := false
+	for i, it := range in.Items {
+		f := "items[" + strconv.Itoa(i) + "]."
+		if it.SKU == "" || len(it.SKU) > 64 {
+			add(f+"sku", "must be 1 to 64 characters")
+		}
+		if it.Name == "" || len(it.Name) > 200 {
+			add(f+"name", "must be 1 to 200 characters")
+		}
+		if it.Quantity < 1 || it.Quantity > MaxQuantity {
+			add(f+"quantity", "must be between 1 and %d", MaxQuantity)
+		}
+		if it.UnitAmount < 0 || it.UnitAmount > MaxAmount {
+			add(f+"unit_amount", "must be between 0 and %d minor units", int64(MaxAmount))
+		}
+		if it.Quantity > 0 && it.Quantity <= MaxQuantity && it.UnitAmount >= 0 && it.UnitAmount <= MaxAmount {
+			sum += it.Quantity * it.UnitAmount // at most 10^4 * 10^12 * 100 items: fits int64
+		} else {
+			overflow = true
+		}
+	}
+	switch {
+	case in.Amount <= 0 || in.Amount > MaxAmount:
+		add("amount", "must be between 1 and %d minor units", int64(MaxAmount))
+	case !overflow && len(in.Items) > 0 && in.Amount != sum:
+		add("amount", "must equal the sum of the items (%d)", sum)
+	}
+	if in.Payment.CardToken == "" || len(in.Payment.CardToken) > 255 {
+		add("payment.card_token", "is required (at most 255 characters)")
+	}
+	if c := in.Customer; c != nil {
+		if len(c.ID) > 255 {
+			add("customer.id", "must be at most 255 characters")
+		}
+		if c.Email != "" {
+			if a, err := mail.ParseAddress(c.Email); err != nil || a.Address != c.Email || len(c.Email) > 254 {
+				add("customer.email", "must be a plain email address")
+			}
+		}
+	}
+	if len(in.Metadata) > MaxMetadataKeys {
+		add("metadata", "must have at most %d keys", MaxMetadataKeys)
+	}
+	for k, v := range in.Metadata {
+		if k == "" || len(k) > MaxMetadataKey {
+			add("metadata", "keys must be 1 to %d characters", MaxMetadataKey)
+		}
+		if len(v) > MaxMetadataValue {
+			add("metadata."+k, "must be at most %d characters", MaxMetadataValue)
+		}
+	}
+	return errs
+}
+
+// OrderView is an order as the API shows it: the body of a 201 and of GET /v1/orders/{id}.
+type OrderView struct {
+	ID             int64             `json:"id"`
+	Status         string            `json:"status"`
+	Amount         int64             `json:"amount"`
+	Currency       string            `json:"currency"`
+	Items          []Item            `json:"items"`
+	Customer       *Customer         `json:"customer,omitempty"`
+	Metadata       map[string]string `json:"metadata,omitempty"`
+	Payment        *PaymentView      `json:"payment,omitempty"`
+	RefundedAmount int64             `json:"refunded_amount"`
+	CreatedAt      time.Time         `json:"created_at"`
+}
+
+// PaymentView is the provider charge of an order, without anything that could be used to
+// charge the card again.
+type PaymentView struct {
+	ID          string `json:"id"`
+	Status      string `json:"status"`
+	DeclineCode string `json:"decline_code,omitempty"`
+	CardBrand   string `json:"card_brand,omitempty"`
+	CardLast4   string `json:"card_last4,omitempty"`
+}
+
+// CreateOrder runs POST /v1/orders for a validated input.
+func (s *Service) CreateOrder(ctx context.Context, req Request, in OrderInput) (Result, error) {
+	return s.execute(ctx, req, &orderOp{s: s, in: in})
+}
+
+type orderOp struct {
+	s  *Service
+	in OrderInput
+}
+
+func (o *orderOp) claim(ctx context.Context, k *Key) (*Key, error) {
+	items, err := json.Marshal(o.in.Items)
+	if err != nil {
+		return nil, fmt.Errorf("encode items: %w", err)
+	}
+	var metadata []byte
+	if len(o.in.Metadata) > 0 {
+		if metadata, err = json.Marshal(o.in.Metadata); err != nil {
+			return nil, fmt.Errorf("encode metadata: %w", err)
+		}
+	}
+	var custID, custEmail *string
+	if c := o.in.Customer; c != nil {
+		custID, custEmail = nullable(c.ID), nullable(c.Email)
+	}
+	return claimOrder(ctx, o.s.db, k, o.in.Amount, o.in.Currency, items, custID, custEmail, metadata)
+}
+
+func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, error) {
+	pk := providerKey("charge", k)
+	pctx, cancel := context.WithTimeout(ctx, o.s.cfg.ProviderTimeout)
+	defer cancel()
+	var ch psp.Charge
+	var err error
+	if resumed {
+		// The previous worker may have charged before it died: ask first.
+		ch, err = o.s.provider.LookupCharge(pctx, pk)
+	}
+	if !resumed || errors.Is(err, psp.ErrNotFound) {
+		ch, err = o.s.provider.Charge(pctx, psp.ChargeRequest{
+			Key: pk, Amount: o.in.Amount, Currency: o.in.Currency, CardToken: o.in.Payment.CardToken,
+			Description: "order " + strconv.FormatInt(k.OrderID.Int64, 10),
+		})
+	}
+	if err != nil {
+		return o.s.providerFailed(ctx, k, err)
+	}
+
+	now := o.s.cfg.Now()
+	view := OrderView{
+		ID: k.OrderID.Int64, Amount: o.in.Amount, Currency: o.in.Currency, Items: o.in.Items,
+		Customer: o.in.Customer, Metadata: o.in.Metadata, CreatedAt: k.CreatedAt.UTC(),
+		Payment: &PaymentView{ID: ch.ID, Status: ch.Status, DeclineCode: ch.DeclineCode, CardBrand: ch.CardBrand, CardLast4: ch.CardLast4},
+	}
+	var resp Response
+	var captured int64
+	if ch.Status == psp.StatusSucceeded {
+		view.Status = "paid"
+		captured = o.in.Amount
+		body, err := json.Marshal(view)
+		if err != nil {
+			return Response{}, fmt.Errorf("encode order: %w", err)
+		}
+		resp = Response{Status: http.StatusCreated, Body: body, Header: map[string]string{
+			"Content-Type": "application/json",
+			"Location":     "/v1/orders/" + strconv.FormatInt(view.ID, 10),
+		}}
+	} else {
+		view.Status = "declined"
+		p := AdviseKeyed(problem.New(http.StatusPaymentRequired, "payment_declined", "Payment declined").
+			WithDetail("the card was declined; the order is kept in status declined").
+			With("order_id", view.ID).With("decline_code", ch.DeclineCode))
+		resp = Response{Status: p.Status, Body: p.Body(k.Path), Header: map[string]string{"Content-Type": problem.ContentType}}
+	}
+	err = completeOrder(ctx, o.s.db, k, resp, now, view.Status, captured, ch, pk)
+	if err != nil {
+		return Response{}, err
+	}
+	return resp, nil
+}
+
+// providerFailed handles an unknown provider outcome: the charge may or may not exist. The
+// key is given back so that the client's retry resumes at once, and will look the charge up
+// before charging.
+func (s *Service) providerFailed(ctx context.Context, k *Key, perr error) (Response, error) {
+	s.logger.Warn("provider outcome unknown", "key_id", k.ID, "err", perr)
+	if errors.Is(perr, psp.ErrKeyReused) {
+		// Our derived key met different parameters at the provider: a bug, not a retryable
+		// condition. Leave the key for an operator.
+		return Response{}, fmt.Errorf("provider refused derived key of key %d: %w", k.ID, perr)
+	}
+	if err := releaseKey(ctx, s.db, k, s.cfg.Now()); err != nil {
+		s.logger.Warn("release key after provider failure", "key_id", k.ID, "err", err)
+	}
+	return Response{}, paymentPending()
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

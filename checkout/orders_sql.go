@@ -1,0 +1,206 @@
+package checkout
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout/psp"
+)
+
+// providerKey derives the key tekrar sends the provider for one step of a key row. It is
+// stable for the row (a resumed request sends the same one, so the provider charges once)
+// and never reveals the client's raw key. created_at is part of it so that a key row id
+// reused after a database restore cannot collide with an old charge.
+func providerKey(step string, k *Key) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%d\x00%d\x00%s\x00%d", step, k.ID, k.ClientID, k.Key, k.CreatedAt.UnixMicro())
+	return "tekrar_" + step[:2] + "_" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// claimOrder inserts the key row and its pending order in one statement, so the two commit
+// together or not at all. ON CONFLICT DO NOTHING on (client_id, key) decides which of many
+// concurrent first arrivals wins; the losers get errNoKey and look the key up again.
+func claimOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, amount int64, currency string,
+	items []byte, customerID, customerEmail *string, metadata []byte) (*Key, error) {
+	var claimed Key
+	err := sqlx.GetContext(ctx, db, &claimed, `
+		WITH k AS (
+		    INSERT INTO idempotency_keys
+		           (client_id, key, fingerprint, method, path, state, recovery_point,
+		            lease_expires_at, order_id, created_at, expires_at)
+		    VALUES ($1, $2, $3, $4, $5, 'in_progress', 'order_created',
+		            $6, nextval(pg_get_serial_sequence('orders', 'id')), $7, $8)
+		    ON CONFLICT (client_id, key) DO NOTHING
+		    RETURNING `+keyColumns+`
+		), o AS (
+		    INSERT INTO orders (id, client_id, status, amount, currency, items, customer_id,
+		                        customer_email, metadata, created_at, updated_at)
+		    SELECT k.order_id, $1, 'pending', $9, $10, $11, $12, $13, $14, $7, $7 FROM k
+		)
+		SELECT * FROM k`,
+		k.ClientID, k.Key, k.Fingerprint, k.Method, k.Path,
+		k.LeaseExpiresAt, k.CreatedAt, k.ExpiresAt,
+		amount, currency, items, customerID, customerEmail, nullJSON(metadata))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errNoKey
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim key and create order: %w", err)
+	}
+	return &claimed, nil
+}
+
+// completeOrder records the charge, settles the order and stores the response, all fenced
+// by the lease token: if the key was taken over meanwhile, nothing is written.
+func completeOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, resp Response, now time.Time,
+	status string, captured int64, ch psp.Charge, pk string) error {
+	headers, err := jsonHeaders(resp)
+	if err != nil {
+		return err
+	}
+	var n int
+	err = sqlx.GetContext(ctx, db, &n, `
+		WITH k AS (
+		    UPDATE idempotency_keys
+		       SET state = 'completed', recovery_point = 'finished', lease_expires_at = NULL,
+		           response_status = $3, response_headers = $4, response_body = $5, completed_at = $6
+		     WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'
+		    RETURNING order_id
+		), o AS (
+		    UPDATE orders SET status = $7, captured_amount = $8, updated_at = $6
+		     WHERE id = (SELECT order_id FROM k)
+		), p AS (
+		    INSERT INTO payments (order_id, provider_charge_id, provider_key, amount, currency,
+		                          status, decline_code, card_brand, card_last4, created_at)
+		    SELECT k.order_id, $9, $10, $11, $12, $13, $14, $15, $16, $6 FROM k
+		)
+		SELECT count(*) FROM k`,
+		k.ID, k.LeaseToken, resp.Status, headers, resp.Body, now,
+		status, captured,
+		ch.ID, pk, ch.Amount, ch.Currency, ch.Status, nullable(ch.DeclineCode), nullable(ch.CardBrand), nullable(ch.CardLast4))
+	if err != nil {
+		return fmt.Errorf("complete order: %w", err)
+	}
+	if n == 0 {
+		return errFenced
+	}
+	return nil
+}
+
+func jsonHeaders(r Response) ([]byte, error) {
+	b, err := json.Marshal(r.Header)
+	if err != nil {
+		return nil, fmt.Errorf("encode headers: %w", err)
+	}
+	return b, nil
+}
+
+func nullJSON(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+func nullTime(t time.Time) sql.NullTime { return sql.NullTime{Time: t, Valid: true} }
+
+// orderRow is an order joined with its payment.
+type orderRow struct {
+	ID             int64          `db:"id"`
+	Status         string         `db:"status"`
+	Amount         int64          `db:"amount"`
+	Currency       string         `db:"currency"`
+	Items          []byte         `db:"items"`
+	CustomerID     sql.NullString `db:"customer_id"`
+	CustomerEmail  sql.NullString `db:"customer_email"`
+	Metadata       []byte         `db:"metadata"`
+	RefundedAmount int64          `db:"refunded_amount"`
+	CreatedAt      time.Time      `db:"created_at"`
+	ChargeID       sql.NullString `db:"provider_charge_id"`
+	PayStatus      sql.NullString `db:"pay_status"`
+	DeclineCode    sql.NullString `db:"decline_code"`
+	CardBrand      sql.NullString `db:"card_brand"`
+	CardLast4      sql.NullString `db:"card_last4"`
+}
+
+const orderSelect = `
+	SELECT o.id, o.status, o.amount, o.currency, o.items, o.customer_id, o.customer_email,
+	       o.metadata, o.refunded_amount, o.created_at,
+	       p.provider_charge_id, p.status AS pay_status, p.decline_code, p.card_brand, p.card_last4
+	  FROM orders o LEFT JOIN payments p ON p.order_id = o.id`
+
+func (r *orderRow) view() (OrderView, error) {
+	v := OrderView{ID: r.ID, Status: r.Status, Amount: r.Amount, Currency: r.Currency,
+		RefundedAmount: r.RefundedAmount, CreatedAt: r.CreatedAt.UTC()}
+	if err := json.Unmarshal(r.Items, &v.Items); err != nil {
+		return OrderView{}, fmt.Errorf("order %d items: %w", r.ID, err)
+	}
+	if len(r.Metadata) > 0 {
+		if err := json.Unmarshal(r.Metadata, &v.Metadata); err != nil {
+			return OrderView{}, fmt.Errorf("order %d metadata: %w", r.ID, err)
+		}
+	}
+	if r.CustomerID.Valid || r.CustomerEmail.Valid {
+		v.Customer = &Customer{ID: r.CustomerID.String, Email: r.CustomerEmail.String}
+	}
+	if r.ChargeID.Valid {
+		v.Payment = &PaymentView{ID: r.ChargeID.String, Status: r.PayStatus.String, DeclineCode: r.DeclineCode.String,
+			CardBrand: r.CardBrand.String, CardLast4: r.CardLast4.String}
+	}
+	return v, nil
+}
+
+// ErrOrderNotFound is an order that does not exist or belongs to another client: the two
+// are indistinguishable to a client by design.
+var ErrOrderNotFound = errors.New("order not found")
+
+// GetOrder returns one of the client's orders.
+func (s *Service) GetOrder(ctx context.Context, clientID, orderID int64) (OrderView, error) {
+	var r orderRow
+	err := sqlx.GetContext(ctx, s.db, &r, orderSelect+` WHERE o.id = $1 AND o.client_id = $2`, orderID, clientID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return OrderView{}, ErrOrderNotFound
+	}
+	if err != nil {
+		return OrderView{}, fmt.Errorf("get order: %w", err)
+	}
+	return r.view()
+}
+
+// ListOrders returns a page of the client's orders for one customer, newest first, starting
+// after the order id `after` (0: from the newest). Keyset pagination: the cost of a page
+// does not grow with how deep it is.
+func (s *Service) ListOrders(ctx context.Context, clientID int64, customerID string, after int64, limit int) ([]OrderView, bool, error) {
+	if after <= 0 {
+		after = 1<<63 - 1
+	}
+	var rows []orderRow
+	err := sqlx.SelectContext(ctx, s.db, &rows, orderSelect+`
+		 WHERE o.client_id = $1 AND o.customer_id = $2 AND o.id < $3
+		 ORDER BY o.id DESC
+		 LIMIT $4`, clientID, customerID, after, limit+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("list orders: %w", err)
+	}
+	more := len(rows) > limit
+	if more {
+		rows = rows[:limit]
+	}
+	out := make([]OrderView, 0, len(rows))
+	for i := range rows {
+		v, err := rows[i].view()
+		if err != nil {
+			return nil, false, err
+		}
+		out = append(out, v)
+	}
+	return out, more, nil
+}

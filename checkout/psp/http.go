@@ -1,0 +1,347 @@
+package psp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/tekrar/tekrar/internal/problem"
+)
+
+// The HTTP API of a provider, served by NewHandler and spoken by Client:
+//
+//	POST /charges        body: ChargeRequest as JSON  -> 200 Charge (succeeded or declined)
+//	POST /refunds        body: RefundRequest as JSON  -> 200 Refund
+//	GET  /charges/{key}                               -> 200 Charge
+//	GET  /refunds/{key}                               -> 200 Refund
+//
+// The idempotency key is the JSON field "key" of the body. An Idempotency-Key header is
+// accepted too, for curl users: it fills an empty "key" and must equal a non-empty one. In a
+// path the key is escaped as one segment (url.PathEscape), so "/" in a key is fine.
+//
+// Errors are problem+json (RFC 9457) with these codes:
+//
+//	bad_request            400  ErrInvalidRequest (malformed JSON, invalid field)
+//	not_found              404  ErrNotFound
+//	key_reused             409  ErrKeyReused
+//	refund_exceeds_charge  422  ErrRefundExceedsCharge
+//	not_refundable         422  ErrNotRefundable
+//	provider_error         502  outcome unknown (tok_fail, the provider's own store failing)
+//	provider_timeout       504  outcome unknown (the handler's deadline passed)
+//	unknown_route          404  no such route; deliberately not not_found, so that a wrong
+//	                            base URL can never read as "no charge has this key"
+//
+// A request that takes longer than 5 minutes is abandoned; tok_timeout uses that: the charge
+// is recorded, then the handler answers only when the client gives up or 5 minutes pass.
+
+// Problem codes of the provider's HTTP API.
+const (
+	CodeBadRequest          = "bad_request"
+	CodeNotFound            = "not_found"
+	CodeKeyReused           = "key_reused"
+	CodeRefundExceedsCharge = "refund_exceeds_charge"
+	CodeNotRefundable       = "not_refundable"
+	CodeProviderError       = "provider_error"
+	CodeProviderTimeout     = "provider_timeout"
+	CodeUnknownRoute        = "unknown_route"
+)
+
+// IdempotencyKeyHeader may carry the key of a POST instead of the body's "key".
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+const (
+	handlerTimeout = 5 * time.Minute
+	maxBodyBytes   = 64 << 10
+)
+
+// definitive maps the definitive errors to their problem status and code, in both directions.
+var definitive = []struct {
+	err    error
+	status int
+	code   string
+	title  string
+}{
+	{ErrInvalidRequest, http.StatusBadRequest, CodeBadRequest, "Invalid request"},
+	{ErrNotFound, http.StatusNotFound, CodeNotFound, "Not found"},
+	{ErrKeyReused, http.StatusConflict, CodeKeyReused, "Idempotency key reused with different parameters"},
+	{ErrRefundExceedsCharge, http.StatusUnprocessableEntity, CodeRefundExceedsCharge, "Refunds would exceed the charged amount"},
+	{ErrNotRefundable, http.StatusUnprocessableEntity, CodeNotRefundable, "Charge is not refundable"},
+}
+
+type handler struct {
+	p      Provider
+	logger *slog.Logger
+}
+
+// NewHandler serves p over HTTP (see the API above). logger may be nil.
+func NewHandler(p Provider, logger *slog.Logger) http.Handler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	h := &handler{p: p, logger: logger}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /charges", h.charge)
+	mux.HandleFunc("POST /refunds", h.refund)
+	mux.HandleFunc("GET /charges/{key}", h.lookupCharge)
+	mux.HandleFunc("GET /refunds/{key}", h.lookupRefund)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		problem.Write(w, r, problem.New(http.StatusNotFound, CodeUnknownRoute, "No such route").
+			WithDetail(r.Method+" "+r.URL.Path+" is not part of the provider API"))
+	})
+	return mux
+}
+
+func (h *handler) charge(w http.ResponseWriter, r *http.Request) {
+	var req ChargeRequest
+	if !h.decode(w, r, &req, &req.Key) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), handlerTimeout)
+	defer cancel()
+	c, err := h.p.Charge(ctx, req)
+	h.answer(w, r, c, err)
+}
+
+func (h *handler) refund(w http.ResponseWriter, r *http.Request) {
+	var req RefundRequest
+	if !h.decode(w, r, &req, &req.Key) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), handlerTimeout)
+	defer cancel()
+	rf, err := h.p.Refund(ctx, req)
+	h.answer(w, r, rf, err)
+}
+
+func (h *handler) lookupCharge(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), handlerTimeout)
+	defer cancel()
+	c, err := h.p.LookupCharge(ctx, r.PathValue("key"))
+	h.answer(w, r, c, err)
+}
+
+func (h *handler) lookupRefund(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), handlerTimeout)
+	defer cancel()
+	rf, err := h.p.LookupRefund(ctx, r.PathValue("key"))
+	h.answer(w, r, rf, err)
+}
+
+// decode reads a JSON body into v, takes the key from the header when the body has none,
+// and answers 400 itself when it cannot.
+func (h *handler) decode(w http.ResponseWriter, r *http.Request, v any, key *string) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	if err == nil {
+		if hk := r.Header.Get(IdempotencyKeyHeader); hk != "" {
+			switch *key {
+			case "":
+				*key = hk
+			case hk:
+			default:
+				err = fmt.Errorf("the %s header and the body's key differ", IdempotencyKeyHeader)
+			}
+		}
+	}
+	if err != nil {
+		problem.Write(w, r, problem.New(http.StatusBadRequest, CodeBadRequest, "Invalid request").
+			WithDetail("the body must be one JSON object of the documented fields: "+err.Error()))
+		return false
+	}
+	return true
+}
+
+// answer writes v, or the problem err maps to.
+func (h *handler) answer(w http.ResponseWriter, r *http.Request, v any, err error) {
+	if err == nil {
+		body, merr := json.Marshal(v)
+		if merr != nil {
+			h.logger.Error("psp: encode response", "err", merr, "path", r.URL.Path)
+			problem.Write(w, r, problem.Internal())
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(body)
+		return
+	}
+	for _, d := range definitive {
+		if errors.Is(err, d.err) {
+			problem.Write(w, r, problem.New(d.status, d.code, d.title).WithDetail(err.Error()))
+			return
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		// Usually the client has gone and reads nothing; say it anyway.
+		h.logger.Info("psp: request ended before the provider answered", "method", r.Method, "path", r.URL.Path, "err", err)
+		problem.Write(w, r, problem.New(http.StatusGatewayTimeout, CodeProviderTimeout, "Provider timed out").
+			WithDetail("the outcome is unknown: look the key up before trying again"))
+		return
+	}
+	h.logger.Warn("psp: provider error", "method", r.Method, "path", r.URL.Path, "err", err)
+	problem.Write(w, r, problem.New(http.StatusBadGateway, CodeProviderError, "Provider error").
+		WithDetail("the outcome is unknown: look the key up before trying again"))
+}
+
+// Client is a Provider reached over HTTP, such as a `tekrar psp` process. The caller's
+// context bounds every call; the client adds no timeout of its own.
+type Client struct {
+	base string
+	hc   *http.Client
+}
+
+var _ Provider = (*Client)(nil)
+
+// NewClient returns a client of the provider at baseURL ("http://127.0.0.1:8099"). hc nil
+// means http.DefaultClient.
+func NewClient(baseURL string, hc *http.Client) *Client {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	for len(baseURL) > 0 && baseURL[len(baseURL)-1] == '/' {
+		baseURL = baseURL[:len(baseURL)-1]
+	}
+	return &Client{base: baseURL, hc: hc}
+}
+
+// Charge implements Provider.
+func (c *Client) Charge(ctx context.Context, req ChargeRequest) (Charge, error) {
+	if err := req.validate(); err != nil {
+		return Charge{}, err
+	}
+	var ch Charge
+	err := c.do(ctx, http.MethodPost, "/charges", req, &ch, false)
+	if err == nil && !validCharge(ch) {
+		err = fmt.Errorf("psp: POST /charges: the provider answered an unreadable charge (status %q)", ch.Status)
+	}
+	return ch, err
+}
+
+// Refund implements Provider.
+func (c *Client) Refund(ctx context.Context, req RefundRequest) (Refund, error) {
+	if err := req.validate(); err != nil {
+		return Refund{}, err
+	}
+	var rf Refund
+	err := c.do(ctx, http.MethodPost, "/refunds", req, &rf, true)
+	if err == nil && (rf.ID == "" || rf.Status != RefundSucceeded) {
+		err = fmt.Errorf("psp: POST /refunds: the provider answered an unreadable refund (status %q)", rf.Status)
+	}
+	return rf, err
+}
+
+// LookupCharge implements Provider.
+func (c *Client) LookupCharge(ctx context.Context, key string) (Charge, error) {
+	if err := checkKey(key); err != nil {
+		return Charge{}, err
+	}
+	var ch Charge
+	err := c.do(ctx, http.MethodGet, "/charges/"+url.PathEscape(key), nil, &ch, true)
+	if err == nil && !validCharge(ch) {
+		err = fmt.Errorf("psp: GET /charges: the provider answered an unreadable charge (status %q)", ch.Status)
+	}
+	return ch, err
+}
+
+// LookupRefund implements Provider.
+func (c *Client) LookupRefund(ctx context.Context, key string) (Refund, error) {
+	if err := checkKey(key); err != nil {
+		return Refund{}, err
+	}
+	var rf Refund
+	err := c.do(ctx, http.MethodGet, "/refunds/"+url.PathEscape(key), nil, &rf, true)
+	if err == nil && (rf.ID == "" || rf.Status != RefundSucceeded) {
+		err = fmt.Errorf("psp: GET /refunds: the provider answered an unreadable refund (status %q)", rf.Status)
+	}
+	return rf, err
+}
+
+func validCharge(c Charge) bool {
+	return c.ID != "" && (c.Status == StatusSucceeded || c.Status == StatusDeclined)
+}
+
+// RemoteError is a problem the provider answered. Unwrap gives the matching definitive
+// error, or nil when the outcome is unknown (5xx, or a code this client does not know).
+type RemoteError struct {
+	Method, Path string
+	Status       int
+	Code         string
+	Detail       string
+	sentinel     error
+}
+
+func (e *RemoteError) Error() string {
+	s := fmt.Sprintf("psp: %s %s: %d %s", e.Method, e.Path, e.Status, e.Code)
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s
+}
+
+func (e *RemoteError) Unwrap() error { return e.sentinel }
+
+// do sends one request and decodes a 200 into out. notFoundOK says whether a not_found
+// problem is a legitimate answer of this route (it never is for a new charge).
+func (c *Client) do(ctx context.Context, method, path string, in, out any, notFoundOK bool) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("psp: %s %s: encode: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return fmt.Errorf("psp: %s %s: %w", method, path, err)
+	}
+	req.Header.Set("Accept", "application/json, "+problem.ContentType)
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		// Transport failure or the context's end: the request may have been processed.
+		return fmt.Errorf("psp: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("psp: %s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("psp: %s %s: decode answer: %w", method, path, err)
+		}
+		return nil
+	}
+	var p struct {
+		Code   string `json:"code"`
+		Detail string `json:"detail"`
+	}
+	_ = json.Unmarshal(raw, &p) // a body that is not a problem leaves the code empty: unknown
+	re := &RemoteError{Method: method, Path: path, Status: resp.StatusCode, Code: p.Code, Detail: p.Detail}
+	if re.Code == "" {
+		re.Code = "(no problem code)"
+	}
+	if resp.Header.Get("Content-Type") == problem.ContentType {
+		for _, d := range definitive {
+			if d.code == p.Code && d.status == resp.StatusCode && (d.err != ErrNotFound || notFoundOK) {
+				re.sentinel = d.err
+			}
+		}
+	}
+	return re
+}

@@ -1,0 +1,215 @@
+// Package psp is tekrar's side of the payment service provider: the Provider interface the
+// checkout engine charges through, a sandbox card processor with its own Postgres ledger,
+// and an HTTP transport so that the sandbox can run as its own process (`tekrar psp`) and be
+// reached exactly as a remote processor would be.
+//
+// # Outcomes
+//
+// Every Charge and Refund carries a provider-side idempotency key; the provider charges (or
+// refunds) at most once per key. A call ends in one of three ways:
+//
+//   - a result: the charge succeeded or was declined (a decline is a result, not an error);
+//   - a definitive error: ErrKeyReused, ErrRefundExceedsCharge, ErrNotRefundable,
+//     ErrInvalidRequest, or ErrNotFound — the provider answered and nothing happened;
+//   - any other error, including a cancelled or expired context: the OUTCOME IS UNKNOWN. The
+//     charge may have happened. Look the key up (LookupCharge, LookupRefund) before charging
+//     again, or repeat the call with the same key, which is always safe.
+//
+// IsOutcomeUnknown tells the last case from the others.
+package psp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Provider is a card processor. Every call carries a provider-side idempotency key that
+// tekrar derives from its own key row; the provider charges at most once per key.
+type Provider interface {
+	// Charge charges a card once per req.Key. Repeating a key with the same amount,
+	// currency and card returns the first charge, whatever its status.
+	Charge(ctx context.Context, req ChargeRequest) (Charge, error)
+	// Refund refunds part or all of a succeeded charge once per req.Key.
+	Refund(ctx context.Context, req RefundRequest) (Refund, error)
+	// LookupCharge returns the charge made with key, or ErrNotFound if there is none.
+	LookupCharge(ctx context.Context, key string) (Charge, error)
+	// LookupRefund returns the refund made with key, or ErrNotFound if there is none.
+	LookupRefund(ctx context.Context, key string) (Refund, error)
+}
+
+// ChargeRequest asks for one charge.
+type ChargeRequest struct {
+	// Key is the provider-side idempotency key: 1 to 255 printable ASCII characters
+	// without spaces, and not "." or "..".
+	Key string `json:"key"`
+	// Amount is in the currency's minor unit (cents); it must be positive.
+	Amount int64 `json:"amount"`
+	// Currency is an ISO 4217 code in upper case ("EUR").
+	Currency string `json:"currency"`
+	// CardToken is the token of the card. It is never stored nor returned.
+	CardToken string `json:"card_token"`
+	// Description is free text kept on the charge; it is not compared on a repeated key.
+	Description string `json:"description,omitempty"`
+}
+
+// Charge statuses. Both are final.
+const (
+	StatusSucceeded = "succeeded"
+	StatusDeclined  = "declined"
+)
+
+// Decline codes of the sandbox.
+const (
+	DeclineCardDeclined = "card_declined" // tok_declined
+	DeclineInvalidCard  = "invalid_card"  // a token the sandbox does not know
+)
+
+// Charge is a charge as the provider recorded it.
+type Charge struct {
+	ID          string    `json:"id"` // "ch_" and random characters
+	Key         string    `json:"key"`
+	Amount      int64     `json:"amount"`
+	Currency    string    `json:"currency"`
+	Status      string    `json:"status"`       // StatusSucceeded or StatusDeclined
+	DeclineCode string    `json:"decline_code"` // set when declined
+	CardBrand   string    `json:"card_brand"`   // "visa"; empty for an unknown card
+	CardLast4   string    `json:"card_last4"`   // "4242"; empty for an unknown card
+	Created     time.Time `json:"created"`
+}
+
+// RefundRequest asks for one refund of a succeeded charge.
+type RefundRequest struct {
+	// Key is the provider-side idempotency key, with the same rules as ChargeRequest.Key.
+	// Refund keys and charge keys are separate namespaces.
+	Key      string `json:"key"`
+	ChargeID string `json:"charge_id"`
+	// Amount is in minor units and must be positive; the refunds of a charge never add up
+	// to more than its amount.
+	Amount int64  `json:"amount"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// RefundSucceeded is the status of every refund: a refund is either made or refused.
+const RefundSucceeded = "succeeded"
+
+// Refund is a refund as the provider recorded it.
+type Refund struct {
+	ID       string    `json:"id"` // "re_" and random characters
+	Key      string    `json:"key"`
+	ChargeID string    `json:"charge_id"`
+	Amount   int64     `json:"amount"`
+	Currency string    `json:"currency"` // the charge's
+	Status   string    `json:"status"`   // RefundSucceeded
+	Created  time.Time `json:"created"`
+}
+
+// The definitive errors: the provider answered, and nothing was charged or refunded.
+var (
+	// ErrNotFound: no charge (or refund) has that key, or a refund names an unknown charge.
+	ErrNotFound = errors.New("psp: not found")
+	// ErrKeyReused: the same provider key was sent with different parameters (amount,
+	// currency, token/charge) — a bug in the caller, never retried.
+	ErrKeyReused = errors.New("psp: idempotency key reused with different parameters")
+	// ErrRefundExceedsCharge: refunds would exceed the charged amount (the provider enforces
+	// it too).
+	ErrRefundExceedsCharge = errors.New("psp: refunds would exceed the charged amount")
+	// ErrNotRefundable: the charge exists but was declined, so there is nothing to refund.
+	ErrNotRefundable = errors.New("psp: charge is not refundable")
+	// ErrInvalidRequest: the request is malformed (empty key, non-positive amount, bad
+	// currency...) — a bug in the caller, never retried.
+	ErrInvalidRequest = errors.New("psp: invalid request")
+)
+
+// IsOutcomeUnknown reports whether err leaves the outcome of a Charge or Refund unknown: it
+// is not nil and not one of the definitive errors. Transport failures, provider 5xx and
+// context cancellation or deadlines are all unknown: the charge may have happened.
+func IsOutcomeUnknown(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, d := range []error{ErrNotFound, ErrKeyReused, ErrRefundExceedsCharge, ErrNotRefundable, ErrInvalidRequest} {
+		if errors.Is(err, d) {
+			return false
+		}
+	}
+	return true
+}
+
+// The sandbox's magic card tokens.
+const (
+	TokenVisa       = "tok_visa"       // approves: visa 4242
+	TokenMastercard = "tok_mastercard" // approves: mastercard 4444
+	TokenDeclined   = "tok_declined"   // declines with card_declined (a recorded charge)
+	TokenFail       = "tok_fail"       // fails like a provider 5xx; nothing is recorded
+	TokenTimeout    = "tok_timeout"    // charges, then never answers: the call ends with its ctx
+	TokenSlow       = "tok_slow"       // waits SandboxOptions.SlowDelay, then approves like tok_visa
+)
+
+const (
+	maxKeyLen  = 255
+	maxTextLen = 500
+)
+
+func checkKey(key string) error {
+	if key == "" || len(key) > maxKeyLen {
+		return fmt.Errorf("%w: key must be 1 to %d characters", ErrInvalidRequest, maxKeyLen)
+	}
+	if key == "." || key == ".." {
+		return fmt.Errorf("%w: key must not be %q", ErrInvalidRequest, key)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] <= ' ' || key[i] > '~' {
+			return fmt.Errorf("%w: key must be printable ASCII without spaces", ErrInvalidRequest)
+		}
+	}
+	return nil
+}
+
+func checkCurrency(c string) error {
+	if len(c) != 3 {
+		return fmt.Errorf("%w: currency must be an upper-case ISO 4217 code such as EUR", ErrInvalidRequest)
+	}
+	for i := 0; i < 3; i++ {
+		if c[i] < 'A' || c[i] > 'Z' {
+			return fmt.Errorf("%w: currency must be an upper-case ISO 4217 code such as EUR", ErrInvalidRequest)
+		}
+	}
+	return nil
+}
+
+func (r ChargeRequest) validate() error {
+	if err := checkKey(r.Key); err != nil {
+		return err
+	}
+	if r.Amount <= 0 {
+		return fmt.Errorf("%w: amount must be positive", ErrInvalidRequest)
+	}
+	if err := checkCurrency(r.Currency); err != nil {
+		return err
+	}
+	if r.CardToken == "" || len(r.CardToken) > maxTextLen {
+		return fmt.Errorf("%w: card_token must be 1 to %d characters", ErrInvalidRequest, maxTextLen)
+	}
+	if len(r.Description) > maxTextLen {
+		return fmt.Errorf("%w: description must be at most %d characters", ErrInvalidRequest, maxTextLen)
+	}
+	return nil
+}
+
+func (r RefundRequest) validate() error {
+	if err := checkKey(r.Key); err != nil {
+		return err
+	}
+	if r.ChargeID == "" || len(r.ChargeID) > maxKeyLen {
+		return fmt.Errorf("%w: charge_id must be 1 to %d characters", ErrInvalidRequest, maxKeyLen)
+	}
+	if r.Amount <= 0 {
+		return fmt.Errorf("%w: amount must be positive", ErrInvalidRequest)
+	}
+	if len(r.Reason) > maxTextLen {
+		return fmt.Errorf("%w: reason must be at most %d characters", ErrInvalidRequest, maxTextLen)
+	}
+	return nil
+}

@@ -1,0 +1,370 @@
+package psp
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/internal/db"
+)
+
+// SandboxOptions tune the sandbox.
+type SandboxOptions struct {
+	// SlowDelay is how long tok_slow waits before approving; 0 means 2s.
+	SlowDelay time.Duration
+	// Now stamps charges and refunds; nil means time.Now.
+	Now func() time.Time
+}
+
+// Sandbox is a card processor with its own ledger in Postgres (tables psp_charges and
+// psp_refunds). It keeps its own idempotency on keys, like a real processor: the UNIQUE
+// constraints on the keys are what make a repeated key safe under any concurrency, and a
+// CHECK on the charge's refunded total is what makes over-refunding impossible.
+//
+// The card token decides the outcome; see the Token constants.
+type Sandbox struct {
+	db   *sqlx.DB
+	slow time.Duration
+	now  func() time.Time
+}
+
+var _ Provider = (*Sandbox)(nil)
+
+// NewSandbox returns a sandbox over db, whose migrations must have been applied.
+func NewSandbox(db *sqlx.DB, opts SandboxOptions) *Sandbox {
+	s := &Sandbox{db: db, slow: opts.SlowDelay, now: opts.Now}
+	if s.slow <= 0 {
+		s.slow = 2 * time.Second
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s
+}
+
+// recordTimeout bounds the write of a tok_timeout charge, which goes on after the caller's
+// context has ended, as a real processor's would.
+const recordTimeout = 30 * time.Second
+
+// errSimulatedFailure is what tok_fail returns. It is deliberately not exported: to a
+// caller it is an unknown outcome like any provider failure.
+var errSimulatedFailure = errors.New("psp sandbox: provider failure (simulated by " + TokenFail + "; nothing was recorded)")
+
+type card struct {
+	brand, last4 string
+	approve      bool
+	declineCode  string
+}
+
+func cardOf(token string) card {
+	switch token {
+	case TokenVisa, TokenSlow, TokenTimeout:
+		return card{brand: "visa", last4: "4242", approve: true}
+	case TokenMastercard:
+		return card{brand: "mastercard", last4: "4444", approve: true}
+	case TokenDeclined:
+		return card{brand: "visa", last4: "0002", declineCode: DeclineCardDeclined}
+	default:
+		return card{declineCode: DeclineInvalidCard}
+	}
+}
+
+func fingerprint(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err)) // the kernel's RNG does not fail
+	}
+	return prefix + hex.EncodeToString(b[:])
+}
+
+type chargeRow struct {
+	ID          string    `db:"id"`
+	Key         string    `db:"key"`
+	Amount      int64     `db:"amount"`
+	Currency    string    `db:"currency"`
+	Fingerprint []byte    `db:"card_token_fingerprint"`
+	Status      string    `db:"status"`
+	DeclineCode string    `db:"decline_code"`
+	CardBrand   string    `db:"card_brand"`
+	CardLast4   string    `db:"card_last4"`
+	Created     time.Time `db:"created_at"`
+}
+
+const chargeColumns = `id, key, amount, currency, card_token_fingerprint, status, decline_code, card_brand, card_last4, created_at`
+
+func (r chargeRow) charge() Charge {
+	return Charge{
+		ID: r.ID, Key: r.Key, Amount: r.Amount, Currency: r.Currency,
+		Status: r.Status, DeclineCode: r.DeclineCode,
+		CardBrand: r.CardBrand, CardLast4: r.CardLast4,
+		Created: r.Created.UTC(),
+	}
+}
+
+// replay answers a repeated charge key: the first charge if the parameters match.
+func (r chargeRow) replay(req ChargeRequest, fp []byte) (Charge, error) {
+	if r.Amount != req.Amount || r.Currency != req.Currency || !bytes.Equal(r.Fingerprint, fp) {
+		return Charge{}, fmt.Errorf("%w: charge key %q was first used for %d %s with another card or amount (charge %s)",
+			ErrKeyReused, req.Key, r.Amount, r.Currency, r.ID)
+	}
+	return r.charge(), nil
+}
+
+// Charge implements Provider. A key that already has a charge is answered at once from the
+// ledger, whatever the token; only a new key meets the token's behaviour.
+func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error) {
+	if err := req.validate(); err != nil {
+		return Charge{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Charge{}, fmt.Errorf("psp sandbox: charge not sent: %w", err)
+	}
+	fp := fingerprint(req.CardToken)
+	existing, err := s.chargeByKey(ctx, req.Key)
+	switch {
+	case err == nil:
+		return existing.replay(req, fp)
+	case !errors.Is(err, ErrNotFound):
+		return Charge{}, err
+	}
+
+	switch req.CardToken {
+	case TokenFail:
+		return Charge{}, errSimulatedFailure
+	case TokenSlow:
+		t := time.NewTimer(s.slow)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return Charge{}, fmt.Errorf("psp sandbox: slow charge abandoned before it was made: %w", ctx.Err())
+		}
+	}
+
+	wctx := ctx
+	if req.CardToken == TokenTimeout {
+		// The processor charges whatever the caller does meanwhile.
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		defer cancel()
+	}
+	c := cardOf(req.CardToken)
+	status := StatusSucceeded
+	if !c.approve {
+		status = StatusDeclined
+	}
+	var row chargeRow
+	err = sqlx.GetContext(wctx, s.db, &row, `
+		INSERT INTO psp_charges (id, key, amount, currency, card_token_fingerprint, status,
+		                         decline_code, card_brand, card_last4, description, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		ON CONFLICT (key) DO NOTHING
+		RETURNING `+chargeColumns,
+		newID("ch_"), req.Key, req.Amount, req.Currency, fp, status,
+		c.declineCode, c.brand, c.last4, req.Description, s.now())
+	if errors.Is(err, sql.ErrNoRows) {
+		// A concurrent call with the same key won the insert; its row is committed now.
+		existing, err := s.chargeByKey(ctx, req.Key)
+		if err != nil {
+			return Charge{}, err
+		}
+		return existing.replay(req, fp)
+	}
+	if err != nil {
+		return Charge{}, fmt.Errorf("psp sandbox: record charge: %w", err)
+	}
+	if req.CardToken == TokenTimeout {
+		<-ctx.Done()
+		return Charge{}, fmt.Errorf("psp sandbox: charge %s was made but its answer never came (%s): %w",
+			row.ID, TokenTimeout, ctx.Err())
+	}
+	return row.charge(), nil
+}
+
+func (s *Sandbox) chargeByKey(ctx context.Context, key string) (chargeRow, error) {
+	var row chargeRow
+	err := sqlx.GetContext(ctx, s.db, &row, `SELECT `+chargeColumns+` FROM psp_charges WHERE key = $1`, key)
+	if errors.Is(err, sql.ErrNoRows) {
+		return chargeRow{}, fmt.Errorf("%w: no charge has key %q", ErrNotFound, key)
+	}
+	if err != nil {
+		return chargeRow{}, fmt.Errorf("psp sandbox: look up charge: %w", err)
+	}
+	return row, nil
+}
+
+// LookupCharge implements Provider.
+func (s *Sandbox) LookupCharge(ctx context.Context, key string) (Charge, error) {
+	if err := checkKey(key); err != nil {
+		return Charge{}, err
+	}
+	row, err := s.chargeByKey(ctx, key)
+	if err != nil {
+		return Charge{}, err
+	}
+	return row.charge(), nil
+}
+
+type refundRow struct {
+	ID       string    `db:"id"`
+	Key      string    `db:"key"`
+	ChargeID string    `db:"charge_id"`
+	Amount   int64     `db:"amount"`
+	Currency string    `db:"currency"`
+	Status   string    `db:"status"`
+	Created  time.Time `db:"created_at"`
+}
+
+func (r refundRow) refund() Refund {
+	return Refund{
+		ID: r.ID, Key: r.Key, ChargeID: r.ChargeID, Amount: r.Amount,
+		Currency: r.Currency, Status: r.Status, Created: r.Created.UTC(),
+	}
+}
+
+func (r refundRow) replay(req RefundRequest) (Refund, error) {
+	if r.ChargeID != req.ChargeID || r.Amount != req.Amount {
+		return Refund{}, fmt.Errorf("%w: refund key %q was first used for %d of charge %s (refund %s)",
+			ErrKeyReused, req.Key, r.Amount, r.ChargeID, r.ID)
+	}
+	return r.refund(), nil
+}
+
+const refundSelect = `
+	SELECT r.id, r.key, r.charge_id, r.amount, c.currency, r.status, r.created_at
+	FROM psp_refunds r JOIN psp_charges c ON c.id = r.charge_id`
+
+func (s *Sandbox) refundByKey(ctx context.Context, q sqlx.QueryerContext, key string) (refundRow, error) {
+	var row refundRow
+	err := sqlx.GetContext(ctx, q, &row, refundSelect+` WHERE r.key = $1`, key)
+	if errors.Is(err, sql.ErrNoRows) {
+		return refundRow{}, fmt.Errorf("%w: no refund has key %q", ErrNotFound, key)
+	}
+	if err != nil {
+		return refundRow{}, fmt.Errorf("psp sandbox: look up refund: %w", err)
+	}
+	return row, nil
+}
+
+// Refund implements Provider. The refund insert and the charge's refunded total move in one
+// transaction; the CHECK on that total refuses an over-refund even between concurrent
+// refunds.
+func (s *Sandbox) Refund(ctx context.Context, req RefundRequest) (Refund, error) {
+	if err := req.validate(); err != nil {
+		return Refund{}, err
+	}
+	existing, err := s.refundByKey(ctx, s.db, req.Key)
+	switch {
+	case err == nil:
+		return existing.replay(req)
+	case !errors.Is(err, ErrNotFound):
+		return Refund{}, err
+	}
+
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return Refund{}, fmt.Errorf("psp sandbox: refund: %w", err)
+	}
+	defer tx.Rollback()
+
+	var charge struct {
+		Status   string `db:"status"`
+		Currency string `db:"currency"`
+	}
+	err = tx.GetContext(ctx, &charge, `SELECT status, currency FROM psp_charges WHERE id = $1 FOR UPDATE`, req.ChargeID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Refund{}, fmt.Errorf("%w: no charge has id %q", ErrNotFound, req.ChargeID)
+	}
+	if err != nil {
+		return Refund{}, fmt.Errorf("psp sandbox: refund: lock charge: %w", err)
+	}
+	if charge.Status != StatusSucceeded {
+		return Refund{}, fmt.Errorf("%w: charge %s is %s", ErrNotRefundable, req.ChargeID, charge.Status)
+	}
+
+	row := refundRow{Currency: charge.Currency}
+	err = tx.QueryRowxContext(ctx, `
+		INSERT INTO psp_refunds (id, key, charge_id, amount, reason, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (key) DO NOTHING
+		RETURNING id, key, charge_id, amount, status, created_at`,
+		newID("re_"), req.Key, req.ChargeID, req.Amount, req.Reason, s.now(),
+	).Scan(&row.ID, &row.Key, &row.ChargeID, &row.Amount, &row.Status, &row.Created)
+	if errors.Is(err, sql.ErrNoRows) {
+		// A concurrent refund with the same key committed first.
+		_ = tx.Rollback()
+		existing, err := s.refundByKey(ctx, s.db, req.Key)
+		if err != nil {
+			return Refund{}, err
+		}
+		return existing.replay(req)
+	}
+	if err != nil {
+		return Refund{}, fmt.Errorf("psp sandbox: record refund: %w", err)
+	}
+	_, err = tx.ExecContext(ctx,
+		`UPDATE psp_charges SET refunded_amount = refunded_amount + $2 WHERE id = $1`, req.ChargeID, req.Amount)
+	if db.IsCheckViolation(err, "psp_charges_refunded_within_amount") {
+		return Refund{}, fmt.Errorf("%w: refunding %d more of charge %s", ErrRefundExceedsCharge, req.Amount, req.ChargeID)
+	}
+	if err != nil {
+		return Refund{}, fmt.Errorf("psp sandbox: refund: update charge: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Refund{}, fmt.Errorf("psp sandbox: refund: commit: %w", err)
+	}
+	return row.refund(), nil
+}
+
+// LookupRefund implements Provider.
+func (s *Sandbox) LookupRefund(ctx context.Context, key string) (Refund, error) {
+	if err := checkKey(key); err != nil {
+		return Refund{}, err
+	}
+	row, err := s.refundByKey(ctx, s.db, key)
+	if err != nil {
+		return Refund{}, err
+	}
+	return row.refund(), nil
+}
+
+// Charges returns the whole ledger of charges, oldest first: for tests that check what was
+// really charged.
+func (s *Sandbox) Charges(ctx context.Context) ([]Charge, error) {
+	var rows []chargeRow
+	if err := sqlx.SelectContext(ctx, s.db, &rows,
+		`SELECT `+chargeColumns+` FROM psp_charges ORDER BY created_at, seq`); err != nil {
+		return nil, fmt.Errorf("psp sandbox: list charges: %w", err)
+	}
+	out := make([]Charge, len(rows))
+	for i, r := range rows {
+		out[i] = r.charge()
+	}
+	return out, nil
+}
+
+// Refunds returns the whole ledger of refunds, oldest first.
+func (s *Sandbox) Refunds(ctx context.Context) ([]Refund, error) {
+	var rows []refundRow
+	if err := sqlx.SelectContext(ctx, s.db, &rows, refundSelect+` ORDER BY r.created_at, r.seq`); err != nil {
+		return nil, fmt.Errorf("psp sandbox: list refunds: %w", err)
+	}
+	out := make([]Refund, len(rows))
+	for i, r := range rows {
+		out[i] = r.refund()
+	}
+	return out, nil
+}

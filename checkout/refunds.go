@@ -1,0 +1,110 @@
+package checkout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/internal/problem"
+)
+
+// RefundInput is the body of POST /v1/orders/{id}/refunds.
+type RefundInput struct {
+	Amount int64  `json:"amount"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Validate lists every problem with the input.
+func (in *RefundInput) Validate() []FieldError {
+	var errs []FieldError
+	if in.Amount <= 0 || in.Amount > MaxAmount {
+		errs = append(errs, FieldError{"amount", fmt.Sprintf("must be between 1 and %d minor units", int64(MaxAmount))})
+	}
+	if len(in.Reason) > 500 {
+		errs = append(errs, FieldError{"reason", "must be at most 500 characters"})
+	}
+	return errs
+}
+
+// RefundView is a refund as the API shows it.
+type RefundView struct {
+	ID        int64     `json:"id"`
+	OrderID   int64     `json:"order_id"`
+	Amount    int64     `json:"amount"`
+	Currency  string    `json:"currency"`
+	Status    string    `json:"status"`
+	Reason    string    `json:"reason,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Problems of refunds, raised before anything is stored.
+var (
+	errOrderNotFound = func() *problem.Problem {
+		return AdviseKeyed(problem.New(http.StatusNotFound, "order_not_found", "Order not found"))
+	}
+	errNotRefundable = func(status string) *problem.Problem {
+		return AdviseKeyed(problem.New(http.StatusConflict, "order_not_refundable", "Order cannot be refunded").
+			WithDetail("only a paid order can be refunded; this one is " + status))
+	}
+	errExceedsCaptured = func() *problem.Problem {
+		return AdviseKeyed(problem.New(http.StatusUnprocessableEntity, "refund_exceeds_captured",
+			"Refund exceeds what was captured").
+			WithDetail("the refunds of an order, counting those in progress, cannot exceed its captured amount"))
+	}
+)
+
+// CreateRefund runs POST /v1/orders/{id}/refunds for a validated input.
+func (s *Service) CreateRefund(ctx context.Context, req Request, orderID int64, in RefundInput) (Result, error) {
+	return s.execute(ctx, req, &refundOp{s: s, orderID: orderID, in: in})
+}
+
+type refundOp struct {
+	s       *Service
+	orderID int64
+	in      RefundInput
+}
+
+func (r *refundOp) claim(ctx context.Context, k *Key) (*Key, error) {
+	return claimRefund(ctx, r.s.db, k, r.orderID, r.in)
+}
+
+func (r *refundOp) run(ctx context.Context, k *Key, resumed bool) (Response, error) {
+	pk := providerKey("refund", k)
+	ref, err := loadRefund(ctx, r.s.db, k.RefundID.Int64)
+	if err != nil {
+		return Response{}, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, r.s.cfg.ProviderTimeout)
+	defer cancel()
+	var pr psp.Refund
+	if resumed {
+		pr, err = r.s.provider.LookupRefund(pctx, pk)
+	}
+	if !resumed || errors.Is(err, psp.ErrNotFound) {
+		pr, err = r.s.provider.Refund(pctx, psp.RefundRequest{
+			Key: pk, ChargeID: ref.ChargeID, Amount: ref.Amount, Reason: ref.Reason,
+		})
+	}
+	if err != nil {
+		return r.s.providerFailed(ctx, k, err)
+	}
+	view := RefundView{ID: ref.ID, OrderID: ref.OrderID, Amount: ref.Amount, Currency: ref.Currency,
+		Status: "succeeded", Reason: ref.Reason, CreatedAt: ref.CreatedAt.UTC()}
+	body, err := json.Marshal(view)
+	if err != nil {
+		return Response{}, fmt.Errorf("encode refund: %w", err)
+	}
+	resp := Response{Status: http.StatusCreated, Body: body, Header: map[string]string{
+		"Content-Type": "application/json",
+		"Location":     "/v1/orders/" + strconv.FormatInt(ref.OrderID, 10) + "/refunds/" + strconv.FormatInt(ref.ID, 10),
+	}}
+	if err := completeRefund(ctx, r.s.db, k, resp, r.s.cfg.Now(), pr.ID); err != nil {
+		return Response{}, err
+	}
+	return resp, nil
+}

@@ -1,0 +1,127 @@
+package checkout
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/internal/db"
+)
+
+// claimRefund inserts the key row, reserves the amount on the order and creates the
+// pending refund, in one transaction. The reservation is an UPDATE of the order's
+// refunded_amount, so concurrent refunds of one order queue on its row lock, and the
+// CHECK orders_refund_within_capture refuses the one that would exceed the capture.
+func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderID int64, in RefundInput) (*Key, error) {
+	tx, err := d.BeginTxx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("claim refund: %w", err)
+	}
+	defer tx.Rollback()
+	var claimed Key
+	err = sqlx.GetContext(ctx, tx, &claimed, `
+		INSERT INTO idempotency_keys
+		       (client_id, key, fingerprint, method, path, state, recovery_point,
+		        lease_expires_at, refund_id, created_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5, 'in_progress', 'refund_created',
+		        $6, nextval(pg_get_serial_sequence('refunds', 'id')), $7, $8)
+		ON CONFLICT (client_id, key) DO NOTHING
+		RETURNING `+keyColumns,
+		k.ClientID, k.Key, k.Fingerprint, k.Method, k.Path, k.LeaseExpiresAt, k.CreatedAt, k.ExpiresAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errNoKey
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim refund key: %w", err)
+	}
+	var currency string
+	err = tx.GetContext(ctx, &currency, `
+		UPDATE orders SET refunded_amount = refunded_amount + $3, updated_at = $4
+		 WHERE id = $1 AND client_id = $2 AND status = 'paid'
+		RETURNING currency`, orderID, k.ClientID, in.Amount, k.CreatedAt)
+	switch {
+	case db.IsCheckViolation(err, "orders_refund_within_capture"):
+		return nil, errExceedsCaptured()
+	case errors.Is(err, sql.ErrNoRows):
+		var status string
+		err := tx.GetContext(ctx, &status, `SELECT status FROM orders WHERE id = $1 AND client_id = $2`, orderID, k.ClientID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, errOrderNotFound()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("claim refund: %w", err)
+		}
+		return nil, errNotRefundable(status)
+	case err != nil:
+		return nil, fmt.Errorf("reserve refund amount: %w", err)
+	}
+	_, err = tx.ExecContext(ctx, `
+		INSERT INTO refunds (id, order_id, client_id, amount, currency, reason, status, provider_key,
+		                     created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $8)`,
+		claimed.RefundID.Int64, orderID, k.ClientID, in.Amount, currency, nullable(in.Reason),
+		providerKey("refund", &claimed), k.CreatedAt)
+	if err != nil {
+		return nil, fmt.Errorf("create refund: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("claim refund: %w", err)
+	}
+	return &claimed, nil
+}
+
+type refundRow struct {
+	ID        int64     `db:"id"`
+	OrderID   int64     `db:"order_id"`
+	Amount    int64     `db:"amount"`
+	Currency  string    `db:"currency"`
+	Reason    string    `db:"reason"`
+	CreatedAt time.Time `db:"created_at"`
+	ChargeID  string    `db:"provider_charge_id"`
+}
+
+func loadRefund(ctx context.Context, d sqlx.QueryerContext, id int64) (refundRow, error) {
+	var r refundRow
+	err := sqlx.GetContext(ctx, d, &r, `
+		SELECT r.id, r.order_id, r.amount, r.currency, coalesce(r.reason, '') AS reason, r.created_at,
+		       p.provider_charge_id
+		  FROM refunds r JOIN payments p ON p.order_id = r.order_id
+		 WHERE r.id = $1`, id)
+	if err != nil {
+		return refundRow{}, fmt.Errorf("load refund %d: %w", id, err)
+	}
+	return r, nil
+}
+
+// completeRefund marks the refund done and stores the response, fenced like completeOrder.
+func completeRefund(ctx context.Context, d sqlx.QueryerContext, k *Key, resp Response, now time.Time, providerRefundID string) error {
+	headers, err := jsonHeaders(resp)
+	if err != nil {
+		return err
+	}
+	var n int
+	err = sqlx.GetContext(ctx, d, &n, `
+		WITH k AS (
+		    UPDATE idempotency_keys
+		       SET state = 'completed', recovery_point = 'finished', lease_expires_at = NULL,
+		           response_status = $3, response_headers = $4, response_body = $5, completed_at = $6
+		     WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'
+		    RETURNING refund_id
+		), r AS (
+		    UPDATE refunds SET status = 'succeeded', provider_refund_id = $7, updated_at = $6
+		     WHERE id = (SELECT refund_id FROM k)
+		)
+		SELECT count(*) FROM k`,
+		k.ID, k.LeaseToken, resp.Status, headers, resp.Body, now, providerRefundID)
+	if err != nil {
+		return fmt.Errorf("complete refund: %w", err)
+	}
+	if n == 0 {
+		return errFenced
+	}
+	return nil
+}

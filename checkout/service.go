@@ -1,0 +1,217 @@
+// Package checkout is the domain of tekrar: orders, payments and refunds that happen once
+// per idempotency key, however often and however concurrently the request arrives. It knows
+// nothing of HTTP frameworks: the API hands it a decoded request and encodes what it
+// returns. It owns the tables orders, payments, refunds and idempotency_keys.
+//
+// A keyed request runs in recovery points, each its own short transaction, so that the
+// provider call never sits inside an open transaction and a crash between steps leaves a
+// state that a retry can resume:
+//
+//  1. claim: insert the key row and create the order (or refund), in one statement;
+//  2. call the provider with a key derived from the key row, never the client's raw key;
+//  3. complete: record the payment, the order status and the response, and finish the key,
+//     fenced by the lease token so that a worker that lost its lease writes nothing.
+package checkout
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/psp"
+)
+
+// Config tunes the engine; the zero value of a field takes its default.
+type Config struct {
+	// Lease is how long a worker holds a key before another may take it over.
+	Lease time.Duration
+	// ProviderTimeout bounds one provider call; past it the outcome is unknown.
+	ProviderTimeout time.Duration
+	// MaxWait caps Prefer: wait.
+	MaxWait time.Duration
+	// Now is the clock; tests inject one.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.Lease == 0 {
+		c.Lease = 30 * time.Second
+	}
+	if c.ProviderTimeout == 0 {
+		c.ProviderTimeout = 10 * time.Second
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = 10 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Service runs keyed requests.
+type Service struct {
+	db       *sqlx.DB
+	provider psp.Provider
+	cfg      Config
+	logger   *slog.Logger
+	replays  *replayCounter
+}
+
+// NewService returns a service; Close stops its background work.
+func NewService(db *sqlx.DB, provider psp.Provider, cfg Config, logger *slog.Logger) *Service {
+	cfg = cfg.withDefaults()
+	return &Service{
+		db:       db,
+		provider: provider,
+		cfg:      cfg,
+		logger:   logger,
+		replays:  newReplayCounter(db, logger, cfg.Now),
+	}
+}
+
+// Close flushes what the service still holds in memory (replay counts).
+func (s *Service) Close() { s.replays.close() }
+
+// Request is the part of a keyed request that the idempotency layer needs.
+type Request struct {
+	Client clients.Client
+	Key    string
+	Method string
+	Path   string
+	// Body is the raw JSON body, for the fingerprint.
+	Body []byte
+	// Wait is how long the client is prepared to wait for an in-flight first request
+	// (Prefer: wait); zero answers 409 at once.
+	Wait time.Duration
+}
+
+// Result is the answer to a keyed request.
+type Result struct {
+	Response
+	Replayed   bool
+	ExpiresAt  time.Time
+	WaitedFor  bool // Prefer: wait was applied
+	KeyCreated bool // this request created the key (a first arrival)
+}
+
+// operation is one kind of keyed request: creating an order, or a refund.
+type operation interface {
+	// claim inserts the key row and creates the operation's record in one step. It
+	// returns errNoKey when another request claimed the key first.
+	claim(ctx context.Context, k *Key) (*Key, error)
+	// run drives a claimed key from its recovery point to a response. resumed is false on
+	// the first arrival, when nothing can have reached the provider yet.
+	run(ctx context.Context, k *Key, resumed bool) (Response, error)
+}
+
+// execute is the idempotency algorithm shared by every keyed request.
+func (s *Service) execute(ctx context.Context, req Request, op operation) (Result, error) {
+	fp, err := Fingerprint(req.Method, req.Path, req.Body)
+	if err != nil {
+		return Result{}, fmt.Errorf("fingerprint: %w", err)
+	}
+	// Waiting is measured on the wall clock even when tests inject a business clock.
+	deadline := time.Now().Add(min(req.Wait, s.cfg.MaxWait))
+	poll := 20 * time.Millisecond
+	waited := false
+	for {
+		k, err := lookupKey(ctx, s.db, req.Client.ID, req.Key)
+		if errors.Is(err, errNoKey) {
+			now := s.cfg.Now()
+			claimed, err := op.claim(ctx, &Key{
+				ClientID:       req.Client.ID,
+				Key:            req.Key,
+				Fingerprint:    fp[:],
+				Method:         req.Method,
+				Path:           req.Path,
+				CreatedAt:      now,
+				ExpiresAt:      now.Add(req.Client.KeyTTL),
+				LeaseExpiresAt: nullTime(now.Add(s.cfg.Lease)),
+			})
+			if errors.Is(err, errNoKey) {
+				continue // another request claimed it between our lookup and insert
+			}
+			if err != nil {
+				return Result{}, err
+			}
+			return s.finish(ctx, claimed, op, false)
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		if !bytes.Equal(k.Fingerprint, fp[:]) {
+			return Result{}, keyReused(k, req.Method, req.Path)
+		}
+		now := s.cfg.Now()
+		if !now.Before(k.ExpiresAt) {
+			return Result{}, keyExpired(k)
+		}
+		switch k.State {
+		case StateCompleted:
+			r, err := k.response()
+			if err != nil {
+				return Result{}, err
+			}
+			s.replays.add(k.ID, now)
+			return Result{Response: r, Replayed: true, ExpiresAt: k.ExpiresAt, WaitedFor: waited}, nil
+		case StateNeedsAttention:
+			return Result{}, keyNeedsAttention(k)
+		}
+		if k.leased(now) {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return Result{}, keyInUse()
+			}
+			waited = true
+			if err := sleep(ctx, min(poll, left)); err != nil {
+				return Result{}, keyInUse()
+			}
+			poll = min(2*poll, 250*time.Millisecond)
+			continue
+		}
+		taken, err := takeOver(ctx, s.db, k, now, s.cfg.Lease)
+		if errors.Is(err, errNoKey) {
+			continue // someone else resumed it; look again
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		res, err := s.finish(ctx, taken, op, true)
+		res.WaitedFor = res.WaitedFor || waited
+		return res, err
+	}
+}
+
+// finish runs a claimed key to its response. Once a key is claimed the work must not be
+// abandoned because the client hung up, so it runs on a context that the request's
+// cancellation does not reach.
+func (s *Service) finish(ctx context.Context, k *Key, op operation, resumed bool) (Result, error) {
+	ctx = context.WithoutCancel(ctx)
+	r, err := op.run(ctx, k, resumed)
+	if errors.Is(err, errFenced) {
+		// Another worker took the key over while this one was slow; it will answer.
+		return Result{ExpiresAt: k.ExpiresAt}, keyInUse()
+	}
+	if err != nil {
+		return Result{ExpiresAt: k.ExpiresAt}, err
+	}
+	return Result{Response: r, ExpiresAt: k.ExpiresAt, KeyCreated: !resumed}, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/internal/config"
+	"github.com/tekrar/tekrar/internal/server"
+	"github.com/tekrar/tekrar/migrations"
+)
+
+// pspCmd: `tekrar psp` runs the sandbox card processor on its own, over HTTP, with its
+// ledger in DATABASE_URL; `tekrar serve --psp-url` then talks to it as to a remote
+// processor.
+func pspCmd(ctx context.Context, e env, args []string) error {
+	var addr string
+	var slow, grace time.Duration
+	pool, rest, err := openFromFlags(ctx, e, "psp", args, func(s *config.Set) {
+		s.String(&addr, "addr", "TEKRAR_PSP_ADDR", "127.0.0.1:8099", "HTTP listen address of the sandbox provider")
+		s.Duration(&slow, "slow-delay", "TEKRAR_PSP_SLOW_DELAY", "2s", "how long the tok_slow card waits before approving", time.Millisecond, 10*time.Minute)
+		s.Duration(&grace, "shutdown-timeout", "TEKRAR_PSP_SHUTDOWN_TIMEOUT", "10s", "how long in-flight requests may finish after SIGTERM", time.Second, 10*time.Minute)
+	})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if len(rest) != 0 {
+		return usageError("tekrar psp takes no arguments, only flags")
+	}
+	if err := migrations.Up(ctx, pool.DB); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
+	h := psp.NewHandler(psp.NewSandbox(pool, psp.SandboxOptions{SlowDelay: slow}), logger)
+	return server.Run(ctx, addr, endOnStop(ctx, grace/2, h), grace, logger, func(a net.Addr) {
+		logger.Info("tekrar psp: sandbox provider serving", "addr", a.String())
+	})
+}
+
+// endOnStop cancels the context of a request still running `after` the process was told to
+// stop, so that a tok_timeout request (which otherwise waits for its client) cannot hold the
+// graceful shutdown until its deadline.
+func endOnStop(stop context.Context, after time.Duration, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		unregister := context.AfterFunc(stop, func() { time.AfterFunc(after, cancel) })
+		defer unregister()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}

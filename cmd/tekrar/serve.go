@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/internal/app"
+	"github.com/tekrar/tekrar/internal/config"
+	"github.com/tekrar/tekrar/internal/db"
+	"github.com/tekrar/tekrar/internal/server"
+	"github.com/tekrar/tekrar/migrations"
+)
+
+func serve(ctx context.Context, e env, args []string) error {
+	cfg, err := config.LoadServer("serve", args, e.getenv, e.stderr)
+	if err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		return usageError("DATABASE_URL (or --database-url) is required; 'tekrar dev' runs on a private Postgres instead")
+	}
+	logger := app.NewLogger(cfg, e.stderr)
+	return runServer(ctx, cfg, logger, nil)
+}
+
+// runServer connects, migrates, serves until ctx ends, then closes the pool. ready, if not
+// nil, is told the bound address.
+func runServer(ctx context.Context, cfg config.Server, logger *slog.Logger, ready func(net.Addr)) error {
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	pool, err := db.Open(pctx, cfg.DatabaseURL, cfg.DBMaxConns)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := migrateIfAsked(ctx, cfg, pool); err != nil {
+		return err
+	}
+	a := app.New(cfg, pool, logger)
+	defer a.Close()
+	logger.Info("tekrar serving", "addr", cfg.Addr)
+	return server.Run(ctx, cfg.Addr, a.Handler, cfg.ShutdownTimeout, logger, ready)
+}
+
+func migrateIfAsked(ctx context.Context, cfg config.Server, pool *sqlx.DB) error {
+	if !cfg.AutoMigrate {
+		return nil
+	}
+	if err := migrations.Up(ctx, pool.DB); err != nil {
+		return fmt.Errorf("auto-migrate: %w", err)
+	}
+	return nil
+}

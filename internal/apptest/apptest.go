@@ -1,0 +1,152 @@
+// Package apptest runs a whole tekrar, as `tekrar serve` assembles it, over HTTP on a fresh
+// test database, for tests that want to see what a client sees.
+package apptest
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/internal/app"
+	"github.com/tekrar/tekrar/internal/config"
+	"github.com/tekrar/tekrar/internal/dbtest"
+)
+
+// Env is one running tekrar and its database.
+type Env struct {
+	URL    string
+	DB     *sqlx.DB
+	DBURL  string
+	Config config.Server
+	Clock  *Clock
+	// Secret authenticates as ClientID, a client created for the test.
+	Secret   string
+	ClientID int64
+}
+
+// Defaults returns the configuration `tekrar serve` runs with when nothing is set.
+func Defaults(t testing.TB) config.Server {
+	t.Helper()
+	cfg, err := config.LoadServer("serve", nil, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// New starts tekrar on a fresh database. change, if given, adjusts the configuration.
+func New(t testing.TB, change ...func(*config.Server)) *Env {
+	t.Helper()
+	cfg := Defaults(t)
+	cfg.SandboxSlowDelay = 300 * time.Millisecond
+	for _, c := range change {
+		c(&cfg)
+	}
+	url := dbtest.NewURL(t)
+	db, err := sqlx.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(cfg.DBMaxConns)
+	db.SetMaxIdleConns(cfg.DBMaxConns)
+	t.Cleanup(func() { db.Close() })
+	clock := &Clock{}
+	a := app.New(cfg, db, slog.New(slog.DiscardHandler), app.WithClock(clock.Now))
+	srv := httptest.NewServer(a.Handler)
+	t.Cleanup(func() {
+		srv.Close()
+		a.Close()
+	})
+	e := &Env{URL: srv.URL, DB: db, DBURL: url, Config: cfg, Clock: clock}
+	e.Secret, e.ClientID = e.NewClient(t, "test app")
+	return e
+}
+
+// NewClient creates another API client and returns its secret and id.
+func (e *Env) NewClient(t testing.TB, name string) (string, int64) {
+	t.Helper()
+	secret := clients.NewSecret()
+	c, err := clients.Create(context.Background(), e.DB, name, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secret, c.ID
+}
+
+// Response is an HTTP response with its body read.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Do sends a request. headers are name/value pairs; the secret, when not empty, goes in
+// Authorization.
+func (e *Env) Do(t testing.TB, method, path, secret string, body []byte, headers ...string) Response {
+	t.Helper()
+	r, err := e.Send(method, path, secret, body, headers...)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return r
+}
+
+// Send is Do for goroutines, which must not call t.Fatal.
+func (e *Env) Send(method, path, secret string, body []byte, headers ...string) (Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.URL+path, rd)
+	if err != nil {
+		return Response{}, err
+	}
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Add(headers[i], headers[i+1])
+	}
+	if body != nil && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return Response{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return Response{}, err
+	}
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
+}
+
+// Clock is a settable clock; until set it follows the wall clock.
+type Clock struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+// Now is the wall clock moved by everything Advance added.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.off)
+}
+
+// Advance moves the clock forward.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.off += d
+	c.mu.Unlock()
+}

@@ -1,0 +1,68 @@
+package config
+
+import (
+	"io"
+	"log/slog"
+	"time"
+)
+
+// Server is the configuration of `tekrar serve` and `tekrar dev`.
+type Server struct {
+	DatabaseURL     string
+	Addr            string
+	LogFormat       string
+	LogLevel        slog.Level
+	ShutdownTimeout time.Duration
+	DBMaxConns      int
+	AutoMigrate     bool
+	AuthCacheTTL    time.Duration
+	PSPURL          string
+	MaxBodyBytes    int
+
+	// The checkout engine.
+	Lease            time.Duration
+	ProviderTimeout  time.Duration
+	MaxWait          time.Duration
+	SandboxSlowDelay time.Duration
+
+	// Dev only: where the private Postgres keeps its data and which TCP port it opens.
+	DevDir    string
+	DevPGPort int
+	Demo      bool
+}
+
+// LoadServer parses the settings of the serve or dev command. Defaults differ only where
+// a developer's laptop and a production host want different things (log format, bind
+// address).
+func LoadServer(command string, args []string, getenv func(string) string, output io.Writer) (Server, error) {
+	var c Server
+	dev := command == "dev"
+	s := NewSet(command, getenv, output)
+	addr, format := ":8080", "json"
+	if dev {
+		addr, format = "127.0.0.1:8080", "text"
+	}
+	s.DatabaseURL(&c.DatabaseURL, "Postgres connection string"+map[bool]string{true: "; unset: start a private Postgres", false: " (required)"}[dev])
+	s.String(&c.Addr, "addr", "TEKRAR_ADDR", addr, "HTTP listen address")
+	s.Choice(&c.LogFormat, "log-format", "TEKRAR_LOG_FORMAT", format, "log line format", "json", "text")
+	s.Level(&c.LogLevel, "log-level", "TEKRAR_LOG_LEVEL", "info", "lowest level logged")
+	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", "TEKRAR_SHUTDOWN_TIMEOUT", "15s", "how long in-flight requests may finish after SIGTERM", 0, 10*time.Minute)
+	s.Int(&c.DBMaxConns, "db-max-conns", "TEKRAR_DB_MAX_CONNS", "32", "most open Postgres connections", 2, 1000)
+	s.Bool(&c.AutoMigrate, "auto-migrate", "TEKRAR_AUTO_MIGRATE", "true", "apply pending migrations at start (safe with many replicas: a Postgres lock serialises them)")
+	s.Duration(&c.AuthCacheTTL, "auth-cache-ttl", "TEKRAR_AUTH_CACHE_TTL", "30s", "how long a client secret lookup is cached (a disabled client is refused after at most this)", 0, time.Hour)
+	s.URL(&c.PSPURL, "psp-url", "TEKRAR_PSP_URL", "payment provider base URL (a `tekrar psp` process); unset: the sandbox provider runs in-process")
+	s.Int(&c.MaxBodyBytes, "max-body-bytes", "TEKRAR_MAX_BODY_BYTES", "65536", "largest request body accepted; larger gets 413", 1024, 10<<20)
+	s.Duration(&c.Lease, "lease", "TEKRAR_LEASE", "30s", "how long a worker holds an idempotency key before a retry may take it over", time.Second, time.Hour)
+	s.Duration(&c.ProviderTimeout, "provider-timeout", "TEKRAR_PROVIDER_TIMEOUT", "10s", "longest wait for one payment provider call; past it the outcome is unknown (503 payment_pending)", 10*time.Millisecond, 5*time.Minute)
+	s.Duration(&c.MaxWait, "max-wait", "TEKRAR_MAX_WAIT", "10s", "cap on 'Prefer: wait=N' for a request whose key is in flight", 0, time.Minute)
+	s.Duration(&c.SandboxSlowDelay, "sandbox-slow-delay", "TEKRAR_SANDBOX_SLOW_DELAY", "2s", "how long the in-process sandbox provider takes for tok_slow", 0, time.Minute)
+	if dev {
+		s.String(&c.DevDir, "dev-dir", "TEKRAR_DEV_DIR", DefaultDevDir(), "data directory of the private Postgres (kept between runs)")
+		s.Int(&c.DevPGPort, "dev-pg-port", "TEKRAR_DEV_PG_PORT", "54329", "127.0.0.1 port of the private Postgres, for psql and load tools", 1024, 65535)
+		s.Bool(&c.Demo, "demo", "TEKRAR_DEMO", "false", "fill the console with demo traffic")
+	}
+	if err := s.Parse(args); err != nil {
+		return c, err
+	}
+	return c, nil
+}

@@ -1,0 +1,78 @@
+// Package db opens tekrar's Postgres pool and classifies its errors, so that every package
+// answers "the store is down" and "that row already exists" the same way.
+package db
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/lib/pq/pqerror"
+)
+
+// Open returns a pool on url and checks that the server answers within the context.
+func Open(ctx context.Context, url string, maxConns int) (*sqlx.DB, error) {
+	d, err := sqlx.Open("postgres", url)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	d.SetMaxOpenConns(maxConns)
+	d.SetMaxIdleConns(maxConns)
+	// Recycle connections now and then so that a failover or a pgbouncer restart is
+	// picked up without a restart of tekrar.
+	d.SetConnMaxLifetime(30 * time.Minute)
+	if err := d.PingContext(ctx); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	return d, nil
+}
+
+// IsUniqueViolation reports whether err is a unique constraint violation, optionally on one
+// named constraint.
+func IsUniqueViolation(err error, constraint string) bool {
+	e := pq.As(err, pqerror.UniqueViolation)
+	return e != nil && (constraint == "" || e.Constraint == constraint)
+}
+
+// IsCheckViolation reports whether err is a CHECK constraint violation on the named
+// constraint.
+func IsCheckViolation(err error, constraint string) bool {
+	e := pq.As(err, pqerror.CheckViolation)
+	return e != nil && (constraint == "" || e.Constraint == constraint)
+}
+
+// IsUnavailable reports whether err means the database could not be reached or is going
+// away, as opposed to a query that the database refused. Callers fail closed on it: the
+// client is told to retry, and nothing is executed without its record.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ENOENT) ||
+		errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	if e := pq.As(err); e != nil {
+		switch e.Code.Class() {
+		case "08", // connection exception
+			"57", // operator intervention: admin shutdown, crash shutdown, cannot connect now
+			"53": // insufficient resources: too many connections, out of memory
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,100 @@
+// Package server is the HTTP plumbing every tekrar route shares: request ids, one log line
+// per request, panic recovery, health probes, problem responses for unknown routes, static
+// files, and a graceful shutdown. The routes themselves belong to checkout/api and admin.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/internal/problem"
+	"github.com/tekrar/tekrar/static"
+)
+
+func init() { gin.SetMode(gin.ReleaseMode) }
+
+// NewEngine returns a gin engine with the shared middleware and routes. db is pinged by
+// /readyz.
+func NewEngine(logger *slog.Logger, db *sqlx.DB) *gin.Engine {
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	e.RemoveExtraSlash = true
+	e.ContextWithFallback = true
+	// Match on the raw path so that a percent-encoded "/" inside an idempotency key stays in
+	// its segment; parameters are still unescaped.
+	e.UseRawPath = true
+	e.UnescapePathValues = true
+	e.Use(requestID(), accessLog(logger), recovery(logger))
+
+	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	e.GET("/readyz", func(c *gin.Context) {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+		defer cancel()
+		if err := db.PingContext(ctx); err != nil {
+			logger.Warn("readiness: database unreachable", "err", err, "request_id", RequestID(c))
+			c.Header("Retry-After", "1")
+			Abort(c, problem.New(http.StatusServiceUnavailable, "store_unavailable", "Database unavailable"))
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	})
+	e.StaticFS("/static", http.FS(static.Files))
+	e.NoRoute(func(c *gin.Context) { Abort(c, problem.NotFound()) })
+	e.NoMethod(func(c *gin.Context) { Abort(c, problem.MethodNotAllowed()) })
+	return e
+}
+
+// Abort writes p as the response and stops the handler chain.
+func Abort(c *gin.Context, p *problem.Problem) {
+	c.Abort()
+	if p.Status >= 500 {
+		c.Set(logProblemKey, p.Code)
+	}
+	problem.Write(c.Writer, c.Request, p)
+}
+
+// Run serves h on addr until ctx is cancelled, then stops accepting, lets in-flight requests
+// finish for at most grace, and returns. ready, if not nil, receives the bound address.
+func Run(ctx context.Context, addr string, h http.Handler, grace time.Duration, logger *slog.Logger, ready func(net.Addr)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down: finishing in-flight requests", "grace", grace.String())
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
