@@ -48,7 +48,7 @@ func claimOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, amount int6
 		SELECT * FROM k`,
 		k.ClientID, k.Key, k.Fingerprint, k.Method, k.Path,
 		k.LeaseExpiresAt, k.CreatedAt, k.ExpiresAt,
-		amount, currency, items, customerID, customerEmail, nullJSON(metadata))
+		amount, currency, string(items), customerID, customerEmail, nullJSON(metadata))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errNoKey
 	}
@@ -83,7 +83,7 @@ func completeOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, resp Res
 		    SELECT k.order_id, $9, $10, $11, $12, $13, $14, $15, $16, $6 FROM k
 		)
 		SELECT count(*) FROM k`,
-		k.ID, k.LeaseToken, resp.Status, headers, resp.Body, now,
+		k.ID, k.LeaseToken, resp.Status, string(headers), resp.Body, now,
 		status, captured,
 		ch.ID, pk, ch.Amount, ch.Currency, ch.Status, nullable(ch.DeclineCode), nullable(ch.CardBrand), nullable(ch.CardLast4))
 	if err != nil {
@@ -103,11 +103,13 @@ func jsonHeaders(r Response) ([]byte, error) {
 	return b, nil
 }
 
+// nullJSON passes a JSON document as text: with binary parameters on, []byte would be sent
+// as binary jsonb, which has a version byte that plain JSON lacks.
 func nullJSON(b []byte) any {
 	if len(b) == 0 {
 		return nil
 	}
-	return b
+	return string(b)
 }
 
 func nullTime(t time.Time) sql.NullTime { return sql.NullTime{Time: t, Valid: true} }

@@ -116,7 +116,7 @@ func completeRefund(ctx context.Context, d sqlx.QueryerContext, k *Key, resp Res
 		     WHERE id = (SELECT refund_id FROM k)
 		)
 		SELECT count(*) FROM k`,
-		k.ID, k.LeaseToken, resp.Status, headers, resp.Body, now, providerRefundID)
+		k.ID, k.LeaseToken, resp.Status, string(headers), resp.Body, now, providerRefundID)
 	if err != nil {
 		return fmt.Errorf("complete refund: %w", err)
 	}

@@ -23,6 +23,7 @@ commands:
   migrate up|down|status apply, roll back one, or list migrations on DATABASE_URL
   clients create NAME    create an API client and print its secret
   operators create EMAIL set a console operator's password (stdin or --password)
+  psp                    run the sandbox payment provider as its own HTTP service
 
 Run 'tekrar <command> --help' for a command's flags and environment variables.
 `
@@ -62,6 +63,8 @@ func run(ctx context.Context, e env) int {
 		err = clientsCmd(ctx, e, rest)
 	case "operators":
 		err = operatorsCmd(ctx, e, rest)
+	case "psp":
+		err = pspCmd(ctx, e, rest)
 	case "help", "-h", "--help":
 		fmt.Fprint(e.stdout, usage)
 		return 0

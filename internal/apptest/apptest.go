@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/internal/app"
 	"github.com/tekrar/tekrar/internal/config"
+	tdb "github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
@@ -52,15 +54,17 @@ func New(t testing.TB, change ...func(*config.Server)) *Env {
 		c(&cfg)
 	}
 	url := dbtest.NewURL(t)
-	db, err := sqlx.Open("postgres", url)
+	db, err := tdb.Open(context.Background(), url, cfg.DBMaxConns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.SetMaxOpenConns(cfg.DBMaxConns)
-	db.SetMaxIdleConns(cfg.DBMaxConns)
 	t.Cleanup(func() { db.Close() })
 	clock := &Clock{}
-	a := app.New(cfg, db, slog.New(slog.DiscardHandler), app.WithClock(clock.Now))
+	logger := slog.New(slog.DiscardHandler)
+	if os.Getenv("TEKRAR_TEST_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	a := app.New(cfg, db, logger, app.WithClock(clock.Now))
 	srv := httptest.NewServer(a.Handler)
 	t.Cleanup(func() {
 		srv.Close()

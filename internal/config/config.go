@@ -6,6 +6,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -193,7 +194,18 @@ func CheckDatabaseURL(v string) error {
 // Parse reads the flags and reports every bad value at once. It returns flag.ErrHelp when
 // help was asked for.
 func (s *Set) Parse(args []string) error {
-	if err := s.fs.Parse(args); err != nil {
+	// The flag package prints a bad flag's error and then the whole usage; the caller
+	// reports the returned error as one line instead, so that output is kept only when
+	// help was asked for.
+	out := s.fs.Output()
+	var buf bytes.Buffer
+	s.fs.SetOutput(&buf)
+	err := s.fs.Parse(args)
+	s.fs.SetOutput(out)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			_, _ = out.Write(buf.Bytes())
+		}
 		return err
 	}
 	var errs []error

@@ -1,0 +1,175 @@
+// Command tekrar-load drives a running tekrar over HTTP and reports throughput and latency,
+// so that speed claims come from a measurement beside the database ceiling, not from a
+// timed test.
+//
+//	tekrar-load -url http://127.0.0.1:8080 -secret $SECRET -mode first  -c 16 -d 10s
+//	tekrar-load -url http://127.0.0.1:8080 -secret $SECRET -mode replay -c 16 -d 10s -keys 10000
+//
+// first: every request is a new intent (a fresh key): claim, charge, complete.
+// replay: keys are created first, then requests repeat them at random: the replay path.
+// It prints one line: "load <mode> clients=<c> requests=<n> rps=<r> p50_ms=<> p99_ms=<> errors=<n>".
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+func main() {
+	url := flag.String("url", "http://127.0.0.1:8080", "tekrar base URL")
+	secret := flag.String("secret", os.Getenv("TEKRAR_SECRET"), "client secret (or TEKRAR_SECRET)")
+	mode := flag.String("mode", "first", "first or replay")
+	clients := flag.Int("c", 16, "concurrent clients")
+	dur := flag.Duration("d", 10*time.Second, "how long to measure")
+	warm := flag.Duration("warmup", 2*time.Second, "load before measuring")
+	nkeys := flag.Int("keys", 10000, "replay: how many keys to create and then repeat")
+	flag.Parse()
+	if *secret == "" || (*mode != "first" && *mode != "replay") {
+		flag.Usage()
+		os.Exit(2)
+	}
+	l := &loader{url: *url + "/v1/orders", secret: *secret, run: fmt.Sprintf("%x", rand.Uint64()),
+		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: *clients * 2}}}
+	var next func(worker int) int64
+	if *mode == "replay" {
+		if err := l.seed(*nkeys, *clients); err != nil {
+			fmt.Fprintln(os.Stderr, "tekrar-load: seed:", err)
+			os.Exit(1)
+		}
+		next = func(int) int64 { return rand.Int64N(int64(*nkeys)) }
+	} else {
+		var seq atomic.Int64
+		seq.Store(1 << 40) // never meets a seeded key
+		next = func(int) int64 { return seq.Add(1) }
+	}
+	res := l.measure(*clients, *warm, *dur, next)
+	fmt.Println(res.line(*mode, *clients, *dur))
+	if res.errors > 0 {
+		fmt.Fprintln(os.Stderr, "tekrar-load: statuses:", res.statuses)
+	}
+}
+
+type loader struct {
+	url, secret, run string
+	hc               *http.Client
+}
+
+// body is the same for a key on every send, so that repeats are replays.
+func (l *loader) body(n int64) []byte {
+	amount := 100 + n%100000
+	return fmt.Appendf(nil, `{"currency":"TRY","items":[{"sku":"LATTE","name":"Latte","quantity":1,"unit_amount":%d}],"amount":%d,"payment":{"card_token":"tok_visa"},"customer":{"id":"cus_%d"}}`,
+		amount, amount, n%1000)
+}
+
+func (l *loader) send(n int64) (int, error) {
+	req, err := http.NewRequest("POST", l.url, bytes.NewReader(l.body(n)))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+l.secret)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", fmt.Sprintf("load-%s-%d", l.run, n))
+	resp, err := l.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// seed creates the keys that replay mode repeats.
+func (l *loader) seed(n, workers int) error {
+	var next atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				if st, err := l.send(i); err != nil || st != http.StatusCreated {
+					firstErr.CompareAndSwap(nil, fmt.Errorf("key %d: status %d, %v", i, st, err))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, ok := firstErr.Load().(error); ok {
+		return err
+	}
+	return nil
+}
+
+type result struct {
+	lat      []time.Duration
+	errors   int
+	statuses map[int]int
+}
+
+func (l *loader) measure(workers int, warm, dur time.Duration, next func(int) int64) result {
+	ctx, cancel := context.WithTimeout(context.Background(), warm+dur)
+	defer cancel()
+	measureFrom := time.Now().Add(warm)
+	var mu sync.Mutex
+	res := result{statuses: map[int]int{}}
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var lat []time.Duration
+			st := map[int]int{}
+			errs := 0
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				code, err := l.send(next(w))
+				d := time.Since(t0)
+				if ctx.Err() != nil || t0.Before(measureFrom) {
+					continue
+				}
+				lat = append(lat, d)
+				st[code]++
+				if err != nil || code >= 300 {
+					errs++
+				}
+			}
+			mu.Lock()
+			res.lat = append(res.lat, lat...)
+			res.errors += errs
+			for k, v := range st {
+				res.statuses[k] += v
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return res
+}
+
+func (r result) line(mode string, clients int, dur time.Duration) string {
+	slices.Sort(r.lat)
+	pct := func(p float64) float64 {
+		if len(r.lat) == 0 {
+			return 0
+		}
+		return float64(r.lat[int(p*float64(len(r.lat)-1))].Microseconds()) / 1000
+	}
+	return fmt.Sprintf("load %s clients=%d requests=%d rps=%.0f p50_ms=%.2f p99_ms=%.2f errors=%d",
+		mode, clients, len(r.lat), float64(len(r.lat))/dur.Seconds(), pct(0.50), pct(0.99), r.errors)
+}

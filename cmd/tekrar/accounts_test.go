@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tekrar/tekrar/internal/dbtest"
+	"github.com/tekrar/tekrar/migrations"
+)
+
+// migrationStatus runs `tekrar migrate status` and returns each migration file's state.
+func migrationStatus(t *testing.T, dbURL string) map[string]string {
+	t.Helper()
+	stdout := mustRun(t, childEnv("DATABASE_URL="+dbURL), nil, "migrate", "status")
+	states := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			t.Fatalf("status line %q is not: state file applied-at|pending", line)
+		}
+		if (f[0] == "pending") != (f[2] == "pending") {
+			t.Fatalf("status line %q: state and applied time disagree", line)
+		}
+		if f[0] == "applied" {
+			if _, err := time.Parse(time.RFC3339, f[2]); err != nil {
+				t.Fatalf("status line %q: applied time: %v", line, err)
+			}
+		}
+		states[f[1]] = f[0]
+	}
+	return states
+}
+
+func TestMigrateStatusDownUp(t *testing.T) {
+	t.Parallel()
+	dbURL := dbtest.NewURL(t)
+	db := openDB(t, dbURL)
+	p, err := migrations.NewProvider(db.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, s := range p.ListSources() {
+		files = append(files, s.Path)
+	}
+	if len(files) < 2 {
+		t.Fatalf("only %d migrations: %v", len(files), files)
+	}
+	last := files[len(files)-1]
+
+	check := func(when string, pending string) {
+		t.Helper()
+		got := migrationStatus(t, dbURL)
+		if len(got) != len(files) {
+			t.Fatalf("%s: status lists %v, want %v", when, got, files)
+		}
+		for _, f := range files {
+			want := "applied"
+			if f == pending {
+				want = "pending"
+			}
+			if got[f] != want {
+				t.Errorf("%s: %s is %q, want %q", when, f, got[f], want)
+			}
+		}
+	}
+	check("fresh database", "")
+
+	mustRun(t, childEnv("DATABASE_URL="+dbURL), nil, "migrate", "down")
+	check("after down", last)
+
+	out := mustRun(t, childEnv("DATABASE_URL="+dbURL), nil, "migrate", "up")
+	if !strings.Contains(out, last) {
+		t.Errorf("migrate up output does not name %s:\n%s", last, out)
+	}
+	check("after up", "")
+
+	if out := mustRun(t, childEnv("DATABASE_URL="+dbURL), nil, "migrate", "up"); strings.TrimSpace(out) != "no pending migrations" {
+		t.Errorf("second migrate up printed %q", out)
+	}
+	_, stderr, code := runTekrar(t, childEnv("DATABASE_URL="+dbURL), nil, "migrate", "sideways")
+	if code == 0 {
+		t.Fatal("migrate sideways succeeded")
+	}
+	if line := oneLine(t, "stderr", stderr); !strings.Contains(line, "sideways") {
+		t.Errorf("stderr %q does not name the unknown command", line)
+	}
+}
+
+func TestOperatorsCreate(t *testing.T) {
+	t.Parallel()
+	dbURL := dbtest.NewURL(t)
+	db := openDB(t, dbURL)
+	env := childEnv("DATABASE_URL=" + dbURL)
+	const password = "correct horse battery"
+
+	// Flags come before the email (README): the password is the first line of stdin.
+	out := mustRun(t, env, strings.NewReader(password+"\n"), "operators", "create", "--role", "admin", "Ops@Example.com")
+	if strings.TrimSpace(out) != "operator ops@example.com set (role admin)" {
+		t.Errorf("operators create printed %q", out)
+	}
+	var op struct {
+		Hash string `db:"password_hash"`
+		Role string `db:"role"`
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := db.GetContext(ctx, &op, `SELECT password_hash, role FROM operators WHERE email = 'ops@example.com'`); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(op.Hash, "$2") || strings.Contains(op.Hash, password) {
+		t.Errorf("password_hash %q is not a bcrypt hash of the password", op.Hash)
+	}
+	if op.Role != "admin" {
+		t.Errorf("role %q, want admin", op.Role)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		stdin string
+		args  []string
+		want  string
+	}{
+		{"too short", "short\n", []string{"operators", "create", "--role", "admin", "short@example.com"}, "at least"},
+		{"no password", "", []string{"operators", "create", "nopass@example.com"}, "password"},
+		{"flag after email", password + "\n", []string{"operators", "create", "late@example.com", "--role", "admin"}, "operators create EMAIL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, code := runTekrar(t, env, strings.NewReader(tc.stdin), tc.args...)
+			if code == 0 {
+				t.Fatalf("exit 0, want a failure; stdout %q", stdout)
+			}
+			if stdout != "" {
+				t.Errorf("stdout %q, want nothing", stdout)
+			}
+			if line := oneLine(t, "stderr", stderr); !strings.Contains(line, tc.want) {
+				t.Errorf("stderr %q does not mention %q", line, tc.want)
+			}
+			if n := countRows(t, db, `SELECT count(*) FROM operators`); n != 1 {
+				t.Errorf("%d operators, want only the first", n)
+			}
+		})
+	}
+}

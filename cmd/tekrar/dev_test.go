@@ -1,0 +1,171 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestDevSIGKILLLeavesNoPostgres: a SIGKILLed `tekrar dev` cannot stop its Postgres itself,
+// so the kernel must (Pdeathsig); the next `tekrar dev` on the same directory then starts on
+// the kept data, and Ctrl-C stops the server and its Postgres.
+func TestDevSIGKILLLeavesNoPostgres(t *testing.T) {
+	t.Parallel()
+	// When the killed tekrar's postmaster is orphaned it becomes our child rather than init's,
+	// so that this test can reap it: an init that is slow to reap leaves a zombie that still
+	// has its pid. Other orphans this makes ours stay zombies until the test binary exits.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Fatalf("become a child subreaper: %v", err)
+	}
+
+	// Not under t.TempDir(): as root the private Postgres runs as the postgres OS user,
+	// which must be able to enter every parent of the directory.
+	devDir, err := os.MkdirTemp("/tmp", "tekrar-devtest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(devDir) })
+	if err := os.Chmod(devDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(devDir, "data")
+	// Runs after the tekrar processes are killed (cleanups run last first): whatever still
+	// runs in the data directory goes too, so that a failed test leaves nothing behind.
+	t.Cleanup(func() {
+		for _, pid := range procsInDir(data) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+
+	startDev := func(readyWithin time.Duration) (*proc, string) {
+		t.Helper()
+		ports := freePorts(t, 2)
+		p := startTekrar(t, childEnv("TEKRAR_DEV_DIR="+devDir, "TEKRAR_DEV_PG_PORT="+strconv.Itoa(ports[0]),
+			"TEKRAR_ADDR="+addrOf(ports[1])), nil, "dev")
+		base := "http://" + addrOf(ports[1])
+		waitReady(t, p, base, readyWithin)
+		return p, base
+	}
+	c := newHTTPClient()
+	order := orderJSONBody(4500, "tok_visa")
+
+	// First start: initdb, migrations, demo seed.
+	first, base := startDev(90 * time.Second)
+	if !strings.Contains(first.stdout.String(), "tekrar dev is serving on "+base+"\n") {
+		t.Errorf("dev did not print where it serves:\n%s", first.stdout)
+	}
+	r := mustSend(t, c, "POST", base+"/v1/orders", demoClientSecret, order, "Idempotency-Key", "kept-across-kill")
+	if r.Status != 201 || r.Header.Get("Idempotent-Replayed") != "false" {
+		t.Fatalf("first order: %d %s %s", r.Status, r.Header.Get("Idempotent-Replayed"), r.Body)
+	}
+	firstBody := r.Body
+	pm := postmasterPID(t, data)
+	backends := procsInDir(data)
+	if len(backends) == 0 || !slices.Contains(backends, pm) {
+		t.Fatalf("postmaster %d is not among the processes running in %s: %v", pm, data, backends)
+	}
+
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	first.wait(t, 10*time.Second)
+	waitUntil(t, 10*time.Second, "the killed tekrar's postmaster and backends to die", func() bool {
+		for _, pid := range backends {
+			reapIfOurs(pid)
+		}
+		return gone(pm) && len(procsInDir(data)) == 0
+	})
+
+	// Second start on the kept directory: no initdb, the first run's data is there.
+	second, base := startDev(60 * time.Second)
+	if r := mustSend(t, c, "GET", base+"/v1/client", demoClientSecret, nil); r.Status != 200 {
+		t.Fatalf("demo client after restart: %d %s", r.Status, r.Body)
+	}
+	r = mustSend(t, c, "POST", base+"/v1/orders", demoClientSecret, order, "Idempotency-Key", "kept-across-kill")
+	if r.Status != 201 || r.Header.Get("Idempotent-Replayed") != "true" || string(r.Body) != string(firstBody) {
+		t.Fatalf("the first run's order was not kept: %d replayed=%q\n%s\nwant\n%s", r.Status, r.Header.Get("Idempotent-Replayed"), r.Body, firstBody)
+	}
+	pm2 := postmasterPID(t, data)
+	if pm2 == pm {
+		t.Fatalf("the second run reports the first run's postmaster %d", pm)
+	}
+
+	second.signal(t, syscall.SIGINT)
+	if code := second.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("tekrar dev exited %d after SIGINT, want 0\nstderr:\n%s", code, second.stderr)
+	}
+	waitUntil(t, 10*time.Second, "the second postmaster to be gone", func() bool {
+		reapIfOurs(pm2)
+		return gone(pm2) && len(procsInDir(data)) == 0
+	})
+	if _, err := os.Stat(filepath.Join(data, "postmaster.pid")); !os.IsNotExist(err) {
+		t.Errorf("postmaster.pid is still there after Ctrl-C (%v): Postgres was not shut down cleanly", err)
+	}
+}
+
+// postmasterPID reads the pid on the first line of data/postmaster.pid.
+func postmasterPID(t testing.TB, data string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(data, "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 0 {
+		t.Fatalf("postmaster.pid starts with %q", first)
+	}
+	return pid
+}
+
+// procsInDir lists the live processes whose working directory is dir: Postgres chdirs into
+// its data directory, postmaster and backends alike, and a zombie has no working directory.
+func procsInDir(dir string) []int {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && cwd == real {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// reapIfOurs collects pid if it is a zombie postgres child of this process. Only postgres
+// zombies are reaped: collecting a tekrar would steal the exit status exec.Cmd waits for.
+func reapIfOurs(pid int) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return
+	}
+	// pid (comm) state ppid ...
+	s := string(b)
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return
+	}
+	fields := strings.Fields(s[end+1:])
+	if s[open+1:end] != "postgres" || len(fields) < 2 || fields[0] != "Z" || fields[1] != strconv.Itoa(os.Getpid()) {
+		return
+	}
+	var ws syscall.WaitStatus
+	_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+}

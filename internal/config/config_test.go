@@ -1,0 +1,99 @@
+package config
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(kv ...string) func(string) string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+func TestLoadServerDefaults(t *testing.T) {
+	c, err := LoadServer("serve", nil, env(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != ":8080" || c.LogFormat != "json" || c.ShutdownTimeout != 15*time.Second || c.Lease != 30*time.Second ||
+		c.MaxBodyBytes != 65536 || !c.AutoMigrate || c.DatabaseURL != "" {
+		t.Fatalf("defaults: %+v", c)
+	}
+	d, err := LoadServer("dev", nil, env(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Addr != "127.0.0.1:8080" || d.LogFormat != "text" || d.DevPGPort != 54329 || d.DevDir == "" {
+		t.Fatalf("dev defaults: %+v", d)
+	}
+}
+
+func TestLoadServerPrecedence(t *testing.T) {
+	c, err := LoadServer("serve", []string{"--lease=45s"},
+		env("TEKRAR_LEASE", "40s", "TEKRAR_ADDR", ":9000", "DATABASE_URL", "postgres://u@h/db"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Lease != 45*time.Second || c.Addr != ":9000" || c.DatabaseURL != "postgres://u@h/db" {
+		t.Fatalf("flag over env over default: %+v", c)
+	}
+	// A valid flag mends a bad environment value.
+	if _, err := LoadServer("serve", []string{"--lease=45s"}, env("TEKRAR_LEASE", "soon"), io.Discard); err != nil {
+		t.Fatalf("flag did not override a bad env value: %v", err)
+	}
+}
+
+func TestLoadServerRejectsBadValues(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  []string
+		want string // the setting the one-line message must name
+	}{
+		{"duration", nil, []string{"TEKRAR_SHUTDOWN_TIMEOUT", "abc"}, "TEKRAR_SHUTDOWN_TIMEOUT"},
+		{"duration out of range", nil, []string{"TEKRAR_LEASE", "5ms"}, "TEKRAR_LEASE"},
+		{"choice", nil, []string{"TEKRAR_LOG_FORMAT", "xml"}, "TEKRAR_LOG_FORMAT"},
+		{"level", nil, []string{"TEKRAR_LOG_LEVEL", "loud"}, "TEKRAR_LOG_LEVEL"},
+		{"int", nil, []string{"TEKRAR_DB_MAX_CONNS", "many"}, "TEKRAR_DB_MAX_CONNS"},
+		{"int range", nil, []string{"TEKRAR_DB_MAX_CONNS", "0"}, "TEKRAR_DB_MAX_CONNS"},
+		{"bool", nil, []string{"TEKRAR_AUTO_MIGRATE", "perhaps"}, "TEKRAR_AUTO_MIGRATE"},
+		{"database url", nil, []string{"DATABASE_URL", "mysql://x"}, "DATABASE_URL"},
+		{"psp url", nil, []string{"TEKRAR_PSP_URL", "ftp://x"}, "TEKRAR_PSP_URL"},
+		{"flag", []string{"--max-body-bytes=1"}, nil, "max-body-bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := LoadServer("serve", tt.args, env(tt.env...), io.Discard)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if msg := err.Error(); !strings.Contains(msg, tt.want) || strings.Contains(msg, "\n") {
+				t.Fatalf("error %q: want one line naming %s", msg, tt.want)
+			}
+		})
+	}
+	// The database URL is never echoed: it may carry a password.
+	_, err := LoadServer("serve", nil, env("DATABASE_URL", "mysql://user:hunter2@x"), io.Discard)
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("error %v leaks the URL", err)
+	}
+}
+
+func TestHelpListsEverySetting(t *testing.T) {
+	var out strings.Builder
+	_, err := LoadServer("serve", []string{"--help"}, env(), &out)
+	if err != flag.ErrHelp {
+		t.Fatalf("err = %v, want flag.ErrHelp", err)
+	}
+	for _, want := range []string{"DATABASE_URL", "TEKRAR_ADDR", "TEKRAR_LOG_FORMAT", "TEKRAR_LEASE", "TEKRAR_PSP_URL", "TEKRAR_MAX_BODY_BYTES"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--help does not mention %s", want)
+		}
+	}
+}
