@@ -97,7 +97,7 @@ type Result struct {
 	Response
 	Replayed   bool
 	ExpiresAt  time.Time
-	WaitedFor  bool // Prefer: wait was applied
+	WaitedFor  time.Duration // Prefer: wait was applied with this cap; 0 when it was not
 	KeyCreated bool // this request created the key (a first arrival)
 }
 
@@ -118,9 +118,10 @@ func (s *Service) execute(ctx context.Context, req Request, op operation) (Resul
 		return Result{}, fmt.Errorf("fingerprint: %w", err)
 	}
 	// Waiting is measured on the wall clock even when tests inject a business clock.
-	deadline := time.Now().Add(min(req.Wait, s.cfg.MaxWait))
+	wait := min(req.Wait, s.cfg.MaxWait)
+	deadline := time.Now().Add(wait)
 	poll := 20 * time.Millisecond
-	waited := false
+	var waited time.Duration
 	for {
 		k, err := lookupKey(ctx, s.db, req.Client.ID, req.Key)
 		if errors.Is(err, errNoKey) {
@@ -169,7 +170,7 @@ func (s *Service) execute(ctx context.Context, req Request, op operation) (Resul
 			if left <= 0 {
 				return Result{}, keyInUse()
 			}
-			waited = true
+			waited = wait
 			if err := sleep(ctx, min(poll, left)); err != nil {
 				return Result{}, keyInUse()
 			}
@@ -184,7 +185,7 @@ func (s *Service) execute(ctx context.Context, req Request, op operation) (Resul
 			return Result{}, err
 		}
 		res, err := s.finish(ctx, taken, op, true)
-		res.WaitedFor = res.WaitedFor || waited
+		res.WaitedFor = waited
 		return res, err
 	}
 }

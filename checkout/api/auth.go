@@ -3,11 +3,11 @@ package api
 import (
 	"errors"
 	"log/slog"
-	"net/http"
 	"strings"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -46,15 +46,17 @@ func authenticate(auth *clients.Authenticator, logger *slog.Logger) gin.HandlerF
 
 func unauthorized(c *gin.Context) {
 	c.Header("WWW-Authenticate", `Bearer realm="tekrar"`)
-	server.Abort(c, problem.Unauthorized())
+	p := problem.Unauthorized()
+	if c.GetHeader("Idempotency-Key") != "" {
+		p = checkout.AdviseKeyed(p)
+	}
+	server.Abort(c, p)
 }
 
 // abortUnavailable fails closed: the client retries later, nothing was executed.
 func abortUnavailable(c *gin.Context) {
 	c.Header("Retry-After", "2")
-	server.Abort(c, problem.New(http.StatusServiceUnavailable, "store_unavailable", "Database unavailable").
-		WithDetail("nothing was executed; retry with the same Idempotency-Key").
-		With("retryable", true).With("safe_new_key", false))
+	server.Abort(c, checkout.StoreUnavailable())
 }
 
 // bearer extracts the token of an RFC 6750 Bearer header. The scheme is case-insensitive.

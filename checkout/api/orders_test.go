@@ -302,7 +302,7 @@ func TestInFlightKey(t *testing.T) {
 	if f.Status != 201 || waited.Status != 201 || !bytes.Equal(f.Body, waited.Body) {
 		t.Fatalf("first %d %s; waited %d %s", f.Status, f.Body, waited.Status, waited.Body)
 	}
-	if waited.Header.Get("Preference-Applied") != "wait" || waited.Header.Get("Idempotent-Replayed") != "true" {
+	if waited.Header.Get("Preference-Applied") != "wait=10" || waited.Header.Get("Idempotent-Replayed") != "true" {
 		t.Errorf("waited headers %v", waited.Header)
 	}
 	if n := count(t, e, `SELECT count(*) FROM psp_charges`); n != 1 {

@@ -26,8 +26,8 @@ func writeResult(c *gin.Context, k keyed, res checkout.Result) {
 		h.Set(name, v)
 	}
 	setKeyHeaders(c, k, res.Replayed, res.ExpiresAt)
-	if res.WaitedFor {
-		h.Set("Preference-Applied", "wait")
+	if res.WaitedFor > 0 {
+		h.Set("Preference-Applied", "wait="+strconv.Itoa(int(res.WaitedFor.Seconds())))
 	}
 	h.Set("Content-Length", strconv.Itoa(len(res.Body)))
 	c.Status(res.Status)

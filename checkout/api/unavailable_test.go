@@ -77,7 +77,7 @@ func TestUnauthenticated(t *testing.T) {
 		for _, route := range []struct{ method, path string }{{"GET", "/v1/client"}, {"POST", "/v1/orders"}, {"GET", "/v1/orders/1"}} {
 			t.Run(tt.name+" "+route.method+" "+route.path, func(t *testing.T) {
 				r := e.Do(t, route.method, route.path, "", orderBody(9000, "tok_visa"), "Authorization", tt.auth, "Idempotency-Key", "k-auth")
-				problemOf(t, r, 401, "unauthorized")
+				advice(t, problemOf(t, r, 401, "unauthorized"), false, true)
 				if r.Header.Get("WWW-Authenticate") == "" {
 					t.Error("401 without WWW-Authenticate")
 				}

@@ -50,8 +50,8 @@ func NewSandbox(db *sqlx.DB, opts SandboxOptions) *Sandbox {
 	return s
 }
 
-// recordTimeout bounds the write of a tok_timeout charge, which goes on after the caller's
-// context has ended, as a real processor's would.
+// recordTimeout bounds the work of a tok_timeout charge, which goes on after the caller's
+// context has ended.
 const recordTimeout = 30 * time.Second
 
 // errSimulatedFailure is what tok_fail returns. It is deliberately not exported: to a
@@ -132,8 +132,17 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 	if err := ctx.Err(); err != nil {
 		return Charge{}, fmt.Errorf("psp sandbox: charge not sent: %w", err)
 	}
+	// pctx is the processor's own work. For tok_timeout it goes on whatever the caller does
+	// meanwhile, as a real processor's would once it has the request: the charge is made even
+	// if the caller gives up at once.
+	pctx := ctx
+	if req.CardToken == TokenTimeout {
+		var cancel context.CancelFunc
+		pctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		defer cancel()
+	}
 	fp := fingerprint(req.CardToken)
-	existing, err := s.chargeByKey(ctx, req.Key)
+	existing, err := s.chargeByKey(pctx, req.Key)
 	switch {
 	case err == nil:
 		return existing.replay(req, fp)
@@ -154,20 +163,13 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 		}
 	}
 
-	wctx := ctx
-	if req.CardToken == TokenTimeout {
-		// The processor charges whatever the caller does meanwhile.
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-		defer cancel()
-	}
 	c := cardOf(req.CardToken)
 	status := StatusSucceeded
 	if !c.approve {
 		status = StatusDeclined
 	}
 	var row chargeRow
-	err = sqlx.GetContext(wctx, s.db, &row, `
+	err = sqlx.GetContext(pctx, s.db, &row, `
 		INSERT INTO psp_charges (id, key, amount, currency, card_token_fingerprint, status,
 		                         decline_code, card_brand, card_last4, description, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
@@ -177,7 +179,7 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 		c.declineCode, c.brand, c.last4, req.Description, s.now())
 	if errors.Is(err, sql.ErrNoRows) {
 		// A concurrent call with the same key won the insert; its row is committed now.
-		existing, err := s.chargeByKey(ctx, req.Key)
+		existing, err := s.chargeByKey(pctx, req.Key)
 		if err != nil {
 			return Charge{}, err
 		}

@@ -398,3 +398,31 @@ func freePort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// A zombie (exited, not yet reaped) is not alive: a SIGKILLed postmaster that pid 1 has not
+// reaped yet must not block the next start.
+func TestZombieIsNotAlive(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	if !alive(pid) {
+		t.Fatal("a running child is not alive")
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// Not waited for yet: the child is a zombie until cmd.Wait reaps it.
+	deadline := time.Now().Add(10 * time.Second)
+	for !zombie(pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("killed child never became a zombie")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if alive(pid) {
+		t.Fatal("a zombie counts as alive")
+	}
+	_ = cmd.Wait()
+}

@@ -1,6 +1,7 @@
 package pglocal
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -124,12 +125,31 @@ func startChild(cmd *exec.Cmd) error {
 	return <-done
 }
 
-// alive reports whether a process with this pid exists; EPERM means it exists but belongs to
-// someone else.
+// alive reports whether a process with this pid exists and has not exited; EPERM means it
+// exists but belongs to someone else. A zombie counts as dead: on hosts where pid 1 reaps
+// orphans slowly, a SIGKILLed postmaster lingers as one for seconds, and must not block the
+// next start.
 func alive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
 	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	return !zombie(pid)
+}
+
+// zombie reads the state field of /proc/PID/stat (after the parenthesised command name,
+// which may itself contain spaces and parentheses).
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	return b[i+2] == 'Z' || b[i+2] == 'X'
 }
