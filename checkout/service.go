@@ -98,7 +98,7 @@ type Result struct {
 	Replayed   bool
 	ExpiresAt  time.Time
 	WaitedFor  time.Duration // Prefer: wait was applied with this cap; 0 when it was not
-	KeyCreated bool // this request created the key (a first arrival)
+	KeyCreated bool          // this request created the key (a first arrival)
 }
 
 // operation is one kind of keyed request: creating an order, or a refund.
