@@ -158,22 +158,31 @@ type orderOp struct {
 	in OrderInput
 }
 
-func (o *orderOp) claim(ctx context.Context, k *Key) (*Key, error) {
+// claimOrGet looks the key up (for a replay, the only query) and claims it if it is new.
+func (o *orderOp) claimOrGet(ctx context.Context, k *Key) (*Key, bool, error) {
+	existing, err := lookupKey(ctx, o.s.q, k.ClientID, k.Key)
+	if err == nil {
+		return existing, false, nil
+	}
+	if !errors.Is(err, errNoKey) {
+		return nil, false, err
+	}
 	items, err := json.Marshal(o.in.Items)
 	if err != nil {
-		return nil, fmt.Errorf("encode items: %w", err)
+		return nil, false, fmt.Errorf("encode items: %w", err)
 	}
 	var metadata []byte
 	if len(o.in.Metadata) > 0 {
 		if metadata, err = json.Marshal(o.in.Metadata); err != nil {
-			return nil, fmt.Errorf("encode metadata: %w", err)
+			return nil, false, fmt.Errorf("encode metadata: %w", err)
 		}
 	}
 	var custID, custEmail *string
 	if c := o.in.Customer; c != nil {
 		custID, custEmail = nullable(c.ID), nullable(c.Email)
 	}
-	return claimOrder(ctx, o.s.db, k, o.in.Amount, o.in.Currency, items, custID, custEmail, metadata)
+	claimed, err := claimOrder(ctx, o.s.q, k, o.in.Amount, o.in.Currency, items, custID, custEmail, metadata)
+	return claimed, err == nil, err
 }
 
 func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, error) {
@@ -222,7 +231,7 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 			With("order_id", view.ID).With("decline_code", ch.DeclineCode))
 		resp = Response{Status: p.Status, Body: p.Body(k.Path), Header: map[string]string{"Content-Type": problem.ContentType}}
 	}
-	err = completeOrder(ctx, o.s.db, k, resp, now, view.Status, captured, ch, pk)
+	err = completeOrder(ctx, o.s.q, k, resp, now, view.Status, captured, ch, pk)
 	if err != nil {
 		return Response{}, err
 	}
@@ -239,7 +248,7 @@ func (s *Service) providerFailed(ctx context.Context, k *Key, perr error) (Respo
 		// condition. Leave the key for an operator.
 		return Response{}, fmt.Errorf("provider refused derived key of key %d: %w", k.ID, perr)
 	}
-	if err := releaseKey(ctx, s.db, k, s.cfg.Now()); err != nil {
+	if err := releaseKey(ctx, s.q, k, s.cfg.Now()); err != nil {
 		s.logger.Warn("release key after provider failure", "key_id", k.ID, "err", err)
 	}
 	return Response{}, paymentPending()

@@ -28,6 +28,10 @@ func providerKey(step string, k *Key) string {
 // claimOrder inserts the key row and its pending order in one statement, so the two commit
 // together or not at all. ON CONFLICT DO NOTHING on (client_id, key) decides which of many
 // concurrent first arrivals wins; the losers get errNoKey and look the key up again.
+//
+// It runs after a look-up found no key. Folding the look-up into this statement would save
+// the first arrival a round trip but make every replay an INSERT statement, which opens and
+// locks both tables and all their indexes: measured, replays then ran at half the rate.
 func claimOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, amount int64, currency string,
 	items []byte, customerID, customerEmail *string, metadata []byte) (*Key, error) {
 	var claimed Key

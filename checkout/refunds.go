@@ -69,8 +69,19 @@ type refundOp struct {
 	in      RefundInput
 }
 
-func (r *refundOp) claim(ctx context.Context, k *Key) (*Key, error) {
-	return claimRefund(ctx, r.s.db, k, r.orderID, r.in)
+// claimOrGet looks first, then claims in a transaction: refunds are not the hot path, and
+// their claim has checks (the order exists, is paid, has room) that one statement would
+// make hard to read.
+func (r *refundOp) claimOrGet(ctx context.Context, k *Key) (*Key, bool, error) {
+	existing, err := lookupKey(ctx, r.s.q, k.ClientID, k.Key)
+	if err == nil {
+		return existing, false, nil
+	}
+	if !errors.Is(err, errNoKey) {
+		return nil, false, err
+	}
+	claimed, err := claimRefund(ctx, r.s.db, k, r.orderID, r.in)
+	return claimed, err == nil, err
 }
 
 func (r *refundOp) run(ctx context.Context, k *Key, resumed bool) (Response, error) {
@@ -103,7 +114,7 @@ func (r *refundOp) run(ctx context.Context, k *Key, resumed bool) (Response, err
 		"Content-Type": "application/json",
 		"Location":     "/v1/orders/" + strconv.FormatInt(ref.OrderID, 10) + "/refunds/" + strconv.FormatInt(ref.ID, 10),
 	}}
-	if err := completeRefund(ctx, r.s.db, k, resp, r.s.cfg.Now(), pr.ID); err != nil {
+	if err := completeRefund(ctx, r.s.q, k, resp, r.s.cfg.Now(), pr.ID); err != nil {
 		return Response{}, err
 	}
 	return resp, nil

@@ -25,6 +25,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/internal/db"
 )
 
 // Config tunes the engine; the zero value of a field takes its default.
@@ -58,6 +59,7 @@ func (c Config) withDefaults() Config {
 // Service runs keyed requests.
 type Service struct {
 	db       *sqlx.DB
+	q        *db.Prepared // the hot-path statements, prepared
 	provider psp.Provider
 	cfg      Config
 	logger   *slog.Logger
@@ -65,14 +67,15 @@ type Service struct {
 }
 
 // NewService returns a service; Close stops its background work.
-func NewService(db *sqlx.DB, provider psp.Provider, cfg Config, logger *slog.Logger) *Service {
+func NewService(d *sqlx.DB, provider psp.Provider, cfg Config, logger *slog.Logger) *Service {
 	cfg = cfg.withDefaults()
 	return &Service{
-		db:       db,
+		db:       d,
+		q:        db.NewPrepared(d),
 		provider: provider,
 		cfg:      cfg,
 		logger:   logger,
-		replays:  newReplayCounter(db, logger, cfg.Now),
+		replays:  newReplayCounter(d, logger, cfg.Now),
 	}
 }
 
@@ -103,9 +106,10 @@ type Result struct {
 
 // operation is one kind of keyed request: creating an order, or a refund.
 type operation interface {
-	// claim inserts the key row and creates the operation's record in one step. It
-	// returns errNoKey when another request claimed the key first.
-	claim(ctx context.Context, k *Key) (*Key, error)
+	// claimOrGet claims the key for this request, creating the operation's record in the
+	// same step, or returns the key row that already exists (claimed false). It returns
+	// errNoKey when a concurrent first arrival holds the key but is not visible yet.
+	claimOrGet(ctx context.Context, k *Key) (_ *Key, claimed bool, _ error)
 	// run drives a claimed key from its recovery point to a response. resumed is false on
 	// the first arrival, when nothing can have reached the provider yet.
 	run(ctx context.Context, k *Key, resumed bool) (Response, error)
@@ -123,34 +127,28 @@ func (s *Service) execute(ctx context.Context, req Request, op operation) (Resul
 	poll := 20 * time.Millisecond
 	var waited time.Duration
 	for {
-		k, err := lookupKey(ctx, s.db, req.Client.ID, req.Key)
-		if errors.Is(err, errNoKey) {
-			now := s.cfg.Now()
-			claimed, err := op.claim(ctx, &Key{
-				ClientID:       req.Client.ID,
-				Key:            req.Key,
-				Fingerprint:    fp[:],
-				Method:         req.Method,
-				Path:           req.Path,
-				CreatedAt:      now,
-				ExpiresAt:      now.Add(req.Client.KeyTTL),
-				LeaseExpiresAt: nullTime(now.Add(s.cfg.Lease)),
-			})
-			if errors.Is(err, errNoKey) {
-				continue // another request claimed it between our lookup and insert
-			}
-			if err != nil {
-				return Result{}, err
-			}
-			return s.finish(ctx, claimed, op, false)
-		}
-		if err != nil {
+		now := s.cfg.Now()
+		k, claimed, err := op.claimOrGet(ctx, &Key{
+			ClientID:       req.Client.ID,
+			Key:            req.Key,
+			Fingerprint:    fp[:],
+			Method:         req.Method,
+			Path:           req.Path,
+			CreatedAt:      now,
+			ExpiresAt:      now.Add(req.Client.KeyTTL),
+			LeaseExpiresAt: nullTime(now.Add(s.cfg.Lease)),
+		})
+		switch {
+		case errors.Is(err, errNoKey):
+			continue // a concurrent first arrival committed meanwhile: look again
+		case err != nil:
 			return Result{}, err
+		case claimed:
+			return s.finish(ctx, k, op, false)
 		}
 		if !bytes.Equal(k.Fingerprint, fp[:]) {
 			return Result{}, keyReused(k, req.Method, req.Path)
 		}
-		now := s.cfg.Now()
 		if !now.Before(k.ExpiresAt) {
 			return Result{}, keyExpired(k)
 		}
@@ -177,7 +175,7 @@ func (s *Service) execute(ctx context.Context, req Request, op operation) (Resul
 			poll = min(2*poll, 250*time.Millisecond)
 			continue
 		}
-		taken, err := takeOver(ctx, s.db, k, now, s.cfg.Lease)
+		taken, err := takeOver(ctx, s.q, k, now, s.cfg.Lease)
 		if errors.Is(err, errNoKey) {
 			continue // someone else resumed it; look again
 		}

@@ -31,9 +31,8 @@ func readJSON(r *http.Request, max int64) ([]byte, *problem.Problem) {
 	case err != nil:
 		return nil, problem.New(http.StatusBadRequest, "malformed_json", "Request body could not be read")
 	}
-	if !json.Valid(body) {
-		return nil, problem.New(http.StatusBadRequest, "malformed_json", "Request body is not valid JSON")
-	}
+	// Validity is checked by decodeStrict: json.Decoder scans the whole document before it
+	// decodes, so a syntax error is reported as such, never as a field error.
 	return body, nil
 }
 

@@ -1,34 +1,80 @@
 #!/usr/bin/env bash
-# Measures tekrar's two hot paths over HTTP on loopback and, when given the database ceiling
-# script, the bare-Postgres ceiling of the same paths right after, at the same concurrency,
-# so that the figures can be quoted as ratios measured in one run.
+# Measures tekrar's two hot paths over HTTP on loopback beside the bare-Postgres ceiling of
+# the same paths, at the same concurrency, and reports each as a ratio.
 #
-# usage: cmd/tekrar-load/bench.sh [-c CLIENTS] [-T SECONDS] [-k REPLAY_KEYS] [-C CEILING_SCRIPT]
+# usage: cmd/tekrar-load/bench.sh -S CEILING_DIR [-c CLIENTS] [-T SECONDS] [-r ROUNDS] [-k KEYS]
 #
-# tekrar runs as `tekrar dev` on a throwaway private Postgres with default durability (fsync
-# and synchronous_commit on), logging as in production but to /dev/null.
+# CEILING_DIR holds the ceiling's schema.sql, first.sql and replay.sql (pgbench scripts of
+# the bare first-time transaction and the bare replay SELECT). These shared machines drift
+# by tens of percent from minute to minute, so the script does not compare two long runs:
+# it alternates short runs of tekrar and of pgbench, round after round, and reports the
+# median of the per-round ratios.
+#
+# tekrar runs as `tekrar dev` on its own private Postgres; the ceiling runs on another,
+# started the way the ceiling script starts it. Both have default durability (fsync and
+# synchronous_commit on). tekrar logs as in production, to /dev/null.
 set -euo pipefail
-clients=16; secs=10; keys=10000; ceiling=""
-while getopts c:T:k:C: o; do case $o in c) clients=$OPTARG;; T) secs=$OPTARG;; k) keys=$OPTARG;; C) ceiling=$OPTARG;; *) exit 2;; esac; done
+clients=16; secs=5; rounds=5; keys=10000; cdir=""
+while getopts c:T:r:k:S: o; do case $o in c) clients=$OPTARG;; T) secs=$OPTARG;; r) rounds=$OPTARG;; k) keys=$OPTARG;; S) cdir=$OPTARG;; *) exit 2;; esac; done
+[ -n "$cdir" ] || { echo "usage: $0 -S CEILING_DIR [-c CLIENTS] [-T SECONDS] [-r ROUNDS]" >&2; exit 2; }
+cdir=$(cd "$cdir" && pwd)
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d /tmp/tekrar-bench.XXXXXX); chmod 755 "$work"
+bindir=${PG_BINDIR:-$(pg_config --bindir 2>/dev/null || ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)}
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+pid=""
+cleanup() {
+  [ -n "$pid" ] && { kill -INT "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; }
+  as_pg "$bindir/pg_ctl" -D "$work/ceiling" -m fast stop >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
 go build -o "$work/tekrar" ./cmd/tekrar
 go build -o "$work/tekrar-load" ./cmd/tekrar-load
-port=$((18000 + RANDOM % 1000)); pgport=$((55000 + RANDOM % 1000))
+port=$((18000 + RANDOM % 1000)); pgport=$((55000 + RANDOM % 500)); cport=$((55500 + RANDOM % 500))
+
+# The ceiling's Postgres, as the ceiling script starts it.
+[ "$(id -u)" = 0 ] && chown postgres: "$work"
+as_pg "$bindir/initdb" -D "$work/ceiling" -U postgres -A trust -E UTF8 --locale=C >/dev/null
+as_pg "$bindir/pg_ctl" -D "$work/ceiling" -l "$work/ceiling.log" -w \
+  -o "-k $work -p $cport -c listen_addresses=127.0.0.1 -c shared_buffers=1GB -c max_connections=200" start >/dev/null
+curl_ok() { curl -fs "$1" >/dev/null 2>&1; }
+curl_ok http://127.0.0.1:1 || true
+psql "postgres://postgres@127.0.0.1:$cport/postgres?sslmode=disable" -Xq -f "$cdir/schema.sql" >/dev/null
+psql "postgres://postgres@127.0.0.1:$cport/postgres?sslmode=disable" -Xq -c "INSERT INTO idempotency_keys (scope, key, request_hash, status, response_code, response_body)
+  SELECT 'merchant-' || (n % 1000), md5('s' || n), sha256(convert_to(n::text, 'UTF8')), 'completed', 201,
+         jsonb_build_object('order_id', n, 'status', 'paid') FROM generate_series(1, $keys) n" >/dev/null
+psql "postgres://postgres@127.0.0.1:$cport/postgres?sslmode=disable" -Xq -c "VACUUM ANALYZE" >/dev/null
+
+# tekrar.
 TEKRAR_DEV_DIR="$work/pg" TEKRAR_DEV_PG_PORT=$pgport TEKRAR_ADDR=127.0.0.1:$port \
   TEKRAR_LOG_FORMAT=json TEKRAR_DB_MAX_CONNS=$((clients * 2)) "$work/tekrar" dev >/dev/null 2>"$work/tekrar.log" &
 pid=$!
-trap 'kill -INT $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 1 600); do
-  curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+  curl_ok "http://127.0.0.1:$port/readyz" && break
   kill -0 $pid 2>/dev/null || { cat "$work/tekrar.log" >&2; exit 1; }
   sleep 0.1
 done
-secret=tekrar_sk_demo_local_only
-url=http://127.0.0.1:$port
-"$work/tekrar-load" -url "$url" -secret "$secret" -mode first -c "$clients" -d "${secs}s"
-"$work/tekrar-load" -url "$url" -secret "$secret" -mode replay -c "$clients" -d "${secs}s" -keys "$keys"
-kill -INT $pid; wait $pid || true
-if [ -n "$ceiling" ]; then
-  "$ceiling" -c "$clients" -T "$secs"
-fi
+load() { "$work/tekrar-load" -url "http://127.0.0.1:$port" -secret tekrar_sk_demo_local_only -run bench -keys "$keys" -c "$clients" "$@"; }
+load -mode replay -seed-only -d 1s
+
+pgb() {
+  pgbench -n -h 127.0.0.1 -p "$cport" -U postgres -c "$clients" -j $(( clients < 2 ? clients : 2 )) -T "$secs" \
+    -D nkeys="$keys" -f "$cdir/$1" postgres 2>&1 | sed -nE 's/^tps = ([0-9.]+).*/\1/p' | head -1
+}
+field() { sed -nE "s/.* $1=([0-9.]+).*/\1/p"; }
+echo "round path tekrar_rps ceiling_tps ratio tekrar_p99_ms"
+fr=(); rr=()
+for r in $(seq 1 "$rounds"); do
+  out=$(load -mode first -d "${secs}s" -warmup 1s); tf=$(echo "$out" | field rps); pf=$(echo "$out" | field p99_ms)
+  cf=$(pgb first.sql)
+  out=$(load -mode replay -no-seed -d "${secs}s" -warmup 1s); tr=$(echo "$out" | field rps); pr=$(echo "$out" | field p99_ms)
+  cr=$(pgb replay.sql)
+  rf=$(awk -v a="$tf" -v b="$cf" 'BEGIN{printf "%.2f", a/b}'); rp=$(awk -v a="$tr" -v b="$cr" 'BEGIN{printf "%.2f", a/b}')
+  echo "$r first $tf ${cf%.*} $rf $pf"
+  echo "$r replay $tr ${cr%.*} $rp $pr"
+  fr+=("$rf"); rr+=("$rp")
+done
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+echo "median ratio first=$(median "${fr[@]}") replay=$(median "${rr[@]}") (clients=$clients, ${secs}s runs, $rounds rounds)"

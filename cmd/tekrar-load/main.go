@@ -33,23 +33,33 @@ func main() {
 	dur := flag.Duration("d", 10*time.Second, "how long to measure")
 	warm := flag.Duration("warmup", 2*time.Second, "load before measuring")
 	nkeys := flag.Int("keys", 10000, "replay: how many keys to create and then repeat")
+	run := flag.String("run", fmt.Sprintf("%x", rand.Uint64()), "key prefix; reuse one to replay keys created by an earlier run")
+	seedOnly := flag.Bool("seed-only", false, "replay: create the keys and exit")
+	noSeed := flag.Bool("no-seed", false, "replay: the keys exist already (same -run and -keys)")
 	flag.Parse()
 	if *secret == "" || (*mode != "first" && *mode != "replay") {
 		flag.Usage()
 		os.Exit(2)
 	}
-	l := &loader{url: *url + "/v1/orders", secret: *secret, run: fmt.Sprintf("%x", rand.Uint64()),
+	l := &loader{url: *url + "/v1/orders", secret: *secret, run: *run,
 		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: *clients * 2}}}
 	var next func(worker int) int64
+	// First-time keys are numbered from a random point, so that runs sharing -run do not
+	// meet each other's keys.
 	if *mode == "replay" {
-		if err := l.seed(*nkeys, *clients); err != nil {
-			fmt.Fprintln(os.Stderr, "tekrar-load: seed:", err)
-			os.Exit(1)
+		if !*noSeed {
+			if err := l.seed(*nkeys, *clients); err != nil {
+				fmt.Fprintln(os.Stderr, "tekrar-load: seed:", err)
+				os.Exit(1)
+			}
+		}
+		if *seedOnly {
+			return
 		}
 		next = func(int) int64 { return rand.Int64N(int64(*nkeys)) }
 	} else {
 		var seq atomic.Int64
-		seq.Store(1 << 40) // never meets a seeded key
+		seq.Store(1<<40 + rand.Int64N(1<<50)) // never meets a seeded key
 		next = func(int) int64 { return seq.Add(1) }
 	}
 	res := l.measure(*clients, *warm, *dur, next)
