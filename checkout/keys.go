@@ -45,12 +45,25 @@ type Key struct {
 	AttentionReason sql.NullString `db:"attention_reason"`
 	CreatedAt       time.Time      `db:"created_at"`
 	ExpiresAt       time.Time      `db:"expires_at"`
+	// Tombstone marks what remains of a swept key (see key_tombstones): enough to refuse a
+	// late retry, with ID 0 and no response.
+	Tombstone bool `db:"tombstone"`
 }
 
 // keyColumns is the select list that fills a Key.
 const keyColumns = `id, client_id, key, fingerprint, method, path, state, recovery_point, lease_token,
 	lease_expires_at, order_id, refund_id, response_status, response_headers, response_body,
-	attention_reason, created_at, expires_at`
+	attention_reason, created_at, expires_at, false AS tombstone`
+
+// tombstoneAsKey selects a live tombstone of ($1, $2) at time $3 in keyColumns' shape, for
+// the claim statements: a key that has a tombstone cannot be claimed again.
+const tombstoneAsKey = `
+	SELECT 0::bigint AS id, client_id, key, fingerprint, method, path, 'completed' AS state,
+	       'finished' AS recovery_point, 0::bigint AS lease_token, NULL::timestamptz AS lease_expires_at,
+	       order_id, refund_id, NULL::int AS response_status, NULL::jsonb AS response_headers,
+	       NULL::bytea AS response_body, NULL::text AS attention_reason, first_seen AS created_at,
+	       expired_at AS expires_at, true AS tombstone
+	  FROM key_tombstones WHERE client_id = $1 AND key = $2 AND forget_at > $3`
 
 // Response is what a keyed request answers, stored with its key so that a repeat gets
 // the same status, headers and bytes.

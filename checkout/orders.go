@@ -181,8 +181,7 @@ func (o *orderOp) claimOrGet(ctx context.Context, k *Key) (*Key, bool, error) {
 	if c := o.in.Customer; c != nil {
 		custID, custEmail = nullable(c.ID), nullable(c.Email)
 	}
-	claimed, err := claimOrder(ctx, o.s.q, k, o.in.Amount, o.in.Currency, items, custID, custEmail, metadata)
-	return claimed, err == nil, err
+	return claimOrder(ctx, o.s.q, k, o.in.Amount, o.in.Currency, items, custID, custEmail, metadata)
 }
 
 func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, error) {

@@ -68,16 +68,28 @@ func keyReused(k *Key, method, path string) *problem.Problem {
 		"Idempotency key reused with another request").WithDetail(detail))
 }
 
-func keyExpired(k *Key) *problem.Problem {
+// keyExpired refuses a late retry. It is never executed: a POS that was offline for two days
+// must not turn its retry into a second charge. A new key is safe only when the request is
+// evidently another purchase (its fingerprint differs from the expired one's); a late retry
+// of the same request must be resolved by looking the original order up, not re-sent.
+func keyExpired(k *Key, sameRequest bool) *problem.Problem {
+	detail := "this key's first request is older than the key's retention, so it is no longer replayed; " +
+		"its outcome is the order named here. Do not resend this purchase with a new key"
+	if !sameRequest {
+		detail = "this key was used, and has expired, for another request; send this new purchase with a new key"
+	}
 	p := problem.New(http.StatusUnprocessableEntity, "idempotency_key_expired", "Idempotency key expired").
-		WithDetail("this key's first request is older than its retention; it is no longer replayed. "+
-			"If this is a new purchase, send it with a new key").
+		WithDetail(detail).
 		With("first_seen", k.CreatedAt.UTC().Format(time.RFC3339)).
-		With("expired_at", k.ExpiresAt.UTC().Format(time.RFC3339))
+		With("expired_at", k.ExpiresAt.UTC().Format(time.RFC3339)).
+		With("retryable", false).With("safe_new_key", !sameRequest)
 	if k.OrderID.Valid {
 		p.With("order_id", k.OrderID.Int64)
 	}
-	return AdviseKeyed(p)
+	if k.RefundID.Valid {
+		p.With("refund_id", k.RefundID.Int64)
+	}
+	return p
 }
 
 func keyInUse() *problem.Problem {

@@ -80,8 +80,7 @@ func (r *refundOp) claimOrGet(ctx context.Context, k *Key) (*Key, bool, error) {
 	if !errors.Is(err, errNoKey) {
 		return nil, false, err
 	}
-	claimed, err := claimRefund(ctx, r.s.db, k, r.orderID, r.in)
-	return claimed, err == nil, err
+	return claimRefund(ctx, r.s.db, k, r.orderID, r.in)
 }
 
 func (r *refundOp) run(ctx context.Context, k *Key, resumed bool) (Response, error) {

@@ -16,14 +16,22 @@ import (
 // pending refund, in one transaction. The reservation is an UPDATE of the order's
 // refunded_amount, so concurrent refunds of one order queue on its row lock, and the
 // CHECK orders_refund_within_capture refuses the one that would exceed the capture.
-func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderID int64, in RefundInput) (*Key, error) {
+func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderID int64, in RefundInput) (_ *Key, claimed bool, _ error) {
 	tx, err := d.BeginTxx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("claim refund: %w", err)
+		return nil, false, fmt.Errorf("claim refund: %w", err)
 	}
 	defer tx.Rollback()
-	var claimed Key
-	err = sqlx.GetContext(ctx, tx, &claimed, `
+	var tomb Key
+	err = sqlx.GetContext(ctx, tx, &tomb, tombstoneAsKey, k.ClientID, k.Key, k.CreatedAt)
+	if err == nil {
+		return &tomb, false, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return nil, false, fmt.Errorf("claim refund: tombstone: %w", err)
+	}
+	var row Key
+	err = sqlx.GetContext(ctx, tx, &row, `
 		INSERT INTO idempotency_keys
 		       (client_id, key, fingerprint, method, path, state, recovery_point,
 		        lease_expires_at, refund_id, created_at, expires_at)
@@ -33,10 +41,10 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderID int64, in Refu
 		RETURNING `+keyColumns,
 		k.ClientID, k.Key, k.Fingerprint, k.Method, k.Path, k.LeaseExpiresAt, k.CreatedAt, k.ExpiresAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errNoKey
+		return nil, false, errNoKey
 	}
 	if err != nil {
-		return nil, fmt.Errorf("claim refund key: %w", err)
+		return nil, false, fmt.Errorf("claim refund key: %w", err)
 	}
 	var currency string
 	err = tx.GetContext(ctx, &currency, `
@@ -45,33 +53,33 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderID int64, in Refu
 		RETURNING currency`, orderID, k.ClientID, in.Amount, k.CreatedAt)
 	switch {
 	case db.IsCheckViolation(err, "orders_refund_within_capture"):
-		return nil, errExceedsCaptured()
+		return nil, false, errExceedsCaptured()
 	case errors.Is(err, sql.ErrNoRows):
 		var status string
 		err := tx.GetContext(ctx, &status, `SELECT status FROM orders WHERE id = $1 AND client_id = $2`, orderID, k.ClientID)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, errOrderNotFound()
+			return nil, false, errOrderNotFound()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("claim refund: %w", err)
+			return nil, false, fmt.Errorf("claim refund: %w", err)
 		}
-		return nil, errNotRefundable(status)
+		return nil, false, errNotRefundable(status)
 	case err != nil:
-		return nil, fmt.Errorf("reserve refund amount: %w", err)
+		return nil, false, fmt.Errorf("reserve refund amount: %w", err)
 	}
 	_, err = tx.ExecContext(ctx, `
 		INSERT INTO refunds (id, order_id, client_id, amount, currency, reason, status, provider_key,
 		                     created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $8)`,
-		claimed.RefundID.Int64, orderID, k.ClientID, in.Amount, currency, nullable(in.Reason),
-		providerKey("refund", &claimed), k.CreatedAt)
+		row.RefundID.Int64, orderID, k.ClientID, in.Amount, currency, nullable(in.Reason),
+		providerKey("refund", &row), k.CreatedAt)
 	if err != nil {
-		return nil, fmt.Errorf("create refund: %w", err)
+		return nil, false, fmt.Errorf("create refund: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("claim refund: %w", err)
+		return nil, false, fmt.Errorf("claim refund: %w", err)
 	}
-	return &claimed, nil
+	return &row, true, nil
 }
 
 type refundRow struct {

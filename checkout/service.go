@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -26,6 +27,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/db"
+	"github.com/tekrar/tekrar/internal/problem"
 )
 
 // Config tunes the engine; the zero value of a field takes its default.
@@ -63,7 +65,7 @@ type Service struct {
 	provider psp.Provider
 	cfg      Config
 	logger   *slog.Logger
-	replays  *replayCounter
+	events   *eventLog
 }
 
 // NewService returns a service; Close stops its background work.
@@ -75,12 +77,16 @@ func NewService(d *sqlx.DB, provider psp.Provider, cfg Config, logger *slog.Logg
 		provider: provider,
 		cfg:      cfg,
 		logger:   logger,
-		replays:  newReplayCounter(d, logger, cfg.Now),
+		events:   newEventLog(d, logger),
 	}
 }
 
-// Close flushes what the service still holds in memory (replay counts).
-func (s *Service) Close() { s.replays.close() }
+// Close flushes what the service still holds in memory (key events).
+func (s *Service) Close() { s.events.close() }
+
+// FlushEvents writes every key event recorded so far; events are otherwise written a few
+// times a second.
+func (s *Service) FlushEvents() { s.events.flush() }
 
 // Request is the part of a keyed request that the idempotency layer needs.
 type Request struct {
@@ -93,6 +99,8 @@ type Request struct {
 	// Wait is how long the client is prepared to wait for an in-flight first request
 	// (Prefer: wait); zero answers 409 at once.
 	Wait time.Duration
+	// Meta identifies the sender in the key's history.
+	Meta Meta
 }
 
 // Result is the answer to a keyed request.
@@ -115,7 +123,10 @@ type operation interface {
 	run(ctx context.Context, k *Key, resumed bool) (Response, error)
 }
 
-// execute is the idempotency algorithm shared by every keyed request.
+// execute is the idempotency algorithm shared by every keyed request. Each pass through
+// the loop either answers or learns something new about the key (it was claimed by a
+// concurrent request, or finished while we waited). Every answer leaves one event in the
+// key's history.
 func (s *Service) execute(ctx context.Context, req Request, op operation) (Result, error) {
 	fp, err := Fingerprint(req.Method, req.Path, req.Body)
 	if err != nil {
@@ -144,13 +155,20 @@ func (s *Service) execute(ctx context.Context, req Request, op operation) (Resul
 		case err != nil:
 			return Result{}, err
 		case claimed:
-			return s.finish(ctx, k, op, false)
+			res, err := s.finish(ctx, k, op, false)
+			s.recordRun(req, k, EventCreated, res, err)
+			return res, err
 		}
-		if !bytes.Equal(k.Fingerprint, fp[:]) {
-			return Result{}, keyReused(k, req.Method, req.Path)
+		sameRequest := bytes.Equal(k.Fingerprint, fp[:])
+		if k.Tombstone || !now.Before(k.ExpiresAt) {
+			p := keyExpired(k, sameRequest)
+			s.record(req, k, EventLateRetry, p.Status, fp[:], map[string]any{"expired_at": k.ExpiresAt.UTC(), "swept": k.Tombstone, "same_request": sameRequest})
+			return Result{}, p
 		}
-		if !now.Before(k.ExpiresAt) {
-			return Result{}, keyExpired(k)
+		if !sameRequest {
+			p := keyReused(k, req.Method, req.Path)
+			s.record(req, k, EventReusedConflict, p.Status, fp[:], map[string]any{"method": req.Method, "path": req.Path})
+			return Result{}, p
 		}
 		switch k.State {
 		case StateCompleted:
@@ -158,20 +176,21 @@ func (s *Service) execute(ctx context.Context, req Request, op operation) (Resul
 			if err != nil {
 				return Result{}, err
 			}
-			s.replays.add(k.ID, now)
+			s.record(req, k, EventReplayed, r.Status, nil, nil)
 			return Result{Response: r, Replayed: true, ExpiresAt: k.ExpiresAt, WaitedFor: waited}, nil
 		case StateNeedsAttention:
-			return Result{}, keyNeedsAttention(k)
+			p := keyNeedsAttention(k)
+			s.record(req, k, EventInUseRejected, p.Status, nil, map[string]any{"state": k.State})
+			return Result{}, p
 		}
 		if k.leased(now) {
 			left := time.Until(deadline)
-			if left <= 0 {
-				return Result{}, keyInUse()
+			if left <= 0 || sleep(ctx, min(poll, left)) != nil {
+				p := keyInUse()
+				s.record(req, k, EventInUseRejected, p.Status, nil, nil)
+				return Result{}, p
 			}
 			waited = wait
-			if err := sleep(ctx, min(poll, left)); err != nil {
-				return Result{}, keyInUse()
-			}
 			poll = min(2*poll, 250*time.Millisecond)
 			continue
 		}
@@ -184,8 +203,40 @@ func (s *Service) execute(ctx context.Context, req Request, op operation) (Resul
 		}
 		res, err := s.finish(ctx, taken, op, true)
 		res.WaitedFor = waited
+		s.recordRun(req, taken, EventResumed, res, err)
 		return res, err
 	}
+}
+
+// recordRun records a request that worked on its key: created or resumed, with the status
+// it answered, and completed when its response was stored.
+func (s *Service) recordRun(req Request, k *Key, kind string, res Result, err error) {
+	status := res.Status
+	var p *problem.Problem
+	switch {
+	case errors.As(err, &p):
+		status = p.Status
+	case err != nil:
+		status = http.StatusServiceUnavailable
+	}
+	detail := map[string]any{}
+	if k.OrderID.Valid {
+		detail["order_id"] = k.OrderID.Int64
+	}
+	if k.RefundID.Valid {
+		detail["refund_id"] = k.RefundID.Int64
+	}
+	s.record(req, k, kind, status, nil, detail)
+	if err == nil {
+		s.record(req, k, EventCompleted, status, nil, detail)
+	}
+}
+
+func (s *Service) record(req Request, k *Key, kind string, status int, fp []byte, detail map[string]any) {
+	s.events.record(Event{
+		At: s.cfg.Now(), ClientID: req.Client.ID, Key: req.Key, KeyID: k.ID, Kind: kind,
+		Status: status, Meta: req.Meta, Fingerprint: fp, Detail: detail,
+	})
 }
 
 // finish runs a claimed key to its response. Once a key is claimed the work must not be

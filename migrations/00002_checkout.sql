@@ -82,9 +82,6 @@ CREATE TABLE idempotency_keys (
     response_headers jsonb,
     response_body    bytea,
     attention_reason text,
-    -- Counted after the fact by the replay path, without a synchronous commit.
-    replay_count     bigint      NOT NULL DEFAULT 0,
-    last_replayed_at timestamptz,
     created_at       timestamptz NOT NULL,
     completed_at     timestamptz,
     expires_at       timestamptz NOT NULL,
@@ -95,7 +92,6 @@ CREATE TABLE idempotency_keys (
 );
 CREATE INDEX idempotency_keys_order_idx ON idempotency_keys (order_id) WHERE order_id IS NOT NULL;
 CREATE INDEX idempotency_keys_refund_idx ON idempotency_keys (refund_id) WHERE refund_id IS NOT NULL;
-CREATE INDEX idempotency_keys_unfinished_idx ON idempotency_keys (lease_expires_at) WHERE state = 'in_progress';
 
 -- +goose Down
 DROP TABLE idempotency_keys;

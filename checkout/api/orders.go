@@ -42,6 +42,11 @@ func (a *handlers) begin(c *gin.Context) (checkout.Request, keyed, bool) {
 		Path:   c.Request.URL.Path,
 		Body:   body,
 		Wait:   preferWait(c.Request.Header),
+		Meta: checkout.Meta{
+			RequestID:  server.RequestID(c),
+			RemoteAddr: c.ClientIP(),
+			UserAgent:  c.Request.UserAgent(),
+		},
 	}, k, true
 }
 

@@ -27,6 +27,37 @@ type Client struct {
 	KeyTTL time.Duration `db:"-"`
 }
 
+// Settings are a client's idempotency settings.
+type Settings struct {
+	// KeyTTL is how long a key is honoured (replayed) after its first arrival.
+	KeyTTL time.Duration
+	// TombstoneGrace is how long, after a key expires, a retry with it is still refused
+	// (422 idempotency_key_expired) before the key is forgotten and may be used anew.
+	TombstoneGrace time.Duration
+}
+
+// Bounds of the settings; the database checks the same.
+const (
+	MinKeyTTL         = time.Minute
+	MaxKeyTTL         = 90 * 24 * time.Hour
+	MinTombstoneGrace = time.Hour
+	MaxTombstoneGrace = 365 * 24 * time.Hour
+)
+
+// DefaultSettings are what a client gets unless told otherwise.
+var DefaultSettings = Settings{KeyTTL: 24 * time.Hour, TombstoneGrace: 30 * 24 * time.Hour}
+
+// Validate refuses settings out of bounds, with a message naming the setting.
+func (s Settings) Validate() error {
+	if s.KeyTTL < MinKeyTTL || s.KeyTTL > MaxKeyTTL {
+		return fmt.Errorf("key TTL %s is out of range: it must be between 1 minute and 90 days", s.KeyTTL)
+	}
+	if s.TombstoneGrace < MinTombstoneGrace || s.TombstoneGrace > MaxTombstoneGrace {
+		return fmt.Errorf("tombstone grace %s is out of range: it must be between 1 hour and 365 days", s.TombstoneGrace)
+	}
+	return nil
+}
+
 // ErrUnknown is a secret that matches no active client.
 var ErrUnknown = errors.New("unknown client secret")
 
@@ -42,21 +73,73 @@ func NewSecret() string {
 // Hash is what the database stores of a secret.
 func Hash(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }
 
-// Create stores a new client with the hash of secret and returns it.
+// Create stores a new client with the hash of secret and the default settings.
 func Create(ctx context.Context, db sqlx.ExtContext, name, secret string) (Client, error) {
+	return CreateWith(ctx, db, name, secret, DefaultSettings)
+}
+
+// CreateWith stores a new client with the hash of secret and returns it.
+func CreateWith(ctx context.Context, db sqlx.ExtContext, name, secret string, set Settings) (Client, error) {
 	name = strings.TrimSpace(name)
 	if name == "" || len(name) > 200 {
 		return Client{}, errors.New("create client: name must be 1 to 200 characters")
 	}
+	if err := set.Validate(); err != nil {
+		return Client{}, err
+	}
 	h := Hash(secret)
 	var c Client
-	err := sqlx.GetContext(ctx, db, &c,
-		`INSERT INTO clients (name, secret_hash) VALUES ($1, $2) RETURNING id, name`, name, h[:])
+	err := sqlx.GetContext(ctx, db, &c, `
+		INSERT INTO clients (name, secret_hash, key_ttl, tombstone_grace)
+		VALUES ($1, $2, make_interval(secs => $3), make_interval(secs => $4))
+		RETURNING id, name`, name, h[:], set.KeyTTL.Seconds(), set.TombstoneGrace.Seconds())
 	if err != nil {
 		return Client{}, fmt.Errorf("create client: %w", err)
 	}
-	c.KeyTTL = 24 * time.Hour
+	c.KeyTTL = set.KeyTTL
 	return c, nil
+}
+
+// ErrNoClient is a client id that does not exist.
+var ErrNoClient = errors.New("no such client")
+
+// Update changes a client's settings. A serving process notices within its authentication
+// cache TTL; keys already stored keep the expiry they were given.
+func Update(ctx context.Context, db sqlx.ExtContext, id int64, set Settings) error {
+	if err := set.Validate(); err != nil {
+		return err
+	}
+	res, err := db.ExecContext(ctx, `
+		UPDATE clients SET key_ttl = make_interval(secs => $2), tombstone_grace = make_interval(secs => $3)
+		 WHERE id = $1`, id, set.KeyTTL.Seconds(), set.TombstoneGrace.Seconds())
+	if err != nil {
+		return fmt.Errorf("update client: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNoClient
+	}
+	return nil
+}
+
+// Get returns a client's settings.
+func Get(ctx context.Context, db sqlx.QueryerContext, id int64) (Client, Settings, error) {
+	var row struct {
+		ID    int64   `db:"id"`
+		Name  string  `db:"name"`
+		TTL   float64 `db:"ttl"`
+		Grace float64 `db:"grace"`
+	}
+	err := sqlx.GetContext(ctx, db, &row, `
+		SELECT id, name, extract(epoch FROM key_ttl)::float8 AS ttl, extract(epoch FROM tombstone_grace)::float8 AS grace
+		  FROM clients WHERE id = $1`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Client{}, Settings{}, ErrNoClient
+	}
+	if err != nil {
+		return Client{}, Settings{}, fmt.Errorf("get client: %w", err)
+	}
+	set := Settings{KeyTTL: time.Duration(row.TTL * float64(time.Second)), TombstoneGrace: time.Duration(row.Grace * float64(time.Second))}
+	return Client{ID: row.ID, Name: row.Name, KeyTTL: set.KeyTTL}, set, nil
 }
 
 // CreateIfAbsent stores a client with a known secret unless one with that secret exists:

@@ -22,6 +22,8 @@ commands:
   dev [--demo]           run the server on a private Postgres started for you
   migrate up|down|status apply, roll back one, or list migrations on DATABASE_URL
   clients create NAME    create an API client and print its secret
+  clients update ID      change a client's key TTL or tombstone grace
+  sweep                  run one pass of the key sweeper
   operators create EMAIL set a console operator's password (stdin or --password)
   psp                    run the sandbox payment provider as its own HTTP service
 
@@ -65,6 +67,8 @@ func run(ctx context.Context, e env) int {
 		err = operatorsCmd(ctx, e, rest)
 	case "psp":
 		err = pspCmd(ctx, e, rest)
+	case "sweep":
+		err = sweep(ctx, e, rest)
 	case "help", "-h", "--help":
 		fmt.Fprint(e.stdout, usage)
 		return 0

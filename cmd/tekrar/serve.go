@@ -41,8 +41,21 @@ func runServer(ctx context.Context, cfg config.Server, logger *slog.Logger, read
 	if err := migrateIfAsked(ctx, cfg, pool); err != nil {
 		return err
 	}
-	a := app.New(cfg, pool, logger)
+	a, err := app.New(cfg, pool, logger)
+	if err != nil {
+		return err
+	}
 	defer a.Close()
+	sweepCtx, stopSweeping := context.WithCancel(ctx)
+	sweeping := make(chan struct{})
+	go func() {
+		defer close(sweeping)
+		a.Sweeper.Run(sweepCtx)
+	}()
+	defer func() {
+		stopSweeping()
+		<-sweeping
+	}()
 	logger.Info("tekrar serving", "addr", cfg.Addr)
 	return server.Run(ctx, cfg.Addr, a.Handler, cfg.ShutdownTimeout, logger, ready)
 }

@@ -19,10 +19,11 @@ import (
 	"github.com/tekrar/tekrar/internal/server"
 )
 
-// App is a configured tekrar: its handler and what must be stopped with it.
+// App is a configured tekrar: its handler and the background work that goes with it.
 type App struct {
 	Handler http.Handler
 	Service *checkout.Service
+	Sweeper *checkout.Sweeper
 }
 
 // Option changes what New builds; tests use them to inject a clock.
@@ -35,11 +36,15 @@ type options struct {
 // WithClock makes the app read time from now instead of the wall clock.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
-// New wires the routes over db.
-func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) *App {
+// New wires the routes over db. Close releases what it started.
+func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*App, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
+	}
+	e, err := server.NewEngine(logger, db, cfg.TrustedProxies)
+	if err != nil {
+		return nil, err
 	}
 	var provider psp.Provider
 	if cfg.PSPURL != "" {
@@ -53,14 +58,25 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) *A
 		MaxWait:         cfg.MaxWait,
 		Now:             o.now,
 	}, logger)
-	e := server.NewEngine(logger, db)
 	api.Register(e.Group("/v1"), api.Deps{
 		Logger:        logger,
 		Authenticator: clients.NewAuthenticator(db, cfg.AuthCacheTTL),
 		Service:       svc,
 		MaxBodyBytes:  int64(cfg.MaxBodyBytes),
 	})
-	return &App{Handler: e, Service: svc}
+	sweeper := checkout.NewSweeper(db, SweepConfig(cfg, o.now), logger)
+	return &App{Handler: e, Service: svc, Sweeper: sweeper}, nil
+}
+
+// SweepConfig is the sweeper's part of the configuration.
+func SweepConfig(cfg config.Server, now func() time.Time) checkout.SweepConfig {
+	return checkout.SweepConfig{
+		Interval:       cfg.SweepInterval,
+		Batch:          cfg.SweepBatch,
+		Pause:          cfg.SweepPause,
+		EventRetention: cfg.EventRetention,
+		Now:            now,
+	}
 }
 
 // Close stops the app's background work; call it after the HTTP server has stopped.

@@ -30,6 +30,7 @@ type Env struct {
 	DBURL  string
 	Config config.Server
 	Clock  *Clock
+	App    *app.App
 	// Secret authenticates as ClientID, a client created for the test.
 	Secret   string
 	ClientID int64
@@ -64,13 +65,16 @@ func New(t testing.TB, change ...func(*config.Server)) *Env {
 	if os.Getenv("TEKRAR_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	a := app.New(cfg, db, logger, app.WithClock(clock.Now))
+	a, err := app.New(cfg, db, logger, app.WithClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(a.Handler)
 	t.Cleanup(func() {
 		srv.Close()
 		a.Close()
 	})
-	e := &Env{URL: srv.URL, DB: db, DBURL: url, Config: cfg, Clock: clock}
+	e := &Env{URL: srv.URL, DB: db, DBURL: url, Config: cfg, Clock: clock, App: a}
 	e.Secret, e.ClientID = e.NewClient(t, "test app")
 	return e
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -83,12 +84,37 @@ func (s *Set) String(p *string, name, env, def, usage string) {
 	s.parse(name, env, def, usage, func(v string) error { *p = v; return nil })
 }
 
+// ParseDuration is time.ParseDuration plus a day unit: "30d", "1d12h". Retention periods
+// are counted in days, and "720h" is a poor way to write a month.
+func ParseDuration(v string) (time.Duration, error) {
+	if i := strings.Index(v, "d"); i > 0 {
+		days, err := strconv.Atoi(v[:i])
+		if err != nil || days < 0 || days > 100000 {
+			return 0, fmt.Errorf("%q is not a duration (examples: 500ms, 30s, 24h, 30d)", v)
+		}
+		d := time.Duration(days) * 24 * time.Hour
+		if rest := v[i+1:]; rest != "" {
+			r, err := time.ParseDuration(rest)
+			if err != nil {
+				return 0, fmt.Errorf("%q is not a duration (examples: 500ms, 30s, 24h, 30d)", v)
+			}
+			d += r
+		}
+		return d, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration (examples: 500ms, 30s, 24h, 30d)", v)
+	}
+	return d, nil
+}
+
 // Duration binds a duration setting that must lie within [min, max].
 func (s *Set) Duration(p *time.Duration, name, env, def, usage string, min, max time.Duration) {
 	s.parse(name, env, def, usage, func(v string) error {
-		d, err := time.ParseDuration(v)
+		d, err := ParseDuration(v)
 		if err != nil {
-			return fmt.Errorf("%q is not a duration (examples: 500ms, 30s, 24h)", v)
+			return err
 		}
 		if d < min || d > max {
 			return fmt.Errorf("%s is out of range [%s, %s]", d, min, max)
@@ -189,6 +215,25 @@ func CheckDatabaseURL(v string) error {
 		return nil
 	}
 	return errors.New("not a postgres:// URL or a key=value connection string")
+}
+
+// CIDRs binds a comma-separated list of IP networks (or single addresses); empty is none.
+func (s *Set) CIDRs(p *[]string, name, env, usage string) {
+	s.parse(name, env, "", usage, func(v string) error {
+		var out []string
+		for _, f := range strings.Split(v, ",") {
+			f = strings.TrimSpace(f)
+			if f == "" {
+				continue
+			}
+			if _, _, err := net.ParseCIDR(f); err != nil && net.ParseIP(f) == nil {
+				return fmt.Errorf("%q is not an IP network or address", f)
+			}
+			out = append(out, f)
+		}
+		*p = out
+		return nil
+	})
 }
 
 // Parse reads the flags and reports every bad value at once. It returns flag.ErrHelp when

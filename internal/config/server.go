@@ -18,12 +18,19 @@ type Server struct {
 	AuthCacheTTL    time.Duration
 	PSPURL          string
 	MaxBodyBytes    int
+	TrustedProxies  []string
 
 	// The checkout engine.
 	Lease            time.Duration
 	ProviderTimeout  time.Duration
 	MaxWait          time.Duration
 	SandboxSlowDelay time.Duration
+
+	// Key lifecycle.
+	SweepInterval  time.Duration
+	SweepBatch     int
+	SweepPause     time.Duration
+	EventRetention time.Duration
 
 	// Dev only: where the private Postgres keeps its data and which TCP port it opens.
 	DevDir    string
@@ -51,11 +58,16 @@ func LoadServer(command string, args []string, getenv func(string) string, outpu
 	s.Bool(&c.AutoMigrate, "auto-migrate", "TEKRAR_AUTO_MIGRATE", "true", "apply pending migrations at start (safe with many replicas: a Postgres lock serialises them)")
 	s.Duration(&c.AuthCacheTTL, "auth-cache-ttl", "TEKRAR_AUTH_CACHE_TTL", "30s", "how long a client secret lookup is cached (a disabled client is refused after at most this)", 0, time.Hour)
 	s.URL(&c.PSPURL, "psp-url", "TEKRAR_PSP_URL", "payment provider base URL (a `tekrar psp` process); unset: the sandbox provider runs in-process")
+	s.CIDRs(&c.TrustedProxies, "trusted-proxies", "TEKRAR_TRUSTED_PROXIES", "comma-separated CIDRs of proxies whose X-Forwarded-For is believed for the client address in key history")
 	s.Int(&c.MaxBodyBytes, "max-body-bytes", "TEKRAR_MAX_BODY_BYTES", "65536", "largest request body accepted; larger gets 413", 1024, 10<<20)
 	s.Duration(&c.Lease, "lease", "TEKRAR_LEASE", "30s", "how long a worker holds an idempotency key before a retry may take it over", time.Second, time.Hour)
 	s.Duration(&c.ProviderTimeout, "provider-timeout", "TEKRAR_PROVIDER_TIMEOUT", "10s", "longest wait for one payment provider call; past it the outcome is unknown (503 payment_pending)", 10*time.Millisecond, 5*time.Minute)
 	s.Duration(&c.MaxWait, "max-wait", "TEKRAR_MAX_WAIT", "10s", "cap on 'Prefer: wait=N' for a request whose key is in flight", 0, time.Minute)
 	s.Duration(&c.SandboxSlowDelay, "sandbox-slow-delay", "TEKRAR_SANDBOX_SLOW_DELAY", "2s", "how long the in-process sandbox provider takes for tok_slow", 0, time.Minute)
+	s.Duration(&c.SweepInterval, "sweep-interval", "TEKRAR_SWEEP_INTERVAL", "1m", "how often each process tries to sweep expired keys (one process sweeps at a time)", time.Second, 24*time.Hour)
+	s.Int(&c.SweepBatch, "sweep-batch", "TEKRAR_SWEEP_BATCH", "1000", "rows per sweep statement", 10, 100000)
+	s.Duration(&c.SweepPause, "sweep-pause", "TEKRAR_SWEEP_PAUSE", "10ms", "pause between sweep batches, leaving room for checkout traffic", 0, time.Minute)
+	s.Duration(&c.EventRetention, "event-retention", "TEKRAR_EVENT_RETENTION", "720h", "how long the history of keys (key events) is kept", time.Hour, 3650*24*time.Hour)
 	if dev {
 		s.String(&c.DevDir, "dev-dir", "TEKRAR_DEV_DIR", DefaultDevDir(), "data directory of the private Postgres (kept between runs)")
 		s.Int(&c.DevPGPort, "dev-pg-port", "TEKRAR_DEV_PG_PORT", "54329", "127.0.0.1 port of the private Postgres, for psql and load tools", 1024, 65535)

@@ -22,9 +22,14 @@ import (
 func init() { gin.SetMode(gin.ReleaseMode) }
 
 // NewEngine returns a gin engine with the shared middleware and routes. db is pinged by
-// /readyz.
-func NewEngine(logger *slog.Logger, db *sqlx.DB) *gin.Engine {
+// /readyz. trustedProxies are the CIDRs whose X-Forwarded-For is believed when recording a
+// client's address; none by default, so that no client can forge its address in the key
+// history.
+func NewEngine(logger *slog.Logger, db *sqlx.DB, trustedProxies []string) (*gin.Engine, error) {
 	e := gin.New()
+	if err := e.SetTrustedProxies(trustedProxies); err != nil {
+		return nil, fmt.Errorf("trusted proxies: %w", err)
+	}
 	e.HandleMethodNotAllowed = true
 	e.RemoveExtraSlash = true
 	e.ContextWithFallback = true
@@ -49,7 +54,7 @@ func NewEngine(logger *slog.Logger, db *sqlx.DB) *gin.Engine {
 	e.StaticFS("/static", http.FS(static.Files))
 	e.NoRoute(func(c *gin.Context) { Abort(c, problem.NotFound()) })
 	e.NoMethod(func(c *gin.Context) { Abort(c, problem.MethodNotAllowed()) })
-	return e
+	return e, nil
 }
 
 // Abort writes p as the response and stops the handler chain.

@@ -1,0 +1,239 @@
+package checkout
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+)
+
+// Event kinds: what a keyed request did with its key, or what the sweeper did to it.
+const (
+	EventCreated        = "created"         // the first arrival claimed the key
+	EventReplayed       = "replayed"        // a repeat got the stored response
+	EventReusedConflict = "reused_conflict" // the key came with another request
+	EventInUseRejected  = "in_use_rejected" // a repeat arrived while the key was worked on
+	EventResumed        = "resumed"         // a retry took over unfinished work
+	EventCompleted      = "completed"       // the key's response was stored
+	EventExpired        = "expired"         // the sweeper removed the key (a tombstone stays)
+	EventLateRetry      = "late_retry"      // a repeat after the key expired
+)
+
+// Meta is who sent a request, for its event.
+type Meta struct {
+	RequestID  string
+	RemoteAddr string
+	UserAgent  string
+}
+
+// Event is one entry of a key's history.
+type Event struct {
+	At          time.Time
+	ClientID    int64
+	Key         string
+	KeyID       int64 // 0: no key row (a late retry after the sweep)
+	Kind        string
+	Status      int // the answer's HTTP status; 0 for the sweeper's events
+	Meta        Meta
+	Fingerprint []byte
+	Detail      map[string]any
+}
+
+// eventLog writes events without putting a write on the request path: a request hands its
+// event over and goes on; a background writer inserts them in batches, in transactions that
+// do not wait for a synchronous commit. A crash loses at most the last fraction of a second
+// of events, never a key, an order or a response. If the database stays unreachable the
+// buffer fills and further events are dropped (and counted) rather than slowing requests.
+type eventLog struct {
+	db      *sqlx.DB
+	logger  *slog.Logger
+	ch      chan Event
+	dropped atomic.Int64
+	flushes chan chan struct{}
+	stop    chan struct{}
+	done    sync.WaitGroup
+}
+
+const (
+	eventBuffer     = 16384
+	eventBatch      = 500
+	eventFlushEvery = 100 * time.Millisecond
+)
+
+func newEventLog(db *sqlx.DB, logger *slog.Logger) *eventLog {
+	l := &eventLog{db: db, logger: logger, ch: make(chan Event, eventBuffer),
+		flushes: make(chan chan struct{}), stop: make(chan struct{})}
+	l.done.Add(1)
+	go l.loop()
+	return l
+}
+
+func (l *eventLog) record(e Event) {
+	select {
+	case l.ch <- e:
+	default:
+		if l.dropped.Add(1)%1000 == 1 {
+			l.logger.Warn("event buffer full: dropping key events", "dropped_total", l.dropped.Load())
+		}
+	}
+}
+
+// flush writes every event recorded before the call.
+func (l *eventLog) flush() {
+	done := make(chan struct{})
+	l.flushes <- done
+	<-done
+}
+
+func (l *eventLog) close() {
+	close(l.stop)
+	l.done.Wait()
+}
+
+func (l *eventLog) loop() {
+	defer l.done.Done()
+	t := time.NewTicker(eventFlushEvery)
+	defer t.Stop()
+	batch := make([]Event, 0, eventBatch)
+	flush := func() {
+		if len(batch) > 0 {
+			l.write(batch)
+			batch = batch[:0]
+		}
+	}
+	for {
+		select {
+		case e := <-l.ch:
+			batch = append(batch, e)
+			if len(batch) >= eventBatch {
+				flush()
+			}
+		case <-t.C:
+			flush()
+		case done := <-l.flushes:
+			l.drain(&batch, flush)
+			close(done)
+		case <-l.stop:
+			l.drain(&batch, flush)
+			return
+		}
+	}
+}
+
+// drain takes everything buffered and writes it.
+func (l *eventLog) drain(batch *[]Event, flush func()) {
+	for {
+		select {
+		case e := <-l.ch:
+			*batch = append(*batch, e)
+			if len(*batch) >= eventBatch {
+				flush()
+			}
+		default:
+			flush()
+			return
+		}
+	}
+}
+
+// write inserts a batch, trying a few times before giving the batch up.
+func (l *eventLog) write(batch []Event) {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = insertEvents(l.db, batch); err == nil {
+			return
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
+	l.dropped.Add(int64(len(batch)))
+	l.logger.Warn("key events not written", "err", err, "events", len(batch))
+}
+
+func insertEvents(db *sqlx.DB, batch []Event) error {
+	n := len(batch)
+	at := make([]string, n)
+	client := make([]int64, n)
+	key := make([]string, n)
+	keyID := make([]any, n)
+	kind := make([]string, n)
+	status := make([]any, n)
+	reqID := make([]any, n)
+	addr := make([]any, n)
+	ua := make([]any, n)
+	fp := make([]any, n)
+	detail := make([]any, n)
+	for i, e := range batch {
+		at[i] = e.At.UTC().Format(time.RFC3339Nano)
+		client[i], key[i], kind[i] = e.ClientID, e.Key, e.Kind
+		keyID[i] = nullInt(e.KeyID)
+		status[i] = nullInt(int64(e.Status))
+		reqID[i], addr[i], ua[i] = nullStr(e.Meta.RequestID), nullStr(e.Meta.RemoteAddr), nullStr(truncate(e.Meta.UserAgent, 300))
+		if e.Fingerprint != nil {
+			fp[i] = `\x` + hexString(e.Fingerprint)
+		}
+		if e.Detail != nil {
+			b, err := json.Marshal(e.Detail)
+			if err != nil {
+				return err
+			}
+			detail[i] = string(b)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `
+		INSERT INTO key_events (at, client_id, key, key_id, kind, status, request_id, remote_addr,
+		                        user_agent, fingerprint, detail)
+		SELECT * FROM unnest($1::timestamptz[], $2::bigint[], $3::text[], $4::bigint[], $5::text[],
+		                     $6::int[], $7::text[], $8::text[], $9::text[], $10::bytea[], $11::jsonb[])`,
+		pq.Array(at), pq.Array(client), pq.Array(key), pq.GenericArray{A: keyID}, pq.Array(kind),
+		pq.GenericArray{A: status}, pq.GenericArray{A: reqID}, pq.GenericArray{A: addr}, pq.GenericArray{A: ua},
+		pq.GenericArray{A: fp}, pq.GenericArray{A: detail})
+	if err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func nullInt(n int64) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
+
+func nullStr(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+func hexString(b []byte) string {
+	const digits = "0123456789abcdef"
+	out := make([]byte, 2*len(b))
+	for i, c := range b {
+		out[2*i], out[2*i+1] = digits[c>>4], digits[c&15]
+	}
+	return string(out)
+}

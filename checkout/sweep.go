@@ -1,0 +1,284 @@
+package checkout
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// SweepConfig tunes the sweeper; the zero value of a field takes its default.
+type SweepConfig struct {
+	// Interval between passes of Run.
+	Interval time.Duration
+	// Batch is how many rows one statement touches: small enough that no batch holds its
+	// row locks for long or makes checkout wait.
+	Batch int
+	// Pause between batches, so that a pass over a large backlog leaves the database room
+	// for checkout traffic.
+	Pause time.Duration
+	// Settle is how long a key lives on next to its new tombstone before the row is deleted.
+	// A claim statement that started before the tombstone existed could otherwise insert
+	// a fresh key the instant the old row goes; claims are bounded far below this.
+	Settle time.Duration
+	// EventRetention is how long key events are kept.
+	EventRetention time.Duration
+	// Now is the clock; tests inject one.
+	Now func() time.Time
+}
+
+func (c SweepConfig) withDefaults() SweepConfig {
+	if c.Interval == 0 {
+		c.Interval = time.Minute
+	}
+	if c.Batch == 0 {
+		c.Batch = 1000
+	}
+	if c.Settle == 0 {
+		c.Settle = time.Minute
+	}
+	if c.EventRetention == 0 {
+		c.EventRetention = 30 * 24 * time.Hour
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// SweepResult is what one pass did.
+type SweepResult struct {
+	Skipped             bool // another process holds the sweep lock
+	KeysTombstoned      int64
+	KeysDeleted         int64
+	TombstonesForgotten int64
+	EventsDeleted       int64
+	Batches             int
+	Took                time.Duration
+}
+
+// Sweeper expires keys. It runs in every serve process; a Postgres advisory lock lets one
+// of them work at a time, and a process that dies releases the lock with its session.
+//
+// A pass, in batches, each its own short transaction:
+//  1. tombstone: for each completed key past expires_at, write a tombstone (the key stays);
+//  2. delete: remove the key rows whose tombstone is older than Settle, and record an
+//     expired event for each;
+//  3. forget: delete tombstones past their grace period, after which a key is new again;
+//  4. delete key events older than EventRetention.
+//
+// Keys in progress or needing attention are never expired: they are work not yet done.
+type Sweeper struct {
+	db     *sqlx.DB
+	cfg    SweepConfig
+	logger *slog.Logger
+	node   string
+}
+
+// NewSweeper returns a sweeper over db.
+func NewSweeper(db *sqlx.DB, cfg SweepConfig, logger *slog.Logger) *Sweeper {
+	host, _ := os.Hostname()
+	return &Sweeper{db: db, cfg: cfg.withDefaults(), logger: logger, node: fmt.Sprintf("%s/%d", host, os.Getpid())}
+}
+
+// sweepLock is the advisory lock id of the sweeper ("tekrar" in ASCII).
+const sweepLock = 0x74656b726172
+
+// Run sweeps every Interval until ctx ends.
+func (s *Sweeper) Run(ctx context.Context) {
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		res, err := s.Pass(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.logger.Warn("sweep failed", "err", err)
+		case err == nil && !res.Skipped && res.KeysDeleted+res.KeysTombstoned+res.TombstonesForgotten+res.EventsDeleted > 0:
+			s.logger.Info("sweep", "tombstoned", res.KeysTombstoned, "deleted", res.KeysDeleted,
+				"forgotten", res.TombstonesForgotten, "events_deleted", res.EventsDeleted, "took", res.Took.String())
+		}
+	}
+}
+
+// Pass runs one sweep, unless another process is sweeping (Skipped).
+func (s *Sweeper) Pass(ctx context.Context) (SweepResult, error) {
+	conn, err := s.db.Connx(ctx)
+	if err != nil {
+		return SweepResult{}, fmt.Errorf("sweep: %w", err)
+	}
+	defer conn.Close()
+	var got bool
+	if err := conn.GetContext(ctx, &got, `SELECT pg_try_advisory_lock($1)`, sweepLock); err != nil {
+		return SweepResult{}, fmt.Errorf("sweep lock: %w", err)
+	}
+	if !got {
+		return SweepResult{Skipped: true}, nil
+	}
+	defer func() {
+		// On a broken connection the session, and with it the lock, is gone anyway.
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, sweepLock)
+	}()
+
+	started := time.Now()
+	now := s.cfg.Now()
+	var res SweepResult
+	runErr := s.tombstone(ctx, conn, now, &res)
+	batches := []struct {
+		n     *int64
+		query string
+		args  []any
+	}{
+		{&res.KeysDeleted, deleteBatchSQL, []any{now, now.Add(-s.cfg.Settle), s.cfg.Batch}},
+		{&res.TombstonesForgotten, forgetBatchSQL, []any{now, s.cfg.Batch}},
+		{&res.EventsDeleted, eventsBatchSQL, []any{now.Add(-s.cfg.EventRetention), s.cfg.Batch}},
+	}
+	for _, st := range batches {
+		for runErr == nil {
+			var n int64
+			if runErr = conn.GetContext(ctx, &n, st.query, st.args...); runErr != nil {
+				break
+			}
+			res.Batches++
+			*st.n += n
+			if n < int64(s.cfg.Batch) {
+				break
+			}
+			runErr = s.pause(ctx)
+		}
+	}
+	res.Took = time.Since(started)
+	var errText sql.NullString
+	if runErr != nil {
+		errText = sql.NullString{String: runErr.Error(), Valid: true}
+	}
+	_, err = conn.ExecContext(context.WithoutCancel(ctx), `
+		INSERT INTO sweeps (started_at, finished_at, node, keys_tombstoned, keys_deleted,
+		                    tombstones_forgotten, events_deleted, batches, error)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		now, now.Add(res.Took), s.node, res.KeysTombstoned, res.KeysDeleted, res.TombstonesForgotten,
+		res.EventsDeleted, res.Batches, errText)
+	return res, errors.Join(runErr, err)
+}
+
+// tombstone walks the expired completed keys in (expires_at, id) order with a cursor, so
+// that a backlog of a million keys costs one pass over the index, not one per batch.
+func (s *Sweeper) tombstone(ctx context.Context, conn *sqlx.Conn, now time.Time, res *SweepResult) error {
+	after := struct {
+		At time.Time `db:"at"`
+		ID int64     `db:"id"`
+	}{At: time.Time{}, ID: 0}
+	for {
+		var b struct {
+			N  int64         `db:"n"`
+			At sql.NullTime  `db:"at"`
+			ID sql.NullInt64 `db:"id"`
+		}
+		if err := conn.GetContext(ctx, &b, tombstoneBatchSQL, now, s.cfg.Batch, after.At, after.ID); err != nil {
+			return fmt.Errorf("sweep: tombstone: %w", err)
+		}
+		res.Batches++
+		res.KeysTombstoned += b.N
+		if !b.At.Valid || !b.ID.Valid {
+			return nil // no expired key left after the cursor
+		}
+		after.At, after.ID = b.At.Time, b.ID.Int64
+		if err := s.pause(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *Sweeper) pause(ctx context.Context) error {
+	if s.cfg.Pause <= 0 {
+		return nil
+	}
+	return sleep(ctx, s.cfg.Pause)
+}
+
+// tombstoneBatchSQL writes tombstones for up to $2 completed keys expired at $1, after the
+// cursor ($3, $4), in the order of the (expires_at, id) index. It answers how many it wrote
+// and the cursor for the next batch (null when it found none). A key whose tombstone is
+// already written waits for the delete step and is skipped. An older tombstone of the same
+// client and key (a key forgotten after its grace and used again) is replaced.
+const tombstoneBatchSQL = `
+	WITH batch AS (
+	    SELECT k.id, k.client_id, k.key, k.fingerprint, k.method, k.path, k.order_id, k.refund_id,
+	           k.created_at, k.expires_at
+	      FROM idempotency_keys k
+	     WHERE k.expires_at <= $1 AND (k.expires_at, k.id) > ($3, $4) AND k.state = 'completed'
+	       AND NOT EXISTS (SELECT 1 FROM key_tombstones t WHERE t.key_id = k.id)
+	     ORDER BY k.expires_at, k.id
+	     LIMIT $2
+	), ins AS (
+	    INSERT INTO key_tombstones (client_id, key, key_id, fingerprint, method, path, order_id,
+	                                refund_id, first_seen, expired_at, forget_at, created_at)
+	    SELECT b.client_id, b.key, b.id, b.fingerprint, b.method, b.path, b.order_id, b.refund_id,
+	           b.created_at, b.expires_at, b.expires_at + c.tombstone_grace, $1
+	      FROM batch b JOIN clients c ON c.id = b.client_id
+	    ON CONFLICT (client_id, key) DO UPDATE
+	       SET key_id = excluded.key_id, fingerprint = excluded.fingerprint, method = excluded.method,
+	           path = excluded.path, order_id = excluded.order_id, refund_id = excluded.refund_id,
+	           first_seen = excluded.first_seen, expired_at = excluded.expired_at,
+	           forget_at = excluded.forget_at, created_at = excluded.created_at
+	    RETURNING 1
+	), last AS (
+	    SELECT expires_at, id FROM batch ORDER BY expires_at DESC, id DESC LIMIT 1
+	)
+	SELECT (SELECT count(*) FROM ins) AS n, (SELECT expires_at FROM last) AS at, (SELECT id FROM last) AS id`
+
+// deleteBatchSQL deletes up to $3 key rows whose tombstones were written before $2, and
+// records an expired event for each. The tombstone lets go of the row id either way (the
+// row may have gone by another path).
+const deleteBatchSQL = `
+	WITH batch AS (
+	    SELECT key_id FROM key_tombstones
+	     WHERE key_id IS NOT NULL AND created_at <= $2
+	     ORDER BY created_at
+	     LIMIT $3
+	), gone AS (
+	    DELETE FROM idempotency_keys k USING batch b
+	     WHERE k.id = b.key_id
+	    RETURNING k.id, k.client_id, k.key, k.expires_at, k.order_id, k.refund_id
+	), released AS (
+	    UPDATE key_tombstones t SET key_id = NULL FROM batch b WHERE t.key_id = b.key_id
+	), ev AS (
+	    INSERT INTO key_events (at, client_id, key, key_id, kind, detail)
+	    SELECT $1, g.client_id, g.key, g.id, 'expired',
+	           jsonb_strip_nulls(jsonb_build_object('expired_at', g.expires_at, 'order_id', g.order_id,
+	                                                'refund_id', g.refund_id))
+	      FROM gone g
+	)
+	SELECT count(*) FROM batch`
+
+// forgetBatchSQL deletes up to $2 tombstones whose grace ended by $1.
+const forgetBatchSQL = `
+	WITH gone AS (
+	    DELETE FROM key_tombstones
+	     WHERE (client_id, key) IN (
+	           SELECT client_id, key FROM key_tombstones
+	            WHERE forget_at <= $1 AND key_id IS NULL
+	            ORDER BY forget_at
+	            LIMIT $2)
+	    RETURNING 1
+	)
+	SELECT count(*) FROM gone`
+
+// eventsBatchSQL deletes up to $2 key events older than $1. Ids grow with time, so the
+// oldest events are at the start of the primary key.
+const eventsBatchSQL = `
+	WITH gone AS (
+	    DELETE FROM key_events
+	     WHERE id IN (SELECT id FROM key_events WHERE at < $1 ORDER BY id LIMIT $2)
+	    RETURNING 1
+	)
+	SELECT count(*) FROM gone`
