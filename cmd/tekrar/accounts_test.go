@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -142,5 +143,52 @@ func TestOperatorsCreate(t *testing.T) {
 				t.Errorf("%d operators, want only the first", n)
 			}
 		})
+	}
+}
+
+func TestClientsCreateAndUpdateSettings(t *testing.T) {
+	t.Parallel()
+	dbURL := dbtest.NewURL(t)
+	db := openDB(t, dbURL)
+	env := childEnv("DATABASE_URL=" + dbURL)
+
+	secret := strings.TrimSpace(mustRun(t, env, nil, "clients", "create", "--key-ttl", "48h", "--tombstone-grace", "7d", "POS fleet"))
+	if !strings.HasPrefix(secret, "tekrar_sk_") || strings.Contains(secret, "\n") {
+		t.Fatalf("clients create printed %q", secret)
+	}
+	settings := func() (ttl, grace float64, id int64) {
+		t.Helper()
+		if err := db.QueryRow(`SELECT extract(epoch FROM key_ttl), extract(epoch FROM tombstone_grace), id FROM clients WHERE name = 'POS fleet'`).Scan(&ttl, &grace, &id); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	ttl, grace, id := settings()
+	if ttl != 48*3600 || grace != 7*24*3600 {
+		t.Fatalf("created with TTL %vs, grace %vs", ttl, grace)
+	}
+	mustRun(t, env, nil, "clients", "update", "--key-ttl", "90d", strconv.FormatInt(id, 10))
+	if ttl, grace, _ = settings(); ttl != 90*24*3600 || grace != 7*24*3600 {
+		t.Fatalf("after update: TTL %vs, grace %vs", ttl, grace)
+	}
+
+	// Out of bounds is refused at configuration time, in one line, changing nothing.
+	for _, args := range [][]string{
+		{"clients", "create", "--key-ttl", "30s", "too short"},
+		{"clients", "create", "--key-ttl", "91d", "too long"},
+		{"clients", "create", "--tombstone-grace", "10m", "grace too short"},
+		{"clients", "update", "--key-ttl", "59s", strconv.FormatInt(id, 10)},
+	} {
+		stdout, stderr, code := runTekrar(t, env, nil, args...)
+		if code == 0 || stdout != "" {
+			t.Fatalf("tekrar %v: exit %d, stdout %q", args, code, stdout)
+		}
+		oneLine(t, "stderr of "+strings.Join(args, " "), stderr)
+	}
+	if n := countRows(t, db, `SELECT count(*) FROM clients`); n != 1 {
+		t.Fatalf("%d clients, want 1", n)
+	}
+	if ttl, _, _ = settings(); ttl != 90*24*3600 {
+		t.Fatalf("a refused update changed the TTL to %vs", ttl)
 	}
 }
