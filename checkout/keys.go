@@ -138,6 +138,17 @@ func releaseKey(ctx context.Context, db sqlx.ExecerContext, k *Key, now time.Tim
 	return nil
 }
 
+// extendLease moves the lease of a key this worker holds.
+func extendLease(ctx context.Context, db sqlx.ExecerContext, k *Key, until time.Time) error {
+	_, err := db.ExecContext(ctx, `
+		UPDATE idempotency_keys SET lease_expires_at = $3
+		 WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'`, k.ID, k.LeaseToken, until)
+	if err != nil {
+		return fmt.Errorf("extend lease: %w", err)
+	}
+	return nil
+}
+
 // errFenced means the key was taken over while this worker held it: the work continues in
 // the new owner's hands, and this worker's result must not be written.
 var errFenced = errors.New("key was taken over by another worker")

@@ -204,17 +204,27 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 		return o.s.providerFailed(ctx, k, err)
 	}
 
-	now := o.s.cfg.Now()
+	o.s.crash(CrashAfterProvider)
 	view := OrderView{
 		ID: k.OrderID.Int64, Amount: o.in.Amount, Currency: o.in.Currency, Items: o.in.Items,
 		Customer: o.in.Customer, Metadata: o.in.Metadata, CreatedAt: k.CreatedAt.UTC(),
-		Payment: &PaymentView{ID: ch.ID, Status: ch.Status, DeclineCode: ch.DeclineCode, CardBrand: ch.CardBrand, CardLast4: ch.CardLast4},
 	}
+	resp, err := o.s.settleOrder(ctx, k, view, ch, pk)
+	if errors.Is(err, errFenced) {
+		o.s.compensateIfCanceled(ctx, k, ch)
+	}
+	return resp, err
+}
+
+// settleOrder stores the outcome of a charge: the order paid (201) or declined (402), its
+// payment, and the key's response, fenced by the key's lease token.
+func (s *Service) settleOrder(ctx context.Context, k *Key, view OrderView, ch psp.Charge, pk string) (Response, error) {
+	view.Payment = &PaymentView{ID: ch.ID, Status: ch.Status, DeclineCode: ch.DeclineCode, CardBrand: ch.CardBrand, CardLast4: ch.CardLast4}
 	var resp Response
 	var captured int64
 	if ch.Status == psp.StatusSucceeded {
 		view.Status = "paid"
-		captured = o.in.Amount
+		captured = view.Amount
 		body, err := json.Marshal(view)
 		if err != nil {
 			return Response{}, fmt.Errorf("encode order: %w", err)
@@ -230,11 +240,36 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 			With("order_id", view.ID).With("decline_code", ch.DeclineCode))
 		resp = Response{Status: p.Status, Body: p.Body(k.Path), Header: map[string]string{"Content-Type": problem.ContentType}}
 	}
-	err = completeOrder(ctx, o.s.q, k, resp, now, view.Status, captured, ch, pk)
-	if err != nil {
+	if err := completeOrder(ctx, s.q, k, resp, s.cfg.Now(), view.Status, captured, ch, pk); err != nil {
 		return Response{}, err
 	}
 	return resp, nil
+}
+
+// compensateIfCanceled handles the one way a charge can outlive its order: this worker
+// stalled past its lease, the completer found no charge and canceled the order, and then
+// this worker's charge went through. The charge is refunded in full, so that the customer
+// ends with no charge, as the canceled order says.
+func (s *Service) compensateIfCanceled(ctx context.Context, k *Key, ch psp.Charge) {
+	if ch.Status != psp.StatusSucceeded {
+		return
+	}
+	var status string
+	if err := s.q.QueryRowxContext(ctx, `SELECT status FROM orders WHERE id = $1`, k.OrderID.Int64).Scan(&status); err != nil {
+		s.logger.Error("compensate: read order", "order_id", k.OrderID.Int64, "err", err)
+		return
+	}
+	if status != "canceled" {
+		return // the new owner settled it with this same charge (same provider key)
+	}
+	_, err := s.provider.Refund(ctx, psp.RefundRequest{Key: providerKey("compensate", k), ChargeID: ch.ID, Amount: ch.Amount,
+		Reason: "order canceled while its charge was in flight"})
+	if err != nil {
+		s.logger.Error("compensate: refund of a charge whose order was canceled failed; refund it by hand",
+			"order_id", k.OrderID.Int64, "charge_id", ch.ID, "err", err)
+		return
+	}
+	s.logger.Warn("compensated a charge whose order had been canceled", "order_id", k.OrderID.Int64, "charge_id", ch.ID)
 }
 
 // providerFailed handles an unknown provider outcome: the charge may or may not exist. The

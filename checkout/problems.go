@@ -31,6 +31,8 @@ var advice = map[string]Advice{
 	// A final, stored outcome: a retry replays it; a new key is a new attempt that
 	// charges nothing twice (the declined attempt charged nothing).
 	"payment_declined": {false, true},
+	// The completer canceled an abandoned order before any charge: nothing was charged.
+	"payment_abandoned": {false, true},
 	// The key already stands for another request, or for a request that has expired:
 	// its effect may exist, so a new key could duplicate it.
 	"idempotency_key_reused":  {false, false},
@@ -44,7 +46,6 @@ var advice = map[string]Advice{
 	"request_canceled":          {true, false},
 	"refund_pending":            {true, false},
 	"provider_rejected":         {false, false},
-	"idempotency_key_wait_gone": {true, false},
 }
 
 // AdviseKeyed adds retryable and safe_new_key to a problem answered to a keyed request.

@@ -40,6 +40,22 @@ type Config struct {
 	MaxWait time.Duration
 	// Now is the clock; tests inject one.
 	Now func() time.Time
+	// Crash, if set, is called at each crash point (the Crash* constants) so that the crash
+	// harness can kill the process exactly there. Nil in production.
+	Crash func(point string)
+}
+
+// Crash points: the places between recovery points where a process may die.
+const (
+	CrashAfterClaim    = "after_claim"    // the key and its order are committed; the provider was not called
+	CrashAfterProvider = "after_provider" // the provider answered; nothing of it is stored yet
+	CrashAfterComplete = "after_complete" // the outcome is committed; the client has no answer yet
+)
+
+func (s *Service) crash(point string) {
+	if s.cfg.Crash != nil {
+		s.cfg.Crash(point)
+	}
 }
 
 func (c Config) withDefaults() Config {
@@ -244,7 +260,15 @@ func (s *Service) record(req Request, k *Key, kind string, status int, fp []byte
 // cancellation does not reach.
 func (s *Service) finish(ctx context.Context, k *Key, op operation, resumed bool) (Result, error) {
 	ctx = context.WithoutCancel(ctx)
+	if !resumed {
+		s.crash(CrashAfterClaim)
+	}
+	stop := s.renewLease(ctx, k)
 	r, err := op.run(ctx, k, resumed)
+	stop()
+	if err == nil {
+		s.crash(CrashAfterComplete)
+	}
 	if errors.Is(err, errFenced) {
 		// Another worker took the key over while this one was slow; it will answer.
 		return Result{ExpiresAt: k.ExpiresAt}, keyInUse()
@@ -253,6 +277,34 @@ func (s *Service) finish(ctx context.Context, k *Key, op operation, resumed bool
 		return Result{ExpiresAt: k.ExpiresAt}, err
 	}
 	return Result{Response: r, ExpiresAt: k.ExpiresAt, KeyCreated: !resumed}, nil
+}
+
+// renewLease extends the key's lease every third of its length while the work runs, so
+// that a slow but live worker is not taken over. It stops when the returned func is called.
+// A renewal that matches no row means the key was taken over: the work goes on, and its
+// completion will be fenced.
+func (s *Service) renewLease(ctx context.Context, k *Key) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(s.cfg.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := extendLease(ctx, s.q, k, s.cfg.Now().Add(s.cfg.Lease)); err != nil {
+					s.logger.Warn("lease renewal failed", "key_id", k.ID, "err", err)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

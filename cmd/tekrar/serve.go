@@ -46,15 +46,15 @@ func runServer(ctx context.Context, cfg config.Server, logger *slog.Logger, read
 		return err
 	}
 	defer a.Close()
-	sweepCtx, stopSweeping := context.WithCancel(ctx)
-	sweeping := make(chan struct{})
+	bgCtx, stopBackground := context.WithCancel(ctx)
+	background := make(chan struct{})
 	go func() {
-		defer close(sweeping)
-		a.Sweeper.Run(sweepCtx)
+		defer close(background)
+		a.Run(bgCtx)
 	}()
 	defer func() {
-		stopSweeping()
-		<-sweeping
+		stopBackground()
+		<-background
 	}()
 	logger.Info("tekrar serving", "addr", cfg.Addr)
 	return server.Run(ctx, cfg.Addr, a.Handler, cfg.ShutdownTimeout, logger, ready)

@@ -4,11 +4,17 @@
 package app
 
 import (
+	"context"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
+	"os"
+	"slices"
+	"sync"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
@@ -21,17 +27,23 @@ import (
 
 // App is a configured tekrar: its handler and the background work that goes with it.
 type App struct {
-	Handler http.Handler
-	Service *checkout.Service
-	Sweeper *checkout.Sweeper
+	Handler   http.Handler
+	Service   *checkout.Service
+	Sweeper   *checkout.Sweeper
+	Completer *checkout.Completer
 }
 
 // Option changes what New builds; tests use them to inject a clock.
 type Option func(*options)
 
 type options struct {
-	now func() time.Time
+	now   func() time.Time
+	crash func(string)
 }
+
+// WithCrashHook calls hook at every crash point (see checkout.Config.Crash), for tests that
+// stall or stop a worker at an exact step.
+func WithCrashHook(hook func(point string)) Option { return func(o *options) { o.crash = hook } }
 
 // WithClock makes the app read time from now instead of the wall clock.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
@@ -52,11 +64,15 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	} else {
 		provider = psp.NewSandbox(db, psp.SandboxOptions{SlowDelay: cfg.SandboxSlowDelay, Now: o.now})
 	}
+	if o.crash == nil {
+		o.crash = crashHook(cfg, logger)
+	}
 	svc := checkout.NewService(db, provider, checkout.Config{
 		Lease:           cfg.Lease,
 		ProviderTimeout: cfg.ProviderTimeout,
 		MaxWait:         cfg.MaxWait,
 		Now:             o.now,
+		Crash:           o.crash,
 	}, logger)
 	api.Register(e.Group("/v1"), api.Deps{
 		Logger:        logger,
@@ -65,7 +81,36 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		MaxBodyBytes:  int64(cfg.MaxBodyBytes),
 	})
 	sweeper := checkout.NewSweeper(db, SweepConfig(cfg, o.now), logger)
-	return &App{Handler: e, Service: svc, Sweeper: sweeper}, nil
+	completer := svc.NewCompleter(checkout.CompleterConfig{
+		Interval:       cfg.CompleterInterval,
+		Grace:          cfg.CompleterGrace,
+		AttentionAfter: cfg.AttentionAfter,
+	})
+	e.GET("/readyz/completer", func(c *gin.Context) { c.JSON(http.StatusOK, completer.Totals()) })
+	return &App{Handler: e, Service: svc, Sweeper: sweeper, Completer: completer}, nil
+}
+
+// Run does the app's background work (sweeping, completing abandoned keys) until ctx ends.
+func (a *App) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); a.Sweeper.Run(ctx) }()
+	go func() { defer wg.Done(); a.Completer.Run(ctx) }()
+	wg.Wait()
+}
+
+// crashHook arms the crash harness's fault points: the process exits, as abruptly as a
+// kill, at an armed point. Nil unless TEKRAR_CRASH_AT is set.
+func crashHook(cfg config.Server, logger *slog.Logger) func(string) {
+	if len(cfg.CrashAt) == 0 {
+		return nil
+	}
+	return func(point string) {
+		if slices.Contains(cfg.CrashAt, point) && rand.Float64() < cfg.CrashRate {
+			logger.Warn("crash point reached: exiting", "point", point)
+			os.Exit(3)
+		}
+	}
 }
 
 // SweepConfig is the sweeper's part of the configuration.
@@ -74,6 +119,7 @@ func SweepConfig(cfg config.Server, now func() time.Time) checkout.SweepConfig {
 		Interval:       cfg.SweepInterval,
 		Batch:          cfg.SweepBatch,
 		Pause:          cfg.SweepPause,
+		Settle:         cfg.SweepSettle,
 		EventRetention: cfg.EventRetention,
 		Now:            now,
 	}

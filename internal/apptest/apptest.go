@@ -49,6 +49,12 @@ func Defaults(t testing.TB) config.Server {
 // New starts tekrar on a fresh database. change, if given, adjusts the configuration.
 func New(t testing.TB, change ...func(*config.Server)) *Env {
 	t.Helper()
+	return NewWith(t, nil, change...)
+}
+
+// NewWith is New with a crash hook (see app.WithCrashHook); nil for none.
+func NewWith(t testing.TB, crash func(point string), change ...func(*config.Server)) *Env {
+	t.Helper()
 	cfg := Defaults(t)
 	cfg.SandboxSlowDelay = 300 * time.Millisecond
 	for _, c := range change {
@@ -65,7 +71,7 @@ func New(t testing.TB, change ...func(*config.Server)) *Env {
 	if os.Getenv("TEKRAR_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	a, err := app.New(cfg, db, logger, app.WithClock(clock.Now))
+	a, err := app.New(cfg, db, logger, app.WithClock(clock.Now), app.WithCrashHook(crash))
 	if err != nil {
 		t.Fatal(err)
 	}

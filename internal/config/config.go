@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -215,6 +216,36 @@ func CheckDatabaseURL(v string) error {
 		return nil
 	}
 	return errors.New("not a postgres:// URL or a key=value connection string")
+}
+
+// List binds a comma-separated list of words, each one of choices; empty is none.
+func (s *Set) List(p *[]string, name, env, usage string, choices ...string) {
+	s.parse(name, env, "", usage+" ("+strings.Join(choices, ",")+")", func(v string) error {
+		var out []string
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f == "" {
+				continue
+			}
+			if !slices.Contains(choices, f) {
+				return fmt.Errorf("%q is not one of %s", f, strings.Join(choices, ", "))
+			}
+			out = append(out, f)
+		}
+		*p = out
+		return nil
+	})
+}
+
+// Float binds a number within [min, max].
+func (s *Set) Float(p *float64, name, env, def, usage string, min, max float64) {
+	s.parse(name, env, def, usage, func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < min || f > max {
+			return fmt.Errorf("%q is not a number between %g and %g", v, min, max)
+		}
+		*p = f
+		return nil
+	})
 }
 
 // CIDRs binds a comma-separated list of IP networks (or single addresses); empty is none.

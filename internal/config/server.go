@@ -30,7 +30,16 @@ type Server struct {
 	SweepInterval  time.Duration
 	SweepBatch     int
 	SweepPause     time.Duration
+	SweepSettle    time.Duration
 	EventRetention time.Duration
+
+	// Crash recovery.
+	CompleterInterval time.Duration
+	CompleterGrace    time.Duration
+	AttentionAfter    time.Duration
+	// CrashAt and CrashRate arm the crash harness's fault points; testing only.
+	CrashAt   []string
+	CrashRate float64
 
 	// Dev only: where the private Postgres keeps its data and which TCP port it opens.
 	DevDir    string
@@ -67,7 +76,13 @@ func LoadServer(command string, args []string, getenv func(string) string, outpu
 	s.Duration(&c.SweepInterval, "sweep-interval", "TEKRAR_SWEEP_INTERVAL", "1m", "how often each process tries to sweep expired keys (one process sweeps at a time)", time.Second, 24*time.Hour)
 	s.Int(&c.SweepBatch, "sweep-batch", "TEKRAR_SWEEP_BATCH", "1000", "rows per sweep statement", 10, 100000)
 	s.Duration(&c.SweepPause, "sweep-pause", "TEKRAR_SWEEP_PAUSE", "10ms", "pause between sweep batches, leaving room for checkout traffic", 0, time.Minute)
+	s.Duration(&c.SweepSettle, "sweep-settle", "TEKRAR_SWEEP_SETTLE", "1m", "how long an expired key lives on next to its new tombstone before the row is deleted (longer than any claim statement)", time.Second, 24*time.Hour)
 	s.Duration(&c.EventRetention, "event-retention", "TEKRAR_EVENT_RETENTION", "720h", "how long the history of keys (key events) is kept", time.Hour, 3650*24*time.Hour)
+	s.Duration(&c.CompleterInterval, "completer-interval", "TEKRAR_COMPLETER_INTERVAL", "10s", "how often each process looks for abandoned keys to complete", 100*time.Millisecond, time.Hour)
+	s.Duration(&c.CompleterGrace, "completer-grace", "TEKRAR_COMPLETER_GRACE", "1m", "how long after a key's lease lapsed the client keeps the first chance to retry before the completer settles it", 0, 24*time.Hour)
+	s.Duration(&c.AttentionAfter, "attention-after", "TEKRAR_ATTENTION_AFTER", "1h", "how long a key whose payment outcome cannot be learnt waits before it is handed to an operator", time.Second, 30*24*time.Hour)
+	s.List(&c.CrashAt, "crash-at", "TEKRAR_CRASH_AT", "testing only: exit the process at these crash points (after_claim, after_provider, after_complete)", "after_claim", "after_provider", "after_complete")
+	s.Float(&c.CrashRate, "crash-rate", "TEKRAR_CRASH_RATE", "1", "testing only: the chance of exiting at an armed crash point", 0, 1)
 	if dev {
 		s.String(&c.DevDir, "dev-dir", "TEKRAR_DEV_DIR", DefaultDevDir(), "data directory of the private Postgres (kept between runs)")
 		s.Int(&c.DevPGPort, "dev-pg-port", "TEKRAR_DEV_PG_PORT", "54329", "127.0.0.1 port of the private Postgres, for psql and load tools", 1024, 65535)

@@ -1,0 +1,250 @@
+package checkout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/internal/problem"
+)
+
+// CompleterConfig tunes the completer; the zero value of a field takes its default.
+type CompleterConfig struct {
+	// Interval between passes of Run.
+	Interval time.Duration
+	// Grace is how long after a key's lease lapsed the completer leaves it alone: the
+	// client gets the first chance to retry (with the card token, so its retry can still
+	// charge).
+	Grace time.Duration
+	// AttentionAfter is how long after its first arrival a key whose provider outcome
+	// cannot be learnt is handed to an operator (state needs_attention).
+	AttentionAfter time.Duration
+	// Batch is how many keys one pass takes on.
+	Batch int
+}
+
+func (c CompleterConfig) withDefaults() CompleterConfig {
+	if c.Interval == 0 {
+		c.Interval = 10 * time.Second
+	}
+	if c.Grace == 0 {
+		c.Grace = time.Minute
+	}
+	if c.AttentionAfter == 0 {
+		c.AttentionAfter = time.Hour
+	}
+	if c.Batch == 0 {
+		c.Batch = 100
+	}
+	return c
+}
+
+// CompleterResult counts what one pass did.
+type CompleterResult struct {
+	Completed int // settled from what the provider recorded (paid, declined, refunded)
+	Canceled  int // the provider had no charge: the order is canceled, nothing was charged
+	Attention int // handed to an operator
+	Retry     int // the provider could not answer; tried again next pass
+}
+
+// Completer drives abandoned keys to an outcome, so that a customer who closed the app ends
+// with a paid order or no charge at all, never a charge without an order. It runs in every
+// serve process; the lease takeover decides which process works on a key.
+//
+// It never charges a card (it has no card token: those are not stored). For an order it
+// asks the provider whether the charge was made: if so it settles the order as the first
+// worker would have; if not, it cancels the order. A refund it can finish itself: the
+// refund needs no token.
+type Completer struct {
+	s   *Service
+	cfg CompleterConfig
+
+	mu    sync.Mutex
+	total CompleterResult // over the life of the process, for operators
+}
+
+// NewCompleter returns a completer working for s.
+func (s *Service) NewCompleter(cfg CompleterConfig) *Completer {
+	return &Completer{s: s, cfg: cfg.withDefaults()}
+}
+
+// Run completes every Interval until ctx ends.
+func (c *Completer) Run(ctx context.Context) {
+	t := time.NewTicker(c.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		res, err := c.Pass(ctx)
+		if err != nil && ctx.Err() == nil {
+			c.s.logger.Warn("completer pass failed", "err", err)
+		}
+		if res != (CompleterResult{}) {
+			c.s.logger.Info("completer", "completed", res.Completed, "canceled", res.Canceled,
+				"attention", res.Attention, "retry", res.Retry)
+		}
+	}
+}
+
+// Totals is what this process's completer has done since it started.
+func (c *Completer) Totals() CompleterResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
+}
+
+// Pass takes on every key abandoned for longer than Grace, up to Batch of them.
+func (c *Completer) Pass(ctx context.Context) (CompleterResult, error) {
+	now := c.s.cfg.Now()
+	var keys []Key
+	err := sqlx.SelectContext(ctx, c.s.q, &keys, `
+		SELECT `+keyColumns+` FROM idempotency_keys
+		 WHERE state = 'in_progress' AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
+		 ORDER BY created_at
+		 LIMIT $2`, now.Add(-c.cfg.Grace), c.cfg.Batch)
+	if err != nil {
+		return CompleterResult{}, fmt.Errorf("completer: find abandoned keys: %w", err)
+	}
+	var res CompleterResult
+	var errs []error
+	for i := range keys {
+		k, err := takeOver(ctx, c.s.q, &keys[i], now, c.s.cfg.Lease)
+		if errors.Is(err, errNoKey) {
+			continue // a retry or another completer got there first
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := c.complete(context.WithoutCancel(ctx), k, now, &res); err != nil {
+			errs = append(errs, fmt.Errorf("key %d: %w", k.ID, err))
+		}
+	}
+	c.mu.Lock()
+	c.total.Completed += res.Completed
+	c.total.Canceled += res.Canceled
+	c.total.Attention += res.Attention
+	c.total.Retry += res.Retry
+	c.mu.Unlock()
+	return res, errors.Join(errs...)
+}
+
+func (c *Completer) complete(ctx context.Context, k *Key, now time.Time, res *CompleterResult) error {
+	pctx, cancel := context.WithTimeout(ctx, c.s.cfg.ProviderTimeout)
+	defer cancel()
+	var err error
+	if k.RefundID.Valid {
+		// A refund needs no card: finish it as a retry would.
+		_, err = (&refundOp{s: c.s}).run(ctx, k, true)
+		var p *problem.Problem
+		if err == nil {
+			res.Completed++
+			return nil
+		}
+		if !errors.As(err, &p) {
+			return err
+		}
+	} else {
+		pk := providerKey("charge", k)
+		var ch psp.Charge
+		ch, err = c.s.provider.LookupCharge(pctx, pk)
+		switch {
+		case err == nil:
+			view, verr := c.s.orderView(ctx, k.OrderID.Int64)
+			if verr != nil {
+				return verr
+			}
+			if _, err := c.s.settleOrder(ctx, k, view, ch, pk); err != nil {
+				return err
+			}
+			res.Completed++
+			return nil
+		case errors.Is(err, psp.ErrNotFound):
+			if err := cancelOrder(ctx, c.s.q, k, now); err != nil {
+				return err
+			}
+			res.Canceled++
+			return nil
+		}
+	}
+	// The provider could not tell: try again later, or hand it to an operator once it has
+	// been unresolved for too long. Never expire it silently.
+	if now.Sub(k.CreatedAt) >= c.cfg.AttentionAfter {
+		reason := fmt.Sprintf("payment provider unreachable for %s: %v", now.Sub(k.CreatedAt).Round(time.Second), err)
+		if err := markAttention(ctx, c.s.q, k, reason); err != nil {
+			return err
+		}
+		res.Attention++
+		return nil
+	}
+	if err := releaseKey(ctx, c.s.q, k, now); err != nil {
+		return err
+	}
+	res.Retry++
+	return nil
+}
+
+// orderView is an order as its 201 shows it, read back from the database.
+func (s *Service) orderView(ctx context.Context, orderID int64) (OrderView, error) {
+	var r orderRow
+	if err := sqlx.GetContext(ctx, s.q, &r, orderSelect+` WHERE o.id = $1`, orderID); err != nil {
+		return OrderView{}, fmt.Errorf("read order %d: %w", orderID, err)
+	}
+	v, err := r.view()
+	v.Payment = nil
+	return v, err
+}
+
+// abandoned is the stored answer of an order the completer canceled: nothing was charged,
+// and the client may pay with a new key.
+func abandoned(orderID int64) *problem.Problem {
+	return problem.New(http.StatusConflict, "payment_abandoned", "Payment abandoned").
+		WithDetail("the request was interrupted before the card was charged and was not retried in time; nothing was charged and the order is canceled. Pay again with a new key").
+		With("order_id", orderID).With("retryable", false).With("safe_new_key", true)
+}
+
+// cancelOrder settles an order that was never charged: canceled, with the abandoned answer
+// stored on its key, fenced by the lease token.
+func cancelOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.Time) error {
+	p := abandoned(k.OrderID.Int64)
+	var n int
+	err := sqlx.GetContext(ctx, db, &n, `
+		WITH k AS (
+		    UPDATE idempotency_keys
+		       SET state = 'completed', recovery_point = 'finished', lease_expires_at = NULL,
+		           response_status = $3, response_headers = $4, response_body = $5, completed_at = $6
+		     WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'
+		    RETURNING order_id
+		), o AS (
+		    UPDATE orders SET status = 'canceled', updated_at = $6 WHERE id = (SELECT order_id FROM k)
+		)
+		SELECT count(*) FROM k`,
+		k.ID, k.LeaseToken, p.Status, `{"Content-Type":"`+problem.ContentType+`"}`, p.Body(k.Path), now)
+	if err != nil {
+		return fmt.Errorf("cancel order: %w", err)
+	}
+	if n == 0 {
+		return errFenced
+	}
+	return nil
+}
+
+// markAttention hands a key to an operator.
+func markAttention(ctx context.Context, db sqlx.ExecerContext, k *Key, reason string) error {
+	_, err := db.ExecContext(ctx, `
+		UPDATE idempotency_keys SET state = 'needs_attention', attention_reason = $3, lease_expires_at = NULL
+		 WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'`, k.ID, k.LeaseToken, reason)
+	if err != nil {
+		return fmt.Errorf("mark needs attention: %w", err)
+	}
+	return nil
+}
