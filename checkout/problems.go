@@ -38,14 +38,14 @@ var advice = map[string]Advice{
 	"idempotency_key_reused":  {false, false},
 	"idempotency_key_expired": {false, false},
 	// The outcome is not known yet: retry with the same key, never a new one.
-	"idempotency_key_in_use":    {true, false},
-	"payment_pending":           {true, false},
-	"store_unavailable":         {true, false},
-	"needs_attention":           {true, false},
-	"internal_error":            {true, false},
-	"request_canceled":          {true, false},
-	"refund_pending":            {true, false},
-	"provider_rejected":         {false, false},
+	"idempotency_key_in_use": {true, false},
+	"payment_pending":        {true, false},
+	"store_unavailable":      {true, false},
+	"needs_attention":        {true, false},
+	"internal_error":         {true, false},
+	"request_canceled":       {true, false},
+	"refund_pending":         {true, false},
+	"provider_rejected":      {false, false},
 }
 
 // AdviseKeyed adds retryable and safe_new_key to a problem answered to a keyed request.
