@@ -7,7 +7,7 @@ import (
 	"io/fs"
 )
 
-//go:embed css
+//go:embed css js
 var files embed.FS
 
 // Files is the asset tree served under /static/.

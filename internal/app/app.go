@@ -17,6 +17,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/admin"
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/api"
 	"github.com/tekrar/tekrar/checkout/clients"
@@ -80,6 +81,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		Service:       svc,
 		MaxBodyBytes:  int64(cfg.MaxBodyBytes),
 	})
+	admin.Register(e.Group("/admin"), admin.Deps{DB: db, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now})
 	sweeper := checkout.NewSweeper(db, SweepConfig(cfg, o.now), logger)
 	completer := svc.NewCompleter(checkout.CompleterConfig{
 		Interval:       cfg.CompleterInterval,

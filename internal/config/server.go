@@ -19,6 +19,7 @@ type Server struct {
 	PSPURL          string
 	MaxBodyBytes    int
 	TrustedProxies  []string
+	SecureCookies   bool
 
 	// The checkout engine.
 	Lease            time.Duration
@@ -67,6 +68,7 @@ func LoadServer(command string, args []string, getenv func(string) string, outpu
 	s.Bool(&c.AutoMigrate, "auto-migrate", "TEKRAR_AUTO_MIGRATE", "true", "apply pending migrations at start (safe with many replicas: a Postgres lock serialises them)")
 	s.Duration(&c.AuthCacheTTL, "auth-cache-ttl", "TEKRAR_AUTH_CACHE_TTL", "30s", "how long a client secret lookup is cached (a disabled client is refused after at most this)", 0, time.Hour)
 	s.URL(&c.PSPURL, "psp-url", "TEKRAR_PSP_URL", "payment provider base URL (a `tekrar psp` process); unset: the sandbox provider runs in-process")
+	s.Bool(&c.SecureCookies, "secure-cookies", "TEKRAR_SECURE_COOKIES", "false", "mark console cookies Secure even on plain HTTP (TLS ends at a proxy in front); they are Secure on TLS anyway")
 	s.CIDRs(&c.TrustedProxies, "trusted-proxies", "TEKRAR_TRUSTED_PROXIES", "comma-separated CIDRs of proxies whose X-Forwarded-For is believed for the client address in key history")
 	s.Int(&c.MaxBodyBytes, "max-body-bytes", "TEKRAR_MAX_BODY_BYTES", "65536", "largest request body accepted; larger gets 413", 1024, 10<<20)
 	s.Duration(&c.Lease, "lease", "TEKRAR_LEASE", "30s", "how long a worker holds an idempotency key before a retry may take it over", time.Second, time.Hour)
