@@ -57,6 +57,9 @@ func dev(ctx context.Context, e env, args []string) (err error) {
 		return err
 	}
 	ready := func(addr net.Addr) {
+		if cfg.Demo {
+			go demoTraffic(ctx, "http://"+addr.String(), logger)
+		}
 		fmt.Fprintf(e.stdout, `
 tekrar dev is serving on http://%[1]s
   API:      curl -H 'Authorization: Bearer %[2]s' http://%[1]s/v1/client
@@ -103,6 +106,11 @@ func seedDemo(ctx context.Context, cfg config.Server) error {
 	}
 	if err := clients.CreateIfAbsent(ctx, pool, demoClientName, demoClientSecret); err != nil {
 		return err
+	}
+	if cfg.Demo {
+		if err := seedDemoKiosk(ctx, pool); err != nil {
+			return err
+		}
 	}
 	var has bool
 	if err := pool.GetContext(ctx, &has, `SELECT EXISTS (SELECT 1 FROM operators WHERE email = $1)`, demoOperatorEmail); err != nil {

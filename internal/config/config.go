@@ -55,6 +55,11 @@ func (s *Set) usage(command string) {
 
 // parse registers one setting whose text is turned into a value by conv.
 func (s *Set) parse(name, env, def, usage string, conv func(string) error) {
+	s.register(name, env, def, usage, conv, s.fs.Func)
+}
+
+// register is parse with the flag kind chosen: Func takes a value, BoolFunc may stand alone.
+func (s *Set) register(name, env, def, usage string, conv func(string) error, define func(string, string, func(string) error)) {
 	s.vars = append(s.vars, setting{name, env, def, usage})
 	initial := def
 	source := "default"
@@ -64,7 +69,7 @@ func (s *Set) parse(name, env, def, usage string, conv func(string) error) {
 	if err := conv(initial); err != nil {
 		s.errs[name] = fmt.Errorf("%s: %w", sourceName(source, env, name), err)
 	}
-	s.fs.Func(name, usage, func(v string) error {
+	define(name, usage, func(v string) error {
 		if err := conv(v); err != nil {
 			return err
 		}
@@ -140,16 +145,16 @@ func (s *Set) Int(p *int, name, env, def, usage string, min, max int) {
 	})
 }
 
-// Bool binds a true/false setting.
+// Bool binds a true/false setting; the flag alone (--demo) means true.
 func (s *Set) Bool(p *bool, name, env, def, usage string) {
-	s.parse(name, env, def, usage, func(v string) error {
+	s.register(name, env, def, usage, func(v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			return fmt.Errorf("%q is not true or false", v)
 		}
 		*p = b
 		return nil
-	})
+	}, s.fs.BoolFunc)
 }
 
 // Choice binds a setting that must be one of the given words.

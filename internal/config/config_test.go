@@ -97,3 +97,27 @@ func TestHelpListsEverySetting(t *testing.T) {
 		}
 	}
 }
+
+func TestBoolFlagStandsAlone(t *testing.T) {
+	c, err := LoadServer("dev", []string{"--demo"}, env(), io.Discard)
+	if err != nil || !c.Demo {
+		t.Fatalf("--demo alone: %v %v", c.Demo, err)
+	}
+	c, err = LoadServer("dev", []string{"--demo=false"}, env("TEKRAR_DEMO", "true"), io.Discard)
+	if err != nil || c.Demo {
+		t.Fatalf("--demo=false over the environment: %v %v", c.Demo, err)
+	}
+}
+
+func TestParseDurationDays(t *testing.T) {
+	for in, want := range map[string]time.Duration{"30d": 30 * 24 * time.Hour, "1d12h": 36 * time.Hour, "90m": 90 * time.Minute} {
+		if got, err := ParseDuration(in); err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"d", "xd", "3d5", "soon"} {
+		if _, err := ParseDuration(bad); err == nil {
+			t.Errorf("ParseDuration(%q) accepted", bad)
+		}
+	}
+}
