@@ -51,6 +51,8 @@ func Register(g *gin.RouterGroup, d Deps) {
 	authed.POST("/logout", c.logout)
 	authed.GET("", c.overview)
 	authed.GET("/", c.overview)
+	authed.GET("/keys", c.keys)
+	authed.GET("/keys/:client/:key", c.key)
 }
 
 // securityHeaders: a strict CSP (no inline script or style anywhere in the console), no
@@ -188,8 +190,4 @@ func cookie(c *gin.Context, name string) string {
 func nav(c *gin.Context, active string) views.Nav {
 	s := session(c)
 	return views.Nav{Email: s.Operator.Email, Role: s.Operator.Role, CSRF: s.CSRF, Active: active}
-}
-
-func (a *console) overview(c *gin.Context) {
-	a.render(c, http.StatusOK, views.OverviewPage(nav(c, "Overview")))
 }

@@ -20,7 +20,10 @@ type SweepConfig struct {
 	// row locks for long or makes checkout wait.
 	Batch int
 	// Pause between batches, so that a pass over a large backlog leaves the database room
-	// for checkout traffic.
+	// for checkout traffic. The sweeper rests at least this long, and at least as long as
+	// the batch before took: it never spends more than about half its time in statements,
+	// and on a busy database, where its batches run slower, it backs off by as much.
+	// Zero or less: no pause at all.
 	Pause time.Duration
 	// Settle is how long a key lives on next to its new tombstone before the row is deleted.
 	// A claim statement that started before the tombstone existed could otherwise insert
@@ -145,6 +148,7 @@ func (s *Sweeper) Pass(ctx context.Context) (SweepResult, error) {
 	for _, st := range batches {
 		for runErr == nil {
 			var n int64
+			t0 := time.Now()
 			if runErr = conn.GetContext(ctx, &n, st.query, st.args...); runErr != nil {
 				break
 			}
@@ -153,7 +157,7 @@ func (s *Sweeper) Pass(ctx context.Context) (SweepResult, error) {
 			if n < int64(s.cfg.Batch) {
 				break
 			}
-			runErr = s.pause(ctx)
+			runErr = s.pause(ctx, time.Since(t0))
 		}
 	}
 	res.Took = time.Since(started)
@@ -183,6 +187,7 @@ func (s *Sweeper) tombstone(ctx context.Context, conn *sqlx.Conn, now time.Time,
 			At sql.NullTime  `db:"at"`
 			ID sql.NullInt64 `db:"id"`
 		}
+		t0 := time.Now()
 		if err := conn.GetContext(ctx, &b, tombstoneBatchSQL, now, s.cfg.Batch, after.At, after.ID); err != nil {
 			return fmt.Errorf("sweep: tombstone: %w", err)
 		}
@@ -192,17 +197,19 @@ func (s *Sweeper) tombstone(ctx context.Context, conn *sqlx.Conn, now time.Time,
 			return nil // no expired key left after the cursor
 		}
 		after.At, after.ID = b.At.Time, b.ID.Int64
-		if err := s.pause(ctx); err != nil {
+		if err := s.pause(ctx, time.Since(t0)); err != nil {
 			return err
 		}
 	}
 }
 
-func (s *Sweeper) pause(ctx context.Context) error {
+// pause rests after a batch that took took: Pause, or took if that is longer (see
+// SweepConfig.Pause).
+func (s *Sweeper) pause(ctx context.Context, took time.Duration) error {
 	if s.cfg.Pause <= 0 {
 		return nil
 	}
-	return sleep(ctx, s.cfg.Pause)
+	return sleep(ctx, max(s.cfg.Pause, took))
 }
 
 // tombstoneBatchSQL writes tombstones for up to $2 completed keys expired at $1, after the
@@ -239,18 +246,26 @@ const tombstoneBatchSQL = `
 // deleteBatchSQL deletes up to $3 key rows whose tombstones were written before $2, and
 // records an expired event for each. The tombstone lets go of the row id either way (the
 // row may have gone by another path).
+//
+// The batch is passed on as one array of ids, not joined as a relation: "id = ANY(array)"
+// is always a probe of the primary key and of the key_id index, whatever the statistics
+// say. As a join, the planner estimated its way into a hash join over a sequential scan of
+// every tombstone (settled ones included) for each batch once key_tombstones held some
+// tens of thousands of rows.
 const deleteBatchSQL = `
 	WITH batch AS (
-	    SELECT key_id FROM key_tombstones
-	     WHERE key_id IS NOT NULL AND created_at <= $2
-	     ORDER BY created_at
-	     LIMIT $3
+	    SELECT array_agg(key_id) AS ids FROM (
+	        SELECT key_id FROM key_tombstones
+	         WHERE key_id IS NOT NULL AND created_at <= $2
+	         ORDER BY created_at
+	         LIMIT $3) b
 	), gone AS (
-	    DELETE FROM idempotency_keys k USING batch b
-	     WHERE k.id = b.key_id
+	    DELETE FROM idempotency_keys k
+	     WHERE k.id = ANY ((SELECT ids FROM batch)::bigint[])
 	    RETURNING k.id, k.client_id, k.key, k.expires_at, k.order_id, k.refund_id
 	), released AS (
-	    UPDATE key_tombstones t SET key_id = NULL FROM batch b WHERE t.key_id = b.key_id
+	    UPDATE key_tombstones t SET key_id = NULL
+	     WHERE t.key_id = ANY ((SELECT ids FROM batch)::bigint[]) AND t.key_id IS NOT NULL
 	), ev AS (
 	    INSERT INTO key_events (at, client_id, key, key_id, kind, detail)
 	    SELECT $1, g.client_id, g.key, g.id, 'expired',
@@ -258,7 +273,7 @@ const deleteBatchSQL = `
 	                                                'refund_id', g.refund_id))
 	      FROM gone g
 	)
-	SELECT count(*) FROM batch`
+	SELECT coalesce(cardinality(ids), 0) FROM batch`
 
 // forgetBatchSQL deletes up to $2 tombstones whose grace ended by $1.
 const forgetBatchSQL = `

@@ -1,0 +1,257 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/internal/server"
+	"github.com/tekrar/tekrar/views"
+)
+
+var windows = map[string]time.Duration{"hour": time.Hour, "day": 24 * time.Hour, "week": 7 * 24 * time.Hour}
+
+func (a *console) overview(c *gin.Context) {
+	window := c.DefaultQuery("window", "day")
+	span, ok := windows[window]
+	if !ok {
+		window, span = "day", windows["day"]
+	}
+	ctx := c.Request.Context()
+	to := a.Now()
+	from := to.Add(-span)
+	counts, err := checkout.EventCounts(ctx, a.DB, from, to, 0)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	attention, err := checkout.NeedsAttention(ctx, a.DB)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	const buckets = 24
+	rate, err := checkout.ReplayRate(ctx, a.DB, from, to, buckets)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	o := views.Overview{Nav: nav(c, "Overview"), Window: window}
+	o.Stats = []views.Stat{
+		{Label: "keyed requests", Value: counts[checkout.CountRequests]},
+		{Label: "first executions", Value: counts[checkout.EventCreated]},
+		{Label: "replays", Value: counts[checkout.EventReplayed]},
+		{Label: "conflicts", Value: counts[checkout.EventReusedConflict]},
+		{Label: "in-flight rejections", Value: counts[checkout.EventInUseRejected]},
+		{Label: "expirations", Value: counts[checkout.EventExpired]},
+		{Label: "late retries", Value: counts[checkout.EventLateRetry]},
+		{Label: "keys needing attention", Value: attention, Href: "/admin/keys?state=needs_attention", Alert: attention > 0},
+	}
+	o.Rate = "0%"
+	if n := counts[checkout.CountRequests]; n > 0 {
+		o.Rate = fmt.Sprintf("%.1f%%", 100*float64(counts[checkout.EventReplayed])/float64(n))
+	}
+	o.Bars, o.BarW = chartBars(rate)
+	a.render(c, http.StatusOK, views.OverviewPage(o))
+}
+
+// chartBars lays the replay chart out: per bucket, first executions under replays, scaled
+// to the tallest bucket, in a 600×150 drawing area.
+func chartBars(rate []checkout.RateBucket) ([]views.Bar, int) {
+	if len(rate) == 0 {
+		return nil, 0
+	}
+	var peak int64 = 1
+	for _, b := range rate {
+		peak = max(peak, b.Created+b.Replayed)
+	}
+	step := 600 / len(rate)
+	w := max(step-2, 1)
+	bars := make([]views.Bar, len(rate))
+	for i, b := range rate {
+		ch := int(140 * b.Created / peak)
+		rh := int(140 * b.Replayed / peak)
+		bars[i] = views.Bar{
+			Label: b.Start.UTC().Format("Jan 2 15:04 UTC"), X: i * step,
+			CreatedY: 150 - ch, CreatedH: ch, ReplayedY: 150 - ch - rh, ReplayedH: rh,
+			Created: b.Created, Replayed: b.Replayed,
+		}
+	}
+	return bars, w
+}
+
+func (a *console) keys(c *gin.Context) {
+	f := views.KeyFilter{Key: c.Query("key"), Client: c.Query("client"), Customer: c.Query("customer"),
+		Order: c.Query("order"), State: c.Query("state"), From: c.Query("from"), To: c.Query("to")}
+	p := views.KeysPage{Nav: nav(c, "Keys"), Filter: f}
+	kf, err := keyFilter(f)
+	if err != nil {
+		p.Error = err.Error()
+		a.render(c, http.StatusBadRequest, views.KeysList(p))
+		return
+	}
+	rows, next, err := checkout.ListKeys(c.Request.Context(), a.DB, kf, checkout.Page{After: c.Query("after")})
+	if errors.Is(err, checkout.ErrInvalidQuery) {
+		p.Error = err.Error()
+		a.render(c, http.StatusBadRequest, views.KeysList(p))
+		return
+	}
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	for _, r := range rows {
+		line := views.KeyLine{Client: r.ClientName, Key: r.Key, State: r.State, Method: r.Method, Path: r.Path,
+			Href: keyHref(r.ClientID, r.Key), Replays: r.Replays, Created: r.CreatedAt, Expires: r.ExpiresAt}
+		if r.OrderID != nil {
+			line.Order = strconv.FormatInt(*r.OrderID, 10)
+		} else if r.RefundOrderID != nil {
+			line.Order = strconv.FormatInt(*r.RefundOrderID, 10) + " (refund)"
+		}
+		if r.ResponseStatus != nil {
+			line.Status = strconv.Itoa(*r.ResponseStatus)
+		}
+		p.Rows = append(p.Rows, line)
+	}
+	if next.After != "" {
+		q := c.Request.URL.Query()
+		q.Set("after", next.After)
+		p.Next = "/admin/keys?" + q.Encode()
+	}
+	a.render(c, http.StatusOK, views.KeysList(p))
+}
+
+func keyHref(clientID int64, key string) string {
+	return "/admin/keys/" + strconv.FormatInt(clientID, 10) + "/" + url.PathEscape(key)
+}
+
+// keyFilter turns the form into a query filter, refusing what cannot be a value.
+func keyFilter(f views.KeyFilter) (checkout.KeyFilter, error) {
+	kf := checkout.KeyFilter{Key: f.Key, CustomerID: f.Customer, State: f.State}
+	var err error
+	if f.Client != "" {
+		if kf.ClientID, err = strconv.ParseInt(f.Client, 10, 64); err != nil {
+			return kf, errors.New("client id must be a number")
+		}
+	}
+	if f.Order != "" {
+		if kf.OrderID, err = strconv.ParseInt(f.Order, 10, 64); err != nil {
+			return kf, errors.New("order id must be a number")
+		}
+	}
+	for _, t := range []struct {
+		in  string
+		out *time.Time
+	}{{f.From, &kf.From}, {f.To, &kf.To}} {
+		if t.in == "" {
+			continue
+		}
+		v, err := time.Parse("2006-01-02T15:04", t.in)
+		if err != nil {
+			return kf, errors.New("times must look like 2026-12-02T14:00")
+		}
+		*t.out = v.UTC()
+	}
+	return kf, nil
+}
+
+func (a *console) key(c *gin.Context) {
+	clientID, err := strconv.ParseInt(c.Param("client"), 10, 64)
+	if err != nil {
+		c.String(http.StatusNotFound, "no such key")
+		return
+	}
+	ctx := c.Request.Context()
+	d, err := checkout.GetKey(ctx, a.DB, clientID, c.Param("key"))
+	if errors.Is(err, checkout.ErrKeyNotFound) {
+		c.String(http.StatusNotFound, "no such key")
+		return
+	}
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	events, err := checkout.KeyTimeline(ctx, a.DB, clientID, d.Key)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	v := views.KeyDetail{Nav: nav(c, "Keys"), Key: d.Key, State: d.State}
+	v.Fields = []views.Field{
+		field("Client", fmt.Sprintf("%s (%d)", d.ClientName, d.ClientID)),
+		field("Request", d.Method+" "+d.Path),
+		field("Fingerprint", d.Fingerprint),
+		field("Recovery point", d.RecoveryPoint),
+		field("First seen", utc(d.CreatedAt)),
+		field("Expires", utc(d.ExpiresAt)),
+		field("Replays", strconv.FormatInt(d.Replays, 10)),
+	}
+	if d.AttentionReason != "" {
+		v.Fields = append(v.Fields, field("Needs attention", d.AttentionReason))
+	}
+	if d.Tombstone != nil {
+		v.Fields = append(v.Fields, field("Refused until", utc(d.Tombstone.ForgetAt)))
+	}
+	if o := d.Order; o != nil {
+		v.Order = []views.Field{
+			field("Order", fmt.Sprintf("%d (%s)", o.ID, o.Status)),
+			field("Amount", fmt.Sprintf("%d %s (refunded %d)", o.Amount, o.Currency, o.RefundedAmount)),
+			field("Customer", o.CustomerID+" "+o.CustomerEmail),
+			field("Items", string(o.Items)),
+		}
+		if p := o.Payment; p != nil {
+			v.Order = append(v.Order, field("Charge", fmt.Sprintf("%s %s %s ••%s %s", p.ChargeID, p.Status, p.CardBrand, p.CardLast4, p.DeclineCode)))
+		}
+	}
+	for _, r := range d.Refunds {
+		v.Refunds = append(v.Refunds, []views.Field{
+			field("Refund", fmt.Sprintf("%d (%s)", r.ID, r.Status)),
+			field("Amount", fmt.Sprintf("%d %s", r.Amount, r.Currency)),
+			field("Reason", r.Reason),
+			field("Key", r.Key),
+		})
+	}
+	if len(d.ResponseBody) > 0 {
+		var pretty bytes.Buffer
+		if json.Indent(&pretty, d.ResponseBody, "", "  ") == nil {
+			v.Response = pretty.String()
+		} else {
+			v.Response = string(d.ResponseBody)
+		}
+	}
+	for _, e := range events {
+		t := views.TimelineEntry{At: e.At, Kind: e.Kind, Request: e.RequestID, Address: e.RemoteAddr, Device: e.UserAgent, Detail: string(e.Detail)}
+		if e.Status != nil {
+			t.Status = strconv.Itoa(*e.Status)
+		}
+		if e.Fingerprint != "" {
+			t.Detail += " fingerprint " + e.Fingerprint
+		}
+		v.Timeline = append(v.Timeline, t)
+	}
+	a.render(c, http.StatusOK, views.KeyPage(v))
+}
+
+func field(label, value string) views.Field { return views.Field{Label: label, Value: value} }
+
+func utc(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05 UTC")
+}
+
+// fail answers a console request that hit an error: the details go to the log under the
+// request id, never to the page.
+func (a *console) fail(c *gin.Context, err error) {
+	a.Logger.Error("console", "err", err, "request_id", server.RequestID(c))
+	c.String(http.StatusInternalServerError, "something went wrong (request %s)", server.RequestID(c))
+}
