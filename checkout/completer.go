@@ -218,12 +218,7 @@ func cancelOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.T
 	p := abandoned(k.OrderID.Int64)
 	var n int
 	err := sqlx.GetContext(ctx, db, &n, `
-		WITH k AS (
-		    UPDATE idempotency_keys
-		       SET state = 'completed', recovery_point = 'finished', lease_expires_at = NULL,
-		           response_status = $3, response_headers = $4, response_body = $5, completed_at = $6
-		     WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'
-		    RETURNING order_id
+		WITH k AS (`+completeKeySQL+`
 		), o AS (
 		    UPDATE orders SET status = 'canceled', updated_at = $6 WHERE id = (SELECT order_id FROM k)
 		)

@@ -149,6 +149,18 @@ func extendLease(ctx context.Context, db sqlx.ExecerContext, k *Key, until time.
 	return nil
 }
 
+// completeKeySQL finishes a key with its response, fenced by the lease token: the first
+// step of every completing statement (settle an order, finish a refund, cancel an order),
+// whose later steps read the key's order_id and refund_id from it and do nothing when it
+// matched no row. Parameters: $1 key id, $2 lease token, $3 status, $4 headers, $5 body,
+// $6 now.
+const completeKeySQL = `
+		    UPDATE idempotency_keys
+		       SET state = 'completed', recovery_point = 'finished', lease_expires_at = NULL,
+		           response_status = $3, response_headers = $4, response_body = $5, completed_at = $6
+		     WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'
+		    RETURNING order_id, refund_id`
+
 // errFenced means the key was taken over while this worker held it: the work continues in
 // the new owner's hands, and this worker's result must not be written.
 var errFenced = errors.New("key was taken over by another worker")

@@ -76,12 +76,7 @@ func completeOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, resp Res
 	}
 	var n int
 	err = sqlx.GetContext(ctx, db, &n, `
-		WITH k AS (
-		    UPDATE idempotency_keys
-		       SET state = 'completed', recovery_point = 'finished', lease_expires_at = NULL,
-		           response_status = $3, response_headers = $4, response_body = $5, completed_at = $6
-		     WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'
-		    RETURNING order_id
+		WITH k AS (`+completeKeySQL+`
 		), o AS (
 		    UPDATE orders SET status = $7, captured_amount = $8, updated_at = $6
 		     WHERE id = (SELECT order_id FROM k)

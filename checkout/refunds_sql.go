@@ -113,12 +113,7 @@ func completeRefund(ctx context.Context, d sqlx.QueryerContext, k *Key, resp Res
 	}
 	var n int
 	err = sqlx.GetContext(ctx, d, &n, `
-		WITH k AS (
-		    UPDATE idempotency_keys
-		       SET state = 'completed', recovery_point = 'finished', lease_expires_at = NULL,
-		           response_status = $3, response_headers = $4, response_body = $5, completed_at = $6
-		     WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'
-		    RETURNING refund_id
+		WITH k AS (`+completeKeySQL+`
 		), r AS (
 		    UPDATE refunds SET status = 'succeeded', provider_refund_id = $7, updated_at = $6
 		     WHERE id = (SELECT refund_id FROM k)
