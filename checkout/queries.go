@@ -753,10 +753,13 @@ func replayRateSQL(from, to time.Time, buckets int) (string, []any, time.Duratio
 		return "", nil, 0, invalidQuery("buckets must be between 1 and %d", MaxRateBuckets)
 	}
 	// Whole microseconds, Postgres' precision, rounded up so that the buckets cover [from, to).
+	// date_part is a double, unlike extract's numeric which costs twice as much per event,
+	// and exact here: the offset is a whole number of microseconds well within 2^53, and
+	// the cast to bigint rounds to it.
 	us := max((to.Sub(from).Microseconds()+int64(buckets)-1)/int64(buckets), 1)
 	width := time.Duration(us) * time.Microsecond
 	return `
-		SELECT (extract(epoch FROM e.at - $1::timestamptz) * 1000000)::bigint / $3::bigint AS b,
+		SELECT (date_part('epoch', e.at - $1::timestamptz) * 1000000)::bigint / $3::bigint AS b,
 		       count(*) FILTER (WHERE e.kind = 'created') AS created,
 		       count(*) FILTER (WHERE e.kind = 'replayed') AS replayed
 		  FROM key_events e
@@ -967,8 +970,7 @@ func orderPreds(a *sqlArgs, f OrderFilter) (preds []string, join, selective bool
 		preds = append(preds, "o.customer_id = "+a.p(f.CustomerID))
 	}
 	if f.CustomerEmail != "" {
-		preds = append(preds, "lower(o.customer_email) = lower("+a.p(f.CustomerEmail)+"::text)",
-			"o.customer_email IS NOT NULL")
+		preds = append(preds, "lower(o.customer_email) = lower("+a.p(f.CustomerEmail)+"::text)")
 	}
 	if f.Amount != 0 {
 		if f.ClientID == 0 && f.CustomerID == "" {
@@ -1070,28 +1072,29 @@ func doubleTapsSQL(f OrderFilter, window time.Duration) (string, []any, error) {
 		from += ` JOIN payments p ON p.order_id = o.id`
 	}
 	w := a.p(window.Microseconds())
-	// The LIMIT keeps the subquery a probe per first order (a plain subquery would be
-	// pulled up into a join, which may hash all orders), and bounds the pairs of one order.
-	limit := a.p(MaxPageLimit)
+	// The partners of an order are read from orders_client_amount_idx: same client and
+	// amount, in the window after it. OFFSET 0 keeps the subquery a probe per first order
+	// (a plain one would be pulled up into a join, free to hash all orders) and keeps the
+	// customer comparison out of it: inside, the planner may probe the customer's indexes
+	// instead, which reads a regular customer's whole history for every order.
 	q := `
 		SELECT o.id AS first_id, o2.id AS second_id` + from + `
 		 CROSS JOIN LATERAL (
-		       SELECT o2.id, o2.created_at FROM orders o2
+		       SELECT o2.id, o2.created_at, o2.customer_id, o2.customer_email FROM orders o2
 		        WHERE o2.client_id = o.client_id AND o2.amount = o.amount
 		          AND o2.created_at >= o.created_at
 		          AND o2.created_at <= o.created_at + ` + w + `::bigint * interval '1 microsecond'
 		          AND (o2.created_at, o2.id) > (o.created_at, o.id)
 		          AND o2.status = 'paid' AND o2.items = o.items
-		          AND (o2.customer_id = o.customer_id OR lower(o2.customer_email) = lower(o.customer_email))
-		        ORDER BY o2.created_at, o2.id
-		        LIMIT ` + limit + `
+		       OFFSET 0
 		       ) o2` + sqlWhere(append(preds, "o.status = 'paid'",
+		"(o2.customer_id = o.customer_id OR lower(o2.customer_email) = lower(o.customer_email))",
 		`NOT (ARRAY(SELECT k.key FROM idempotency_keys k WHERE k.order_id = o.id
 		             UNION ALL SELECT t.key FROM key_tombstones t WHERE t.order_id = o.id)
 		      && ARRAY(SELECT k.key FROM idempotency_keys k WHERE k.order_id = o2.id
 		             UNION ALL SELECT t.key FROM key_tombstones t WHERE t.order_id = o2.id))`)) + `
 		 ORDER BY o2.created_at DESC, o2.id DESC
-		 LIMIT ` + limit
+		 LIMIT ` + a.p(MaxPageLimit)
 	return q, a, nil
 }
 

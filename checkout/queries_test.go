@@ -35,8 +35,8 @@ func consoleDBs(t *testing.T) map[string]*sqlx.DB {
 	return map[string]*sqlx.DB{"binary_parameters": bin, "text_parameters": dbtest.New(t)}
 }
 
-// base is the fixture's "now"; every row is placed relative to it.
-var base = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+// at0 is the fixture's "now"; every row is placed relative to it.
+var at0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // Items of the fixture's orders.
 const (
@@ -44,8 +44,8 @@ const (
 	itemsTea   = `[{"sku":"TEA","name":"Tea","quantity":3,"unit_amount":1500}]`
 )
 
-// fixture is the console's test data: ids by name.
-type fixture struct {
+// consoleFixture is the console's test data, with ids by name.
+type consoleFixture struct {
 	t      *testing.T
 	db     *sqlx.DB
 	shop   int64 // client "shop app"
@@ -55,14 +55,14 @@ type fixture struct {
 	keys   map[string]int64 // key row ids by "client/key" (shop's by key alone)
 }
 
-func (f *fixture) exec(q string, args ...any) {
+func (f *consoleFixture) exec(q string, args ...any) {
 	f.t.Helper()
 	if _, err := f.db.Exec(q, args...); err != nil {
 		f.t.Fatalf("fixture: %v\n%s", err, q)
 	}
 }
 
-func (f *fixture) id(q string, args ...any) int64 {
+func (f *consoleFixture) id(q string, args ...any) int64 {
 	f.t.Helper()
 	var id int64
 	if err := f.db.Get(&id, q, args...); err != nil {
@@ -71,13 +71,13 @@ func (f *fixture) id(q string, args ...any) int64 {
 	return id
 }
 
-func fp(s string) []byte {
+func sha(s string) []byte {
 	h := sha256.Sum256([]byte(s))
 	return h[:]
 }
 
-// ord describes one order of the fixture and the key that made it.
-type ord struct {
+// fixtureOrder describes one order of the fixture and the key that made it.
+type fixtureOrder struct {
 	id       int64 // of the order and of its key; 0: the next of each sequence
 	name     string
 	client   int64
@@ -93,7 +93,7 @@ type ord struct {
 	last4    string
 }
 
-func (f *fixture) order(o ord) {
+func (f *consoleFixture) order(o fixtureOrder) {
 	f.t.Helper()
 	if o.items == "" {
 		o.items = itemsLatte
@@ -148,10 +148,10 @@ func (f *fixture) order(o ord) {
 		        $7::timestamptz, CASE WHEN $4::text = 'completed' THEN $7::timestamptz + interval '1 second' END,
 		        $7::timestamptz + interval '24 hours',
 		        CASE WHEN $4::text = 'needs_attention' THEN 'provider outcome unknown' END)
-		RETURNING id`, o.client, o.key, fp(o.key), state, id, status, o.at, o.id)
+		RETURNING id`, o.client, o.key, sha(o.key), state, id, status, o.at, o.id)
 }
 
-func (f *fixture) keyName(client int64, key string) string {
+func (f *consoleFixture) keyName(client int64, key string) string {
 	if client == f.shop {
 		return key
 	}
@@ -159,7 +159,7 @@ func (f *fixture) keyName(client int64, key string) string {
 }
 
 // event records a key event; key_id is the fixture's key row, or none.
-func (f *fixture) event(client int64, key, kind string, at time.Time, extra ...any) {
+func (f *consoleFixture) event(client int64, key, kind string, at time.Time, extra ...any) {
 	f.t.Helper()
 	var keyID any
 	if id, ok := f.keys[f.keyName(client, key)]; ok {
@@ -190,80 +190,80 @@ func (f *fixture) event(client int64, key, kind string, at time.Time, extra ...a
 // seedConsole writes the fixture: three clients, orders in every state with their keys,
 // payments, refunds, events, tombstones and sweeps, and the orders the double-tap detector
 // must and must not pair.
-func seedConsole(t *testing.T, d *sqlx.DB) *fixture {
+func seedConsole(t *testing.T, d *sqlx.DB) *consoleFixture {
 	t.Helper()
-	f := &fixture{t: t, db: d, orders: map[string]int64{}, keys: map[string]int64{}}
+	f := &consoleFixture{t: t, db: d, orders: map[string]int64{}, keys: map[string]int64{}}
 	client := func(name string) int64 {
-		return f.id(`INSERT INTO clients (name, secret_hash) VALUES ($1, $2) RETURNING id`, name, fp(name))
+		return f.id(`INSERT INTO clients (name, secret_hash) VALUES ($1, $2) RETURNING id`, name, sha(name))
 	}
 	f.shop, f.pos, f.idle = client("shop app"), client("pos fleet"), client("idle")
 	h := time.Hour
 	shop, pos := f.shop, f.pos
 
-	// Eight keys (and orders) arrive at the same instant, base+6h. These five first, with
+	// Eight keys (and orders) arrive at the same instant, at0+6h. These five first, with
 	// the highest ids in neither the order of their rows nor the reverse, so that only the
 	// id tie-breaker sorts them right whatever the plan reads first; then "dup" at two
 	// clients, and "k-tie".
 	for i, id := range []int64{900003, 900005, 900001, 900004, 900002} {
-		f.order(ord{id: id, name: fmt.Sprint("tie-", id), client: shop, key: fmt.Sprint("k-tie-", id), status: "paid",
-			amount: 3200 + int64(i), at: base.Add(6 * h)})
+		f.order(fixtureOrder{id: id, name: fmt.Sprint("tie-", id), client: shop, key: fmt.Sprint("k-tie-", id), status: "paid",
+			amount: 3200 + int64(i), at: at0.Add(6 * h)})
 	}
 
 	// Customer A: two paid orders, the first partly refunded.
-	f.order(ord{name: "a1", client: shop, key: "k-a1", status: "paid", amount: 4500, cust: "cus_A",
-		email: "Ayse@Example.com", at: base})
-	f.order(ord{name: "a2", client: shop, key: "k-a2", status: "paid", amount: 9000, cust: "cus_A",
-		at: base.Add(2 * h), brand: "mastercard", last4: "5555"})
+	f.order(fixtureOrder{name: "a1", client: shop, key: "k-a1", status: "paid", amount: 4500, cust: "cus_A",
+		email: "Ayse@Example.com", at: at0})
+	f.order(fixtureOrder{name: "a2", client: shop, key: "k-a2", status: "paid", amount: 9000, cust: "cus_A",
+		at: at0.Add(2 * h), brand: "mastercard", last4: "5555"})
 	refund := f.id(`
 		INSERT INTO refunds (order_id, client_id, amount, currency, reason, status, provider_refund_id,
 		                     provider_key, created_at, updated_at)
 		VALUES ($1, $2, 1000, 'TRY', 'damaged', 'succeeded', 're_1', 'pkr_1', $3, $3) RETURNING id`,
-		f.orders["a1"], shop, base.Add(h))
+		f.orders["a1"], shop, at0.Add(h))
 	f.exec(`UPDATE orders SET refunded_amount = 1000 WHERE id = $1`, f.orders["a1"])
 	f.keys["k-r1"] = f.id(`
 		INSERT INTO idempotency_keys (client_id, key, fingerprint, method, path, state, recovery_point,
 		       refund_id, response_status, response_headers, response_body, created_at, expires_at)
 		VALUES ($1, 'k-r1', $2, 'POST', '/v1/orders/1/refunds', 'completed', 'finished', $3, 201, '{}',
-		        '\x7b7d', $4, $5) RETURNING id`, shop, fp("k-r1"), refund, base.Add(h), base.Add(25*h))
+		        '\x7b7d', $4, $5) RETURNING id`, shop, sha("k-r1"), refund, at0.Add(h), at0.Add(25*h))
 	// A second refund whose key was swept: only its tombstone names it.
 	refund2 := f.id(`
 		INSERT INTO refunds (order_id, client_id, amount, currency, status, provider_key, created_at, updated_at)
 		VALUES ($1, $2, 500, 'TRY', 'pending', 'pkr_2', $3, $3) RETURNING id`,
-		f.orders["a1"], shop, base.Add(90*time.Minute))
+		f.orders["a1"], shop, at0.Add(90*time.Minute))
 	f.exec(`
 		INSERT INTO key_tombstones (client_id, key, fingerprint, method, path, refund_id, first_seen,
 		                            expired_at, forget_at, created_at)
 		VALUES ($1, 'k-r2', $2, 'POST', '/v1/orders/1/refunds', $3, $4::timestamptz, $4::timestamptz,
 		        $4::timestamptz + interval '30 days', $4::timestamptz)`,
-		shop, fp("k-r2"), refund2, base.Add(90*time.Minute))
+		shop, sha("k-r2"), refund2, at0.Add(90*time.Minute))
 
 	// Customer B: a declined order and one in progress; customer C: one needing attention.
-	f.order(ord{name: "b1", client: shop, key: "k-b1", status: "declined", amount: 4500, cust: "cus_B",
-		at: base.Add(3 * h), last4: "0002", brand: "visa"})
-	f.order(ord{name: "b2", client: shop, key: "k-b2", status: "pending", amount: 1200, cust: "cus_B", at: base.Add(4 * h)})
-	f.order(ord{name: "c1", client: shop, key: "k-c1", keyState: StateNeedsAttention, status: "pending",
-		amount: 1300, cust: "cus_C", at: base.Add(5 * h)})
+	f.order(fixtureOrder{name: "b1", client: shop, key: "k-b1", status: "declined", amount: 4500, cust: "cus_B",
+		at: at0.Add(3 * h), last4: "0002", brand: "visa"})
+	f.order(fixtureOrder{name: "b2", client: shop, key: "k-b2", status: "pending", amount: 1200, cust: "cus_B", at: at0.Add(4 * h)})
+	f.order(fixtureOrder{name: "c1", client: shop, key: "k-c1", keyState: StateNeedsAttention, status: "pending",
+		amount: 1300, cust: "cus_C", at: at0.Add(5 * h)})
 
 	// A swept key (tombstone only) and a key being swept (row and tombstone).
-	f.order(ord{name: "d1", client: shop, status: "paid", amount: 2500, cust: "cus_D", at: base.Add(-48 * h)})
+	f.order(fixtureOrder{name: "d1", client: shop, status: "paid", amount: 2500, cust: "cus_D", at: at0.Add(-48 * h)})
 	f.exec(`
 		INSERT INTO key_tombstones (client_id, key, fingerprint, method, path, order_id, first_seen,
 		                            expired_at, forget_at, created_at)
 		VALUES ($1, 'k-swept', $2, 'POST', '/v1/orders', $3, $4::timestamptz, $4::timestamptz + interval '24 hours',
 		        $4::timestamptz + interval '30 days', $4::timestamptz + interval '25 hours')`,
-		shop, fp("k-swept"), f.orders["d1"], base.Add(-48*h))
-	f.order(ord{name: "e1", client: shop, key: "k-settle", status: "paid", amount: 2600, cust: "cus_E", at: base.Add(-30 * h)})
+		shop, sha("k-swept"), f.orders["d1"], at0.Add(-48*h))
+	f.order(fixtureOrder{name: "e1", client: shop, key: "k-settle", status: "paid", amount: 2600, cust: "cus_E", at: at0.Add(-30 * h)})
 	f.exec(`
 		INSERT INTO key_tombstones (client_id, key, key_id, fingerprint, method, path, order_id, first_seen,
 		                            expired_at, forget_at, created_at)
 		VALUES ($1, 'k-settle', $2, $3, 'POST', '/v1/orders', $4, $5::timestamptz, $5::timestamptz + interval '24 hours',
 		        $5::timestamptz + interval '30 days', $5::timestamptz + interval '24 hours')`,
-		shop, f.keys["k-settle"], fp("k-settle"), f.orders["e1"], base.Add(-30*h))
+		shop, f.keys["k-settle"], sha("k-settle"), f.orders["e1"], at0.Add(-30*h))
 
 	// The same key string at two clients, arriving at the same instant as a shop key.
-	f.order(ord{name: "dup-shop", client: shop, key: "dup", status: "paid", amount: 3000, cust: "cus_F", at: base.Add(6 * h)})
-	f.order(ord{name: "tie-shop", client: shop, key: "k-tie", status: "paid", amount: 3100, cust: "cus_F", at: base.Add(6 * h)})
-	f.order(ord{name: "dup-pos", client: pos, key: "dup", status: "paid", amount: 3000, cust: "cus_F", at: base.Add(6 * h)})
+	f.order(fixtureOrder{name: "dup-shop", client: shop, key: "dup", status: "paid", amount: 3000, cust: "cus_F", at: at0.Add(6 * h)})
+	f.order(fixtureOrder{name: "tie-shop", client: shop, key: "k-tie", status: "paid", amount: 3100, cust: "cus_F", at: at0.Add(6 * h)})
+	f.order(fixtureOrder{name: "dup-pos", client: pos, key: "dup", status: "paid", amount: 3000, cust: "cus_F", at: at0.Add(6 * h)})
 
 	// 250 keys of the POS fleet a second apart, to page through and to hit the limit cap.
 	f.exec(`
@@ -278,59 +278,59 @@ func seedConsole(t *testing.T, d *sqlx.DB) *fixture {
 		SELECT $1, 'bulk-' || to_char(extract(epoch FROM o.created_at - $2::timestamptz), 'FM000'),
 		       sha256(o.id::text::bytea), 'POST', '/v1/orders', 'completed', 'finished', o.id, 201, '\x7b7d',
 		       o.created_at, o.created_at + interval '1 hour'
-		  FROM o`, pos, base.Add(24*h))
+		  FROM o`, pos, at0.Add(24*h))
 
 	// Double taps. The detector must pair dt1/dt2 (two keys, 30 s apart) and em1/em2 (the
 	// same email in another case), and nothing else.
-	dt := base.Add(48 * h)
+	dt := at0.Add(48 * h)
 	s := time.Second
-	f.order(ord{name: "dt1", client: shop, key: "tap-1", status: "paid", amount: 4500, cust: "cus_DT", at: dt})
-	f.order(ord{name: "dt2", client: shop, key: "tap-2", status: "paid", amount: 4500, cust: "cus_DT", at: dt.Add(30 * s)})
-	f.order(ord{name: "dt-pos", client: pos, key: "tap-3", status: "paid", amount: 4500, cust: "cus_DT", at: dt.Add(40 * s)})
+	f.order(fixtureOrder{name: "dt1", client: shop, key: "tap-1", status: "paid", amount: 4500, cust: "cus_DT", at: dt})
+	f.order(fixtureOrder{name: "dt2", client: shop, key: "tap-2", status: "paid", amount: 4500, cust: "cus_DT", at: dt.Add(30 * s)})
+	f.order(fixtureOrder{name: "dt-pos", client: pos, key: "tap-3", status: "paid", amount: 4500, cust: "cus_DT", at: dt.Add(40 * s)})
 	// The same key string made both orders (a key forgotten and used again): not two taps.
-	f.order(ord{name: "sk1", client: shop, status: "paid", amount: 4500, cust: "cus_SK", at: dt.Add(10 * time.Minute)})
+	f.order(fixtureOrder{name: "sk1", client: shop, status: "paid", amount: 4500, cust: "cus_SK", at: dt.Add(10 * time.Minute)})
 	f.exec(`
 		INSERT INTO key_tombstones (client_id, key, fingerprint, method, path, order_id, first_seen,
 		                            expired_at, forget_at, created_at)
 		VALUES ($1, 'same-key', $2, 'POST', '/v1/orders', $3, $4, $4, $4, $4)`,
-		shop, fp("same-key"), f.orders["sk1"], dt.Add(10*time.Minute))
-	f.order(ord{name: "sk2", client: shop, key: "same-key", status: "paid", amount: 4500, cust: "cus_SK", at: dt.Add(10*time.Minute + 30*s)})
-	f.order(ord{name: "am1", client: shop, key: "tap-am1", status: "paid", amount: 4500, cust: "cus_AM", at: dt.Add(20 * time.Minute)})
-	f.order(ord{name: "am2", client: shop, key: "tap-am2", status: "paid", amount: 4600, cust: "cus_AM", at: dt.Add(20*time.Minute + 30*s)})
-	f.order(ord{name: "w1", client: shop, key: "tap-w1", status: "paid", amount: 4500, cust: "cus_W", at: dt.Add(30 * time.Minute)})
-	f.order(ord{name: "w2", client: shop, key: "tap-w2", status: "paid", amount: 4500, cust: "cus_W", at: dt.Add(40 * time.Minute)})
-	f.order(ord{name: "dc1", client: shop, key: "tap-dc1", status: "paid", amount: 4500, cust: "cus_DC", at: dt.Add(50 * time.Minute)})
-	f.order(ord{name: "dc2", client: shop, key: "tap-dc2", status: "declined", amount: 4500, cust: "cus_DC", at: dt.Add(50*time.Minute + 30*s)})
-	f.order(ord{name: "x1", client: shop, key: "tap-x", status: "paid", amount: 4500, cust: "cus_X", at: dt.Add(60 * time.Minute)})
-	f.order(ord{name: "y1", client: shop, key: "tap-y", status: "paid", amount: 4500, cust: "cus_Y", at: dt.Add(60*time.Minute + 30*s)})
-	f.order(ord{name: "it1", client: shop, key: "tap-it1", status: "paid", amount: 4500, cust: "cus_IT", at: dt.Add(70 * time.Minute)})
-	f.order(ord{name: "it2", client: shop, key: "tap-it2", status: "paid", amount: 4500, cust: "cus_IT", items: itemsTea, at: dt.Add(70*time.Minute + 30*s)})
-	f.order(ord{name: "em1", client: shop, key: "tap-em1", status: "paid", amount: 4500, email: "Zed@Example.com", at: dt.Add(80 * time.Minute)})
-	f.order(ord{name: "em2", client: shop, key: "tap-em2", status: "paid", amount: 4500, email: "zed@example.COM", at: dt.Add(80*time.Minute + 20*s)})
-	f.order(ord{name: "anon1", client: shop, key: "tap-an1", status: "paid", amount: 4500, at: dt.Add(90 * time.Minute)})
-	f.order(ord{name: "anon2", client: shop, key: "tap-an2", status: "paid", amount: 4500, at: dt.Add(90*time.Minute + 10*s)})
+		shop, sha("same-key"), f.orders["sk1"], dt.Add(10*time.Minute))
+	f.order(fixtureOrder{name: "sk2", client: shop, key: "same-key", status: "paid", amount: 4500, cust: "cus_SK", at: dt.Add(10*time.Minute + 30*s)})
+	f.order(fixtureOrder{name: "am1", client: shop, key: "tap-am1", status: "paid", amount: 4500, cust: "cus_AM", at: dt.Add(20 * time.Minute)})
+	f.order(fixtureOrder{name: "am2", client: shop, key: "tap-am2", status: "paid", amount: 4600, cust: "cus_AM", at: dt.Add(20*time.Minute + 30*s)})
+	f.order(fixtureOrder{name: "w1", client: shop, key: "tap-w1", status: "paid", amount: 4500, cust: "cus_W", at: dt.Add(30 * time.Minute)})
+	f.order(fixtureOrder{name: "w2", client: shop, key: "tap-w2", status: "paid", amount: 4500, cust: "cus_W", at: dt.Add(40 * time.Minute)})
+	f.order(fixtureOrder{name: "dc1", client: shop, key: "tap-dc1", status: "paid", amount: 4500, cust: "cus_DC", at: dt.Add(50 * time.Minute)})
+	f.order(fixtureOrder{name: "dc2", client: shop, key: "tap-dc2", status: "declined", amount: 4500, cust: "cus_DC", at: dt.Add(50*time.Minute + 30*s)})
+	f.order(fixtureOrder{name: "x1", client: shop, key: "tap-x", status: "paid", amount: 4500, cust: "cus_X", at: dt.Add(60 * time.Minute)})
+	f.order(fixtureOrder{name: "y1", client: shop, key: "tap-y", status: "paid", amount: 4500, cust: "cus_Y", at: dt.Add(60*time.Minute + 30*s)})
+	f.order(fixtureOrder{name: "it1", client: shop, key: "tap-it1", status: "paid", amount: 4500, cust: "cus_IT", at: dt.Add(70 * time.Minute)})
+	f.order(fixtureOrder{name: "it2", client: shop, key: "tap-it2", status: "paid", amount: 4500, cust: "cus_IT", items: itemsTea, at: dt.Add(70*time.Minute + 30*s)})
+	f.order(fixtureOrder{name: "em1", client: shop, key: "tap-em1", status: "paid", amount: 4500, email: "Zed@Example.com", at: dt.Add(80 * time.Minute)})
+	f.order(fixtureOrder{name: "em2", client: shop, key: "tap-em2", status: "paid", amount: 4500, email: "zed@example.COM", at: dt.Add(80*time.Minute + 20*s)})
+	f.order(fixtureOrder{name: "anon1", client: shop, key: "tap-an1", status: "paid", amount: 4500, at: dt.Add(90 * time.Minute)})
+	f.order(fixtureOrder{name: "anon2", client: shop, key: "tap-an2", status: "paid", amount: 4500, at: dt.Add(90*time.Minute + 10*s)})
 
 	// Events. k-a1: created, completed, three replays, a conflict; one replay of an earlier
 	// incarnation of the key (another row id) that its replay count must not include.
 	m := time.Minute
-	f.event(shop, "k-a1", EventReplayed, base.Add(-240*h), int64(987654))
-	f.event(shop, "k-a1", EventCreated, base, 201, `{"order_id":1}`)
-	f.event(shop, "k-a1", EventCompleted, base, 201)
-	f.event(shop, "k-a1", EventReplayed, base.Add(1*m), 201)
-	f.event(shop, "k-a1", EventReplayed, base.Add(2*m), 201)
-	f.event(shop, "k-a1", EventReusedConflict, base.Add(3*m), 422, fp("other body"), `{"method":"POST","path":"/v1/orders"}`)
-	f.event(shop, "k-a1", EventReplayed, base.Add(3*m), 201) // the same instant as the conflict
-	f.event(shop, "k-a2", EventCreated, base.Add(2*h), 201)
-	f.event(shop, "k-a2", EventReplayed, base.Add(2*h+m), 201)
-	f.event(shop, "k-b2", EventCreated, base.Add(4*h), 202)
-	f.event(shop, "k-b2", EventInUseRejected, base.Add(4*h+m), 409)
-	f.event(shop, "k-c1", EventCreated, base.Add(5*h), 503)
-	f.event(shop, "k-swept", EventExpired, base.Add(-23*h), 0)
-	f.event(shop, "k-swept", EventLateRetry, base.Add(-22*h), 422, fp("k-swept"), `{"swept":true}`)
-	f.event(pos, "dup", EventCreated, base.Add(6*h), 201)
-	f.event(pos, "dup", EventReplayed, base.Add(6*h+m), 201)
-	f.event(pos, "dup", EventReplayed, base.Add(6*h+2*m), 201)
-	f.event(shop, "dup", EventReplayed, base.Add(6*h+2*m), 201)
+	f.event(shop, "k-a1", EventReplayed, at0.Add(-240*h), int64(987654))
+	f.event(shop, "k-a1", EventCreated, at0, 201, `{"order_id":1}`)
+	f.event(shop, "k-a1", EventCompleted, at0, 201)
+	f.event(shop, "k-a1", EventReplayed, at0.Add(1*m), 201)
+	f.event(shop, "k-a1", EventReplayed, at0.Add(2*m), 201)
+	f.event(shop, "k-a1", EventReusedConflict, at0.Add(3*m), 422, sha("other body"), `{"method":"POST","path":"/v1/orders"}`)
+	f.event(shop, "k-a1", EventReplayed, at0.Add(3*m), 201) // the same instant as the conflict
+	f.event(shop, "k-a2", EventCreated, at0.Add(2*h), 201)
+	f.event(shop, "k-a2", EventReplayed, at0.Add(2*h+m), 201)
+	f.event(shop, "k-b2", EventCreated, at0.Add(4*h), 202)
+	f.event(shop, "k-b2", EventInUseRejected, at0.Add(4*h+m), 409)
+	f.event(shop, "k-c1", EventCreated, at0.Add(5*h), 503)
+	f.event(shop, "k-swept", EventExpired, at0.Add(-23*h), 0)
+	f.event(shop, "k-swept", EventLateRetry, at0.Add(-22*h), 422, sha("k-swept"), `{"swept":true}`)
+	f.event(pos, "dup", EventCreated, at0.Add(6*h), 201)
+	f.event(pos, "dup", EventReplayed, at0.Add(6*h+m), 201)
+	f.event(pos, "dup", EventReplayed, at0.Add(6*h+2*m), 201)
+	f.event(shop, "dup", EventReplayed, at0.Add(6*h+2*m), 201)
 
 	// Five replays at one instant, the highest id inserted in the middle: however a plan
 	// reads them (in the order of their rows or the reverse), only the id tie-breaker pages
@@ -339,7 +339,7 @@ func seedConsole(t *testing.T, d *sqlx.DB) *fixture {
 		f.exec(`
 			INSERT INTO key_events (id, at, client_id, key, key_id, kind, status)
 			OVERRIDING SYSTEM VALUE VALUES ($1, $2, $3, 'k-a2', $4, 'replayed', 200)`,
-			id, base.Add(-120*h), shop, f.keys["k-a2"])
+			id, at0.Add(-120*h), shop, f.keys["k-a2"])
 	}
 
 	// Sweeps.
@@ -348,14 +348,14 @@ func seedConsole(t *testing.T, d *sqlx.DB) *fixture {
 			INSERT INTO sweeps (started_at, finished_at, node, keys_tombstoned, keys_deleted,
 			                    tombstones_forgotten, events_deleted, batches, error)
 			VALUES ($1, $1::timestamptz + interval '2 seconds', 'node-a', $2, $2, 0, 0, 1, nullif($3, ''))`,
-			base.Add(time.Duration(i)*m), i+1, map[bool]string{true: "boom"}[i == 2])
+			at0.Add(time.Duration(i)*m), i+1, map[bool]string{true: "boom"}[i == 2])
 	}
 	return f
 }
 
-// collect pages through a list with pages of limit rows, checking the page size and the
+// collectPages pages through a list with pages of limit rows, checking the page size and the
 // cursor of each page, and returns every row.
-func collect[T any](t *testing.T, limit int, list func(Page) ([]T, Page, error)) []T {
+func collectPages[T any](t *testing.T, limit int, list func(Page) ([]T, Page, error)) []T {
 	t.Helper()
 	var all []T
 	page := Page{Limit: limit}
@@ -406,14 +406,14 @@ func keyNames(rows []KeyRow) []string {
 // oracleKeys lists keys by a plain query: what ListKeys must return, in order.
 func oracleKeys(t *testing.T, d *sqlx.DB, where string, args ...any) []int64 {
 	t.Helper()
-	var ids []int64
-	if err := d.Select(&ids, `SELECT id FROM idempotency_keys k WHERE `+where+` ORDER BY created_at DESC, id DESC`, args...); err != nil {
+	var rowIDs []int64
+	if err := d.Select(&rowIDs, `SELECT id FROM idempotency_keys k WHERE `+where+` ORDER BY created_at DESC, id DESC`, args...); err != nil {
 		t.Fatal(err)
 	}
-	return ids
+	return rowIDs
 }
 
-func ids[T any](rows []T, id func(T) int64) []int64 {
+func rowIDs[T any](rows []T, id func(T) int64) []int64 {
 	out := make([]int64, len(rows))
 	for i, r := range rows {
 		out[i] = id(r)
@@ -421,7 +421,7 @@ func ids[T any](rows []T, id func(T) int64) []int64 {
 	return out
 }
 
-func keyID(r KeyRow) int64 { return r.ID }
+func keyRowID(r KeyRow) int64 { return r.ID }
 
 func TestConsoleQueries(t *testing.T) {
 	for mode, d := range consoleDBs(t) {
@@ -438,7 +438,7 @@ func TestConsoleQueries(t *testing.T) {
 	}
 }
 
-func testListKeys(t *testing.T, f *fixture) {
+func testListKeys(t *testing.T, f *consoleFixture) {
 	ctx := context.Background()
 	list := func(kf KeyFilter) []KeyRow {
 		t.Helper()
@@ -468,12 +468,12 @@ func testListKeys(t *testing.T, f *fixture) {
 		{"state", KeyFilter{State: StateNeedsAttention}, []string{"k-c1"}},
 		{"state in progress", KeyFilter{State: StateInProgress}, []string{"k-b2"}},
 		{"state and client", KeyFilter{ClientID: f.pos, State: StateInProgress}, []string{}},
-		{"time range", KeyFilter{ClientID: f.shop, From: base.Add(h), To: base.Add(4 * h)}, []string{"k-b1", "k-a2", "k-r1"}},
-		{"time range all clients", KeyFilter{From: base.Add(3 * h), To: base.Add(6*h + 1)},
+		{"time range", KeyFilter{ClientID: f.shop, From: at0.Add(h), To: at0.Add(4 * h)}, []string{"k-b1", "k-a2", "k-r1"}},
+		{"time range all clients", KeyFilter{From: at0.Add(3 * h), To: at0.Add(6*h + 1)},
 			[]string{"k-tie-900005", "k-tie-900004", "k-tie-900003", "k-tie-900002", "k-tie-900001",
 				"pos fleet/dup", "k-tie", "dup", "k-c1", "k-b2", "k-b1"}},
 		{"everything combined", KeyFilter{ClientID: f.shop, CustomerID: "cus_A", State: StateCompleted,
-			From: base, To: base.Add(2 * h)}, []string{"k-r1", "k-a1"}},
+			From: at0, To: at0.Add(2 * h)}, []string{"k-r1", "k-a1"}},
 	}
 	for _, tt := range tests {
 		got := keyNames(list(tt.f))
@@ -491,7 +491,7 @@ func testListKeys(t *testing.T, f *fixture) {
 	if r.ID != f.keys["k-a1"] || r.ClientID != f.shop || r.ClientName != "shop app" || r.State != StateCompleted ||
 		r.RecoveryPoint != PointFinished || r.Method != "POST" || r.Path != "/v1/orders" ||
 		r.OrderID == nil || *r.OrderID != f.orders["a1"] || r.RefundID != nil || r.ResponseStatus == nil ||
-		*r.ResponseStatus != 201 || !r.CreatedAt.Equal(base) || !r.ExpiresAt.Equal(base.Add(24*h)) || r.Replays != 3 {
+		*r.ResponseStatus != 201 || !r.CreatedAt.Equal(at0) || !r.ExpiresAt.Equal(at0.Add(24*h)) || r.Replays != 3 {
 		t.Errorf("k-a1 row = %+v", r)
 	}
 	rows = list(KeyFilter{Key: "k-r1", ClientID: f.shop})
@@ -514,9 +514,9 @@ func testListKeys(t *testing.T, f *fixture) {
 	}{
 		{KeyFilter{}, "true", nil},
 		{KeyFilter{ClientID: f.shop}, "client_id = $1", []any{f.shop}},
-		{KeyFilter{ClientID: f.pos, From: base.Add(24*h + 10*time.Second), To: base.Add(24*h + 100*time.Second)},
+		{KeyFilter{ClientID: f.pos, From: at0.Add(24*h + 10*time.Second), To: at0.Add(24*h + 100*time.Second)},
 			"client_id = $1 AND created_at >= $2 AND created_at < $3",
-			[]any{f.pos, base.Add(24*h + 10*time.Second), base.Add(24*h + 100*time.Second)}},
+			[]any{f.pos, at0.Add(24*h + 10*time.Second), at0.Add(24*h + 100*time.Second)}},
 		{KeyFilter{State: StateCompleted}, "state = 'completed'", nil},
 	}
 	for _, p := range pages {
@@ -525,7 +525,7 @@ func testListKeys(t *testing.T, f *fixture) {
 			t.Fatalf("%+v: too few keys to page through", p.f)
 		}
 		for _, limit := range pageSizes(len(want)) {
-			got := ids(collect(t, limit, func(pg Page) ([]KeyRow, Page, error) { return ListKeys(ctx, f.db, p.f, pg) }), keyID)
+			got := rowIDs(collectPages(t, limit, func(pg Page) ([]KeyRow, Page, error) { return ListKeys(ctx, f.db, p.f, pg) }), keyRowID)
 			if !slices.Equal(got, want) {
 				t.Errorf("ListKeys(%+v) in pages of %d:\n got %v\nwant %v", p.f, limit, got, want)
 			}
@@ -562,17 +562,17 @@ func testListKeys(t *testing.T, f *fixture) {
 	}
 }
 
-func testExpiringKeys(t *testing.T, f *fixture) {
+func testExpiringKeys(t *testing.T, f *consoleFixture) {
 	ctx := context.Background()
 	h := time.Hour
 	// The POS fleet's bulk keys expire an hour after they arrive, a second apart.
-	from, to := base.Add(25*h+5*time.Second), base.Add(25*h+25*time.Second)
+	from, to := at0.Add(25*h+5*time.Second), at0.Add(25*h+25*time.Second)
 	var want []string
 	for i := 5; i < 25; i++ {
 		want = append(want, fmt.Sprintf("bulk-%03d", i))
 	}
 	for _, limit := range []int{3, 20, 200} {
-		rows := collect(t, limit, func(p Page) ([]KeyRow, Page, error) { return ExpiringKeys(ctx, f.db, from, to, p) })
+		rows := collectPages(t, limit, func(p Page) ([]KeyRow, Page, error) { return ExpiringKeys(ctx, f.db, from, to, p) })
 		got := make([]string, len(rows))
 		for i, r := range rows {
 			got[i] = r.Key
@@ -581,36 +581,36 @@ func testExpiringKeys(t *testing.T, f *fixture) {
 			t.Errorf("ExpiringKeys in pages of %d = %v, want %v", limit, got, want)
 		}
 	}
-	// Ties: the eight keys that arrived at base+6h expire together, soonest first then by id.
+	// Ties: the eight keys that arrived at at0+6h expire together, soonest first then by id.
 	want = []string{"dup", "k-tie", "pos fleet/dup", "k-tie-900001", "k-tie-900002", "k-tie-900003", "k-tie-900004", "k-tie-900005"}
 	for _, limit := range []int{1, 2, 3} {
-		rows := collect(t, limit, func(p Page) ([]KeyRow, Page, error) {
-			return ExpiringKeys(ctx, f.db, base.Add(30*h), base.Add(30*h+time.Second), p)
+		rows := collectPages(t, limit, func(p Page) ([]KeyRow, Page, error) {
+			return ExpiringKeys(ctx, f.db, at0.Add(30*h), at0.Add(30*h+time.Second), p)
 		})
 		if got := keyNames(rows); !slices.Equal(got, want) {
-			t.Errorf("ExpiringKeys at base+30h in pages of %d = %v, want %v", limit, got, want)
+			t.Errorf("ExpiringKeys at at0+30h in pages of %d = %v, want %v", limit, got, want)
 		}
 	}
-	rows, _, err := ExpiringKeys(ctx, f.db, base.Add(24*h), base.Add(24*h+time.Minute), Page{})
+	rows, _, err := ExpiringKeys(ctx, f.db, at0.Add(24*h), at0.Add(24*h+time.Minute), Page{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := keyNames(rows); !slices.Equal(got, []string{"k-a1"}) {
-		t.Errorf("ExpiringKeys at base+24h = %v, want [k-a1]", got)
+		t.Errorf("ExpiringKeys at at0+24h = %v, want [k-a1]", got)
 	}
-	if _, _, err := ExpiringKeys(ctx, f.db, base, base, Page{}); !errors.Is(err, ErrInvalidQuery) {
+	if _, _, err := ExpiringKeys(ctx, f.db, at0, at0, Page{}); !errors.Is(err, ErrInvalidQuery) {
 		t.Errorf("empty range: err %v", err)
 	}
 }
 
-func testGetKey(t *testing.T, f *fixture) {
+func testGetKey(t *testing.T, f *consoleFixture) {
 	ctx := context.Background()
 	d, err := GetKey(ctx, f.db, f.shop, "k-a1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.ID != f.keys["k-a1"] || d.State != StateCompleted || d.Replays != 3 || d.Tombstone != nil ||
-		d.Fingerprint != hex.EncodeToString(fp("k-a1")) || d.CompletedAt == nil || !d.CompletedAt.Equal(base.Add(time.Second)) ||
+		d.Fingerprint != hex.EncodeToString(sha("k-a1")) || d.CompletedAt == nil || !d.CompletedAt.Equal(at0.Add(time.Second)) ||
 		d.ResponseHeaders["Content-Type"] != "application/json" ||
 		string(d.ResponseBody) != fmt.Sprintf(`{"id":%d}`, f.orders["a1"]) {
 		t.Errorf("GetKey(k-a1) = %+v", d)
@@ -647,8 +647,8 @@ func testGetKey(t *testing.T, f *fixture) {
 		t.Fatal(err)
 	}
 	if d.ID != 0 || d.State != KeyStateExpired || d.Tombstone == nil || d.Tombstone.KeyID != nil ||
-		!d.Tombstone.ExpiredAt.Equal(base.Add(-24*time.Hour)) || !d.CreatedAt.Equal(base.Add(-48*time.Hour)) ||
-		d.Fingerprint != hex.EncodeToString(fp("k-swept")) || d.Order == nil || d.Order.ID != f.orders["d1"] ||
+		!d.Tombstone.ExpiredAt.Equal(at0.Add(-24*time.Hour)) || !d.CreatedAt.Equal(at0.Add(-48*time.Hour)) ||
+		d.Fingerprint != hex.EncodeToString(sha("k-swept")) || d.Order == nil || d.Order.ID != f.orders["d1"] ||
 		!slices.Equal(d.Order.Keys, []string{"k-swept"}) {
 		t.Errorf("GetKey(k-swept) = %+v", d)
 	}
@@ -688,7 +688,7 @@ func testGetKey(t *testing.T, f *fixture) {
 	}
 }
 
-func testEvents(t *testing.T, f *fixture) {
+func testEvents(t *testing.T, f *consoleFixture) {
 	ctx := context.Background()
 	m := time.Minute
 	tl, err := KeyTimeline(ctx, f.db, f.shop, "k-a1")
@@ -704,9 +704,9 @@ func testEvents(t *testing.T, f *fixture) {
 		t.Fatalf("timeline kinds = %v, want %v", kinds, want)
 	}
 	c := tl[5]
-	if !c.At.Equal(base.Add(3*m)) || c.ClientID != f.shop || c.Key != "k-a1" || c.KeyID == nil || *c.KeyID != f.keys["k-a1"] ||
+	if !c.At.Equal(at0.Add(3*m)) || c.ClientID != f.shop || c.Key != "k-a1" || c.KeyID == nil || *c.KeyID != f.keys["k-a1"] ||
 		c.Status == nil || *c.Status != 422 || c.RequestID != "req-k-a1-reused_conflict" || c.RemoteAddr != "203.0.113.7" ||
-		c.UserAgent != "tekrar-test/1" || c.Fingerprint != hex.EncodeToString(fp("other body")) ||
+		c.UserAgent != "tekrar-test/1" || c.Fingerprint != hex.EncodeToString(sha("other body")) ||
 		string(c.Detail) != `{"path": "/v1/orders", "method": "POST"}` {
 		t.Errorf("conflict event = %+v (detail %s)", c, c.Detail)
 	}
@@ -727,12 +727,12 @@ func testEvents(t *testing.T, f *fixture) {
 	for _, tt := range []q{
 		{EventFilter{}, "true", nil},
 		{EventFilter{Kinds: []string{EventReplayed, EventReusedConflict}}, "kind IN ('replayed', 'reused_conflict')", nil},
-		{EventFilter{Kinds: []string{EventReplayed}, ClientID: f.shop, From: base, To: base.Add(6*h + 2*m)},
-			"kind = 'replayed' AND client_id = $1 AND at >= $2 AND at < $3", []any{f.shop, base, base.Add(6*h + 2*m)}},
+		{EventFilter{Kinds: []string{EventReplayed}, ClientID: f.shop, From: at0, To: at0.Add(6*h + 2*m)},
+			"kind = 'replayed' AND client_id = $1 AND at >= $2 AND at < $3", []any{f.shop, at0, at0.Add(6*h + 2*m)}},
 		{EventFilter{ClientID: f.pos}, "client_id = $1", []any{f.pos}},
-		{EventFilter{ClientID: f.shop, Key: "k-a1", Kinds: []string{EventReplayed, EventCreated}, From: base},
-			"client_id = $1 AND key = 'k-a1' AND kind IN ('replayed', 'created') AND at >= $2", []any{f.shop, base}},
-		{EventFilter{Kinds: []string{EventLateRetry, EventExpired}, To: base}, "kind IN ('late_retry', 'expired') AND at < $1", []any{base}},
+		{EventFilter{ClientID: f.shop, Key: "k-a1", Kinds: []string{EventReplayed, EventCreated}, From: at0},
+			"client_id = $1 AND key = 'k-a1' AND kind IN ('replayed', 'created') AND at >= $2", []any{f.shop, at0}},
+		{EventFilter{Kinds: []string{EventLateRetry, EventExpired}, To: at0}, "kind IN ('late_retry', 'expired') AND at < $1", []any{at0}},
 	} {
 		var want []int64
 		if err := f.db.Select(&want, `SELECT id FROM key_events WHERE `+tt.where+` ORDER BY at DESC, id DESC`, tt.args...); err != nil {
@@ -742,7 +742,7 @@ func testEvents(t *testing.T, f *fixture) {
 			t.Fatalf("%+v: too few events (%d) to page through", tt.f, len(want))
 		}
 		for _, limit := range []int{1, 3, 200} {
-			got := ids(collect(t, limit, func(p Page) ([]EventRow, Page, error) { return ListEvents(ctx, f.db, tt.f, p) }),
+			got := rowIDs(collectPages(t, limit, func(p Page) ([]EventRow, Page, error) { return ListEvents(ctx, f.db, tt.f, p) }),
 				func(e EventRow) int64 { return e.ID })
 			if !slices.Equal(got, want) {
 				t.Errorf("ListEvents(%+v) in pages of %d = %v, want %v", tt.f, limit, got, want)
@@ -756,10 +756,10 @@ func testEvents(t *testing.T, f *fixture) {
 	}
 }
 
-func testOverview(t *testing.T, f *fixture) {
+func testOverview(t *testing.T, f *consoleFixture) {
 	ctx := context.Background()
 	h, m := time.Hour, time.Minute
-	counts, err := EventCounts(ctx, f.db, base, base.Add(6*h+2*m), 0)
+	counts, err := EventCounts(ctx, f.db, at0, at0.Add(6*h+2*m), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -768,7 +768,7 @@ func testOverview(t *testing.T, f *fixture) {
 	if fmt.Sprint(counts) != fmt.Sprint(want) {
 		t.Errorf("EventCounts = %v, want %v", counts, want)
 	}
-	counts, err = EventCounts(ctx, f.db, base.Add(-30*24*h), base.Add(30*24*h), f.pos)
+	counts, err = EventCounts(ctx, f.db, at0.Add(-30*24*h), at0.Add(30*24*h), f.pos)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -777,7 +777,7 @@ func testOverview(t *testing.T, f *fixture) {
 	if fmt.Sprint(counts) != fmt.Sprint(want) {
 		t.Errorf("EventCounts(pos) = %v, want %v", counts, want)
 	}
-	counts, err = EventCounts(ctx, f.db, base.Add(-23*h), base.Add(-22*h+1), f.shop)
+	counts, err = EventCounts(ctx, f.db, at0.Add(-23*h), at0.Add(-22*h+1), f.shop)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -790,31 +790,31 @@ func testOverview(t *testing.T, f *fixture) {
 		t.Errorf("NeedsAttention = %d, %v; want 1", n, err)
 	}
 
-	// Four two-hour buckets from base: created at 0, 2h, 4h, 5h, 6h (twice); replays at
+	// Four two-hour buckets from at0: created at 0, 2h, 4h, 5h, 6h (twice); replays at
 	// 1m, 2m, 3m, 2h1m, 6h1m, 6h2m (twice).
-	rate, err := ReplayRate(ctx, f.db, base, base.Add(8*h), 4)
+	rate, err := ReplayRate(ctx, f.db, at0, at0.Add(8*h), 4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantRate := []RateBucket{
-		{base, base.Add(2 * h), 1, 3},
-		{base.Add(2 * h), base.Add(4 * h), 1, 1},
-		{base.Add(4 * h), base.Add(6 * h), 2, 0},
-		{base.Add(6 * h), base.Add(8 * h), 1, 3},
+		{at0, at0.Add(2 * h), 1, 3},
+		{at0.Add(2 * h), at0.Add(4 * h), 1, 1},
+		{at0.Add(4 * h), at0.Add(6 * h), 2, 0},
+		{at0.Add(6 * h), at0.Add(8 * h), 1, 3},
 	}
 	if fmt.Sprint(rate) != fmt.Sprint(wantRate) {
 		t.Errorf("ReplayRate =\n%v, want\n%v", rate, wantRate)
 	}
 	// Uneven: 3 buckets over 10 minutes (200 s each); the replay at 3m is in the first.
-	rate, err = ReplayRate(ctx, f.db, base, base.Add(10*m), 3)
+	rate, err = ReplayRate(ctx, f.db, at0, at0.Add(10*m), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rate) != 3 || rate[0].Created != 1 || rate[0].Replayed != 3 || rate[1].Replayed != 0 ||
-		!rate[2].End.Equal(base.Add(10*m)) || !rate[1].Start.Equal(base.Add(200*time.Second)) {
+		!rate[2].End.Equal(at0.Add(10*m)) || !rate[1].Start.Equal(at0.Add(200*time.Second)) {
 		t.Errorf("ReplayRate(3 over 10m) = %v", rate)
 	}
-	if _, err := ReplayRate(ctx, f.db, base, base.Add(h), 0); !errors.Is(err, ErrInvalidQuery) {
+	if _, err := ReplayRate(ctx, f.db, at0, at0.Add(h), 0); !errors.Is(err, ErrInvalidQuery) {
 		t.Errorf("0 buckets: %v", err)
 	}
 
@@ -823,12 +823,12 @@ func testOverview(t *testing.T, f *fixture) {
 		t.Fatal(err)
 	}
 	if len(sweeps) != 2 || sweeps[0].KeysDeleted != 3 || sweeps[0].Error != "boom" || sweeps[1].KeysDeleted != 2 ||
-		sweeps[1].Error != "" || !sweeps[1].StartedAt.Equal(base.Add(m)) || sweeps[1].Node != "node-a" {
+		sweeps[1].Error != "" || !sweeps[1].StartedAt.Equal(at0.Add(m)) || sweeps[1].Node != "node-a" {
 		t.Errorf("RecentSweeps = %+v", sweeps)
 	}
 }
 
-func testFindOrders(t *testing.T, f *fixture) {
+func testFindOrders(t *testing.T, f *consoleFixture) {
 	ctx := context.Background()
 	h := time.Hour
 	find := func(of OrderFilter) []string {
@@ -850,7 +850,7 @@ func testFindOrders(t *testing.T, f *fixture) {
 		}
 		return names
 	}
-	dt := base.Add(48 * h)
+	dt := at0.Add(48 * h)
 	tests := []struct {
 		name string
 		f    OrderFilter
@@ -865,11 +865,11 @@ func testFindOrders(t *testing.T, f *fixture) {
 		{"declined card", OrderFilter{CardLast4: "0002", ClientID: f.shop}, []string{"b1"}},
 		{"amount", OrderFilter{Amount: 3000}, []string{"dup-pos", "dup-shop"}},
 		{"amount and client", OrderFilter{Amount: 3000, ClientID: f.shop}, []string{"dup-shop"}},
-		{"amount, card and window", OrderFilter{Amount: 4500, CardLast4: "4242", From: base.Add(-h), To: dt.Add(30 * time.Second)},
+		{"amount, card and window", OrderFilter{Amount: 4500, CardLast4: "4242", From: at0.Add(-h), To: dt.Add(30 * time.Second)},
 			[]string{"dt1", "a1"}},
-		{"window", OrderFilter{From: base.Add(4 * h), To: base.Add(6*h + 1)}, []string{"tie-900005", "tie-900004", "tie-900003", "tie-900002", "tie-900001",
+		{"window", OrderFilter{From: at0.Add(4 * h), To: at0.Add(6*h + 1)}, []string{"tie-900005", "tie-900004", "tie-900003", "tie-900002", "tie-900001",
 			"dup-pos", "tie-shop", "dup-shop", "c1", "b2"}},
-		{"window and client", OrderFilter{ClientID: f.shop, From: base.Add(-48 * h), To: base.Add(h)}, []string{"a1", "e1", "d1"}},
+		{"window and client", OrderFilter{ClientID: f.shop, From: at0.Add(-48 * h), To: at0.Add(h)}, []string{"a1", "e1", "d1"}},
 		{"nothing matches", OrderFilter{CustomerID: "cus_A", Amount: 4600}, []string{}},
 	}
 	for _, tt := range tests {
@@ -888,7 +888,7 @@ func testFindOrders(t *testing.T, f *fixture) {
 	r := rows[0]
 	if r.ClientName != "shop app" || r.RefundedAmount != 1000 || r.Currency != "TRY" || !slices.Equal(r.Keys, []string{"k-a1"}) ||
 		r.Payment == nil || r.Payment.CardLast4 != "4242" || r.Payment.CardBrand != "visa" ||
-		r.Payment.ChargeID != fmt.Sprint("ch_", r.ID) || !r.Payment.CreatedAt.Equal(base.Add(time.Second)) || !r.CreatedAt.Equal(base) {
+		r.Payment.ChargeID != fmt.Sprint("ch_", r.ID) || !r.Payment.CreatedAt.Equal(at0.Add(time.Second)) || !r.CreatedAt.Equal(at0) {
 		t.Errorf("a1 = %+v", r)
 	}
 	// Keys: a swept key's tombstone, and a key string that made two orders.
@@ -905,7 +905,7 @@ func testFindOrders(t *testing.T, f *fixture) {
 			t.Fatal(err)
 		}
 		for _, limit := range pageSizes(len(want)) {
-			got := ids(collect(t, limit, func(p Page) ([]OrderRow, Page, error) { return FindOrders(ctx, f.db, of, p) }),
+			got := rowIDs(collectPages(t, limit, func(p Page) ([]OrderRow, Page, error) { return FindOrders(ctx, f.db, of, p) }),
 				func(o OrderRow) int64 { return o.ID })
 			if !slices.Equal(got, want) {
 				t.Errorf("FindOrders(%+v) in pages of %d: %d rows, want %d\n got %v\nwant %v", of, limit, len(got), len(want), got, want)
@@ -917,10 +917,10 @@ func testFindOrders(t *testing.T, f *fixture) {
 	}
 }
 
-func testDoubleTaps(t *testing.T, f *fixture) {
+func testDoubleTaps(t *testing.T, f *consoleFixture) {
 	ctx := context.Background()
 	h := time.Hour
-	dt := base.Add(48 * h)
+	dt := at0.Add(48 * h)
 	names := func(taps []DoubleTap) []string {
 		var out []string
 		for _, p := range taps {
@@ -943,7 +943,7 @@ func testDoubleTaps(t *testing.T, f *fixture) {
 		window time.Duration
 		want   []string
 	}{
-		{"a day", OrderFilter{From: base.Add(-7 * 24 * h), To: dt.Add(24 * h)}, 2 * time.Minute, []string{"em1+em2", "dt1+dt2"}},
+		{"a day", OrderFilter{From: at0.Add(-7 * 24 * h), To: dt.Add(24 * h)}, 2 * time.Minute, []string{"em1+em2", "dt1+dt2"}},
 		{"a client", OrderFilter{ClientID: f.shop, From: dt, To: dt.Add(h)}, 2 * time.Minute, []string{"dt1+dt2"}},
 		{"another client", OrderFilter{ClientID: f.pos, From: dt, To: dt.Add(h)}, 2 * time.Minute, nil},
 		{"a customer, no range", OrderFilter{CustomerID: "cus_DT"}, time.Minute, []string{"dt1+dt2"}},
@@ -972,11 +972,11 @@ func testDoubleTaps(t *testing.T, f *fixture) {
 		f OrderFilter
 		w time.Duration
 	}{
-		{OrderFilter{ClientID: f.shop}, time.Minute},                // neither a range nor a customer
-		{OrderFilter{CustomerID: "cus_DT"}, 0},                      // no window
-		{OrderFilter{CustomerID: "cus_DT"}, 25 * time.Hour},         // too long
-		{OrderFilter{From: base, ClientID: f.shop}, time.Minute},    // half a range
-		{OrderFilter{To: base, CardLast4: "4242"}, 2 * time.Minute}, // half a range
+		{OrderFilter{ClientID: f.shop}, time.Minute},               // neither a range nor a customer
+		{OrderFilter{CustomerID: "cus_DT"}, 0},                     // no window
+		{OrderFilter{CustomerID: "cus_DT"}, 25 * time.Hour},        // too long
+		{OrderFilter{From: at0, ClientID: f.shop}, time.Minute},    // half a range
+		{OrderFilter{To: at0, CardLast4: "4242"}, 2 * time.Minute}, // half a range
 	} {
 		if _, err := SuspectedDoubleTaps(ctx, f.db, bad.f, bad.w); !errors.Is(err, ErrInvalidQuery) {
 			t.Errorf("SuspectedDoubleTaps(%+v, %s): err %v, want ErrInvalidQuery", bad.f, bad.w, err)

@@ -27,13 +27,16 @@
 CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_client_created_idx ON orders (client_id, created_at, id);
 
 -- The complaint search by amount ("charged 49.90 twice yesterday"), and the double-tap
--- detector's probe for the same amount a few seconds after an order.
-CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_client_amount_idx ON orders (client_id, amount, created_at);
+-- detector's probe for the same amount a few seconds after an order (with id, so that the
+-- probe starts after the order itself instead of fetching it again).
+CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_client_amount_idx ON orders (client_id, amount, created_at, id);
 
 -- Customer email search is exact but case-insensitive, and emails are stored as sent: the
--- index is on lower(email). It replaces the index on the raw column, which no query used.
-CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_customer_email_lower_idx ON orders (lower(customer_email))
-    WHERE customer_email IS NOT NULL;
+-- index is on lower(email). It replaces the partial index on the raw column, which no query
+-- used. Not partial: the planner only uses the statistics of a full expression index, and
+-- without them it guesses 0.5% of all orders for one email (51,000 at 10 million), which
+-- at that scale costs a plan enough to get it JIT-compiled (130 ms for a 1 ms search).
+CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_customer_email_lower_idx ON orders (lower(customer_email));
 DROP INDEX CONCURRENTLY IF EXISTS orders_customer_email_idx;
 
 -- Events of some kinds of one client over a time range, newest first, and their counts

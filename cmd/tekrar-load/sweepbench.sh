@@ -15,15 +15,17 @@
 # In one run it starts a throwaway `tekrar dev` (its own Postgres, default durability, the
 # in-process sweeper held off with TEKRAR_SWEEP_INTERVAL=24h), seeds KEYS expired completed
 # keys and their orders with SQL, then
-#   1. baseline: one window of first-time load with no sweep running;
-#   2. during:   first-time load in back-to-back windows of the same length while
-#                `tekrar sweep` runs twice: pass 1 writes the tombstones, pass 2 (once they
-#                are older than SETTLE) deletes the key rows. Windows continue until both
-#                passes are done; the worst window's p99 is the figure compared.
+#   1. baseline: one window of first-time load with no sweep;
+#   2. during:   `tekrar sweep` twice in the background, pass 1 writing the tombstones and
+#                pass 2 (once they are older than SETTLE) deleting the key rows, under the
+#                same load in windows of the same length: "on" windows with the sweep
+#                running alternate with "off" windows with it stopped, until it is done.
 # and prints
 #   sweep keys=N pass1_s=.. pass2_s=.. baseline_p99_ms=.. during_p99_ms=.. ratio=.. baseline_rps=.. during_rps=..
-# followed by a line with the per-window figures. Needs Go, the PostgreSQL server binaries
-# (as `tekrar dev` does), psql and curl.
+# where during_p99_ms is the worst "on" window's p99 and pass*_s leave out the "off" windows,
+# then a line with every window's p99 and the ratio of each "on" window's p99 to the "off"
+# window's after it. Progress goes to stderr. Needs Go, the PostgreSQL server binaries (as
+# `tekrar dev` does), psql, curl and pkill.
 set -euo pipefail
 keys=1000000; clients=16; secs=20; settle=1s; gap=2; batch=""; pause=""
 while getopts n:c:d:s:g:b:p: o; do
@@ -34,9 +36,12 @@ while getopts n:c:d:s:g:b:p: o; do
 done
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d /tmp/tekrar-sweepbench.XXXXXX); chmod 755 "$work"
-pid=""; loop=""
+pid=""; sw=""
 cleanup() {
-  [ -n "$loop" ] && { kill "$loop" 2>/dev/null; wait "$loop" 2>/dev/null || true; }
+  if [ -n "$sw" ]; then
+    pkill -CONT -P "$sw" 2>/dev/null; kill -CONT "$sw" 2>/dev/null
+    pkill -TERM -P "$sw" 2>/dev/null; kill "$sw" 2>/dev/null; wait "$sw" 2>/dev/null || true
+  fi
   [ -n "$pid" ] && { kill -INT "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; }
   rm -rf "$work"
 }
@@ -117,63 +122,84 @@ echo "seeded $keys expired keys in $(since "$t")s: $(psql "$pgurl" -XAtc "SELECT
 load() { "$work/tekrar-load" -url "http://127.0.0.1:$port" -secret tekrar_sk_demo_local_only -mode first -c "$clients" "$@"; }
 field() { sed -nE "s/.* $1=([0-9.]+).*/\1/p"; }
 
+stats() { psql "$pgurl" -XAtc "SELECT (SELECT sum(autovacuum_count) FROM pg_stat_user_tables), (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter)"; }
+
 # 1. Baseline: no sweep. Its warm-up also warms the server for the windows below.
 base=$(load -d "${secs}s" -warmup 2s)
 echo "baseline: $base" >&2
-
-# 2. The same load in back-to-back windows while two passes run. Each window runs to its
-# end; the loop stops after the window in which the sweep finished.
-windows() {
-  local i=0 lp=""
-  trap '[ -n "$lp" ] && kill "$lp" 2>/dev/null; exit 0' TERM
-  while :; do
-    i=$((i + 1))
-    load -d "${secs}s" -warmup 0s >"$work/window.$i" 2>>"$work/load.err" &
-    lp=$!
-    wait "$lp"
-    lp=""
-    [ -e "$work/sweep.done" ] && break
-  done
-}
-windows &
-loop=$!
-stats() { psql "$pgurl" -XAtc "SELECT (SELECT sum(autovacuum_count) FROM pg_stat_user_tables), (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter)"; }
 before=$(stats)
+
+# 2. Two passes in the background: pass 1 tombstones, pass 2 (its tombstones now older than
+# SETTLE) deletes. Each records when it ran.
 sweepenv=(env DATABASE_URL="$pgurl" TEKRAR_SWEEP_SETTLE="$settle" TEKRAR_LOG_FORMAT=text)
 [ -n "$batch" ] && sweepenv+=(TEKRAR_SWEEP_BATCH="$batch")
 [ -n "$pause" ] && sweepenv+=(TEKRAR_SWEEP_PAUSE="$pause")
-sleep 1
-t=$(now); p1=$("${sweepenv[@]}" "$work/tekrar" sweep 2>>"$work/sweep.log"); p1s=$(since "$t")
-echo "pass 1 (${p1s}s): $p1" >&2
-sleep "$gap"
-t=$(now); p2=$("${sweepenv[@]}" "$work/tekrar" sweep 2>>"$work/sweep.log"); p2s=$(since "$t")
-echo "pass 2 (${p2s}s): $p2" >&2
-touch "$work/sweep.done"
-wait "$loop"
-loop=""
-after=$(stats)
-# What follows the sweep: autovacuum of the deleted rows, mostly. For the record only.
-tail=$(load -d "${secs}s" -warmup 0s)
-echo "after: $tail" >&2
-
-during=""
+sweeps() {
+  local t
+  for p in 1 2; do
+    [ "$p" = 1 ] || sleep "$gap"
+    t=$(now)
+    "${sweepenv[@]}" "$work/tekrar" sweep >"$work/pass$p" 2>>"$work/sweep.log"
+    echo "$t $(now)" >"$work/pass$p.t"
+  done
+  touch "$work/sweep.done"
+}
+# The load runs in windows that alternate: one with the sweep running ("on"), then one with
+# it stopped (SIGSTOP; a statement in flight finishes in Postgres, no new one starts)
+# ("off"), until the sweep is done; the window after it is the last "off" one. This machine
+# drifts by tens of percent within minutes, so next to the baseline taken before the sweep,
+# each "on" window is also compared with the "off" window just after it. What the sweep
+# leaves to the server (autovacuum of the deleted rows, checkpoints) goes on in both.
+sweep_stop() { kill -STOP "$sw" 2>/dev/null || true; pkill -STOP -P "$sw" 2>/dev/null || true; }
+sweep_cont() { pkill -CONT -P "$sw" 2>/dev/null || true; kill -CONT "$sw" 2>/dev/null || true; }
+sweeps &
+sw=$!
+: >"$work/stops"
 for ((i = 1; ; i++)); do
-  [ -e "$work/window.$i" ] || break
-  line=$(cat "$work/window.$i")
-  echo "window $i: $line" >&2
-  during+="$line"$'\n'
+  load -d "${secs}s" -warmup 0s >"$work/on.$i" 2>>"$work/load.err"
+  [ -e "$work/sweep.done" ] || ! kill -0 "$sw" 2>/dev/null && break
+  sweep_stop
+  t=$(now)
+  load -d "${secs}s" -warmup 0s >"$work/off.$i" 2>>"$work/load.err"
+  echo "$t $(now)" >>"$work/stops"
+  sweep_cont
+done
+wait "$sw"
+sw=""
+after=$(stats)
+load -d "${secs}s" -warmup 0s >"$work/off.$i" 2>>"$work/load.err"
+rounds=$i
+
+on=""; off=""
+for ((i = 1; i <= rounds; i++)); do
+  echo "on  $i: $(cat "$work/on.$i")" >&2
+  echo "off $i: $(cat "$work/off.$i")" >&2
+  on+="$(cat "$work/on.$i")"$'\n'; off+="$(cat "$work/off.$i")"$'\n'
 done
 [ -s "$work/load.err" ] && cat "$work/load.err" >&2
+# A pass's own time: its wall time less the "off" windows that stopped it.
+active() {
+  awk -v r="$(cat "$work/pass$1.t")" '
+    BEGIN { split(r, p, " "); t = p[2] - p[1] }
+    { a = ($1 > p[1] ? $1 : p[1]); b = ($2 < p[2] ? $2 : p[2]); if (b > a) t -= b - a }
+    END { printf "%.1f", t }' "$work/stops"
+}
+p1s=$(active 1); p2s=$(active 2)
+echo "pass 1 (${p1s}s running): $(cat "$work/pass1")" >&2
+echo "pass 2 (${p2s}s running): $(cat "$work/pass2")" >&2
 left=$(psql "$pgurl" -XAtc "SELECT count(*) FROM idempotency_keys WHERE key LIKE 'seed-%'")
 [ "$left" = 0 ] || echo "warning: $left seeded keys are left after the two passes" >&2
 
 bp=$(echo "$base" | field p99_ms); br=$(echo "$base" | field rps)
-# The worst window's p99, the windows' total rate, and every window's p99 for the record.
-dp=$(echo -n "$during" | field p99_ms | sort -n | tail -1)
-dr=$(echo -n "$during" | field requests | awk -v s="$secs" '{n += $1; w++} END {printf "%.0f", n / (w * s)}')
-all=$(echo -n "$during" | field p99_ms | paste -sd/)
-errs=$(echo -n "$during" | field errors | awk '{n += $1} END {print n + 0}')
-nw=$(echo -n "$during" | grep -c .)
+# The worst "on" window's p99 against the baseline, the "on" windows' total rate, and the
+# ratio of each "on" window's p99 to the next "off" one's (median and worst).
+dp=$(echo -n "$on" | field p99_ms | sort -n | tail -1)
+rate() { field requests | awk -v s="$secs" '{n += $1; w++} END {printf "%.0f", n / (w * s)}'; }
+dr=$(echo -n "$on" | rate); or=$(echo -n "$off" | rate)
+pairs=$(paste <(echo -n "$on" | field p99_ms) <(echo -n "$off" | field p99_ms) | awk '{printf "%.2f\n", $1 / $2}' | sort -n)
+pmed=$(echo "$pairs" | awk '{a[NR] = $1} END {print (NR % 2 ? a[(NR + 1) / 2] : sprintf("%.2f", (a[NR / 2] + a[NR / 2 + 1]) / 2))}')
+pmax=$(echo "$pairs" | tail -1)
+errs=$(echo -n "$on$off" | field errors | awk '{n += $1} END {print n + 0}')
+avs=$((${after%|*} - ${before%|*})); cps=$((${after#*|} - ${before#*|}))
 echo "sweep keys=$keys pass1_s=$p1s pass2_s=$p2s baseline_p99_ms=$bp during_p99_ms=$dp ratio=$(awk -v a="$dp" -v b="$bp" 'BEGIN{printf "%.2f", a/b}') baseline_rps=$br during_rps=$dr"
-avs=$(( ${after%|*} - ${before%|*} )); cps=$(( ${after#*|} - ${before#*|} ))
-echo "sweep windows=$nw window_s=$secs window_p99_ms=$all after_p99_ms=$(echo "$tail" | field p99_ms) after_rps=$(echo "$tail" | field rps) autovacuums=$avs checkpoints=$cps during_errors=$errs baseline_errors=$(echo "$base" | field errors) clients=$clients settle=$settle${batch:+ batch=$batch}${pause:+ pause=$pause}"
+echo "sweep rounds=$rounds window_s=$secs paired_ratio_median=$pmed paired_ratio_max=$pmax off_rps=$or on_p99_ms=$(echo -n "$on" | field p99_ms | paste -sd/) off_p99_ms=$(echo -n "$off" | field p99_ms | paste -sd/) autovacuums=$avs checkpoints=$cps errors=$errs clients=$clients settle=$settle${batch:+ batch=$batch}${pause:+ pause=$pause}"
