@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/internal/server"
 	"github.com/tekrar/tekrar/views"
 )
@@ -25,6 +26,12 @@ type Deps struct {
 	// (TLS ended at a proxy in front).
 	SecureCookies bool
 	Now           func() time.Time
+	// DoubleTapWindow is the order search's default for how far apart two paid orders of
+	// one customer, amount and items are flagged as a suspected double tap (0: 2 minutes).
+	DoubleTapWindow time.Duration
+	// Service is the checkout engine the API runs on. The console's actions go through it,
+	// so that a refund from the console takes the very path of an API refund.
+	Service *checkout.Service
 }
 
 type console struct {
@@ -43,16 +50,34 @@ func Register(g *gin.RouterGroup, d Deps) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
+	if d.DoubleTapWindow == 0 {
+		d.DoubleTapWindow = defaultDoubleTapWindow
+	}
 	c := &console{Deps: d}
 	g.Use(securityHeaders)
 	g.GET("/login", c.loginPage)
 	g.POST("/login", c.login)
 	authed := g.Group("", c.requireSession, c.checkCSRF)
+	authed.Use(flash)
 	authed.POST("/logout", c.logout)
 	authed.GET("", c.overview)
 	authed.GET("/", c.overview)
 	authed.GET("/keys", c.keys)
 	authed.GET("/keys/:client/:key", c.key)
+	authed.GET("/replays", c.replays)
+	authed.GET("/conflicts", c.conflicts)
+	authed.GET("/expirations", c.expirations)
+	authed.GET("/orders", c.orders)
+	authed.GET("/orders/pair", c.orderPair)
+	authed.GET("/orders/:id", c.order)
+	authed.GET("/audit", c.audit)
+	acts := authed.Group("", c.requireAdmin)
+	acts.GET("/orders/:id/refund", c.refundForm)
+	acts.POST("/orders/:id/refund", c.refund)
+	acts.GET("/keys/:client/:key/release", c.releaseForm)
+	acts.POST("/keys/:client/:key/release", c.release)
+	acts.GET("/keys/:client/:key/expire", c.expireForm)
+	acts.POST("/keys/:client/:key/expire", c.expire)
 }
 
 // securityHeaders: a strict CSP (no inline script or style anywhere in the console), no
@@ -189,5 +214,5 @@ func cookie(c *gin.Context, name string) string {
 
 func nav(c *gin.Context, active string) views.Nav {
 	s := session(c)
-	return views.Nav{Email: s.Operator.Email, Role: s.Operator.Role, CSRF: s.CSRF, Active: active}
+	return views.Nav{Email: s.Operator.Email, Role: s.Operator.Role, CSRF: s.CSRF, Active: active, CanAct: s.Operator.CanAct()}
 }

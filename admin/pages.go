@@ -89,8 +89,7 @@ func chartBars(rate []checkout.RateBucket) ([]views.Bar, int) {
 }
 
 func (a *console) keys(c *gin.Context) {
-	f := views.KeyFilter{Key: c.Query("key"), Client: c.Query("client"), Customer: c.Query("customer"),
-		Order: c.Query("order"), State: c.Query("state"), From: c.Query("from"), To: c.Query("to")}
+	f := queryFilter(c)
 	p := views.KeysPage{Nav: nav(c, "Keys"), Filter: f}
 	kf, err := keyFilter(f)
 	if err != nil {
@@ -109,24 +108,31 @@ func (a *console) keys(c *gin.Context) {
 		return
 	}
 	for _, r := range rows {
-		line := views.KeyLine{Client: r.ClientName, Key: r.Key, State: r.State, Method: r.Method, Path: r.Path,
-			Href: keyHref(r.ClientID, r.Key), Replays: r.Replays, Created: r.CreatedAt, Expires: r.ExpiresAt}
-		if r.OrderID != nil {
-			line.Order = strconv.FormatInt(*r.OrderID, 10)
-		} else if r.RefundOrderID != nil {
-			line.Order = strconv.FormatInt(*r.RefundOrderID, 10) + " (refund)"
-		}
-		if r.ResponseStatus != nil {
-			line.Status = strconv.Itoa(*r.ResponseStatus)
-		}
-		p.Rows = append(p.Rows, line)
+		p.Rows = append(p.Rows, keyLine(r))
 	}
-	if next.After != "" {
-		q := c.Request.URL.Query()
-		q.Set("after", next.After)
-		p.Next = "/admin/keys?" + q.Encode()
-	}
+	p.Next = nextHref(c, "/admin/keys", "after", next)
 	a.render(c, http.StatusOK, views.KeysList(p))
+}
+
+// queryFilter reads the filter form of the key, replay and conflict lists.
+func queryFilter(c *gin.Context) views.KeyFilter {
+	return views.KeyFilter{Key: c.Query("key"), Client: c.Query("client"), Customer: c.Query("customer"),
+		Order: c.Query("order"), State: c.Query("state"), From: c.Query("from"), To: c.Query("to")}
+}
+
+// keyLine is a key as the console's key lists show it.
+func keyLine(r checkout.KeyRow) views.KeyLine {
+	line := views.KeyLine{Client: r.ClientName, Key: r.Key, State: r.State, Method: r.Method, Path: r.Path,
+		Href: keyHref(r.ClientID, r.Key), Replays: r.Replays, Created: r.CreatedAt, Expires: r.ExpiresAt}
+	if r.OrderID != nil {
+		line.Order = strconv.FormatInt(*r.OrderID, 10)
+	} else if r.RefundOrderID != nil {
+		line.Order = strconv.FormatInt(*r.RefundOrderID, 10) + " (refund)"
+	}
+	if r.ResponseStatus != nil {
+		line.Status = strconv.Itoa(*r.ResponseStatus)
+	}
+	return line
 }
 
 func keyHref(clientID int64, key string) string {
@@ -147,20 +153,26 @@ func keyFilter(f views.KeyFilter) (checkout.KeyFilter, error) {
 			return kf, errors.New("order id must be a number")
 		}
 	}
-	for _, t := range []struct {
-		in  string
-		out *time.Time
-	}{{f.From, &kf.From}, {f.To, &kf.To}} {
-		if t.in == "" {
-			continue
-		}
-		v, err := time.Parse("2006-01-02T15:04", t.in)
-		if err != nil {
-			return kf, errors.New("times must look like 2026-12-02T14:00")
-		}
-		*t.out = v.UTC()
+	if kf.From, err = formTime(f.From); err != nil {
+		return kf, err
+	}
+	if kf.To, err = formTime(f.To); err != nil {
+		return kf, err
 	}
 	return kf, nil
+}
+
+// formTime reads a time field of a search form (datetime-local, read as UTC); "" is the
+// zero time, no bound.
+func formTime(in string) (time.Time, error) {
+	if in == "" {
+		return time.Time{}, nil
+	}
+	v, err := time.Parse("2006-01-02T15:04", in)
+	if err != nil {
+		return time.Time{}, errors.New("times must look like 2026-12-02T14:00")
+	}
+	return v.UTC(), nil
 }
 
 func (a *console) key(c *gin.Context) {
@@ -202,7 +214,7 @@ func (a *console) key(c *gin.Context) {
 	}
 	if o := d.Order; o != nil {
 		v.Order = []views.Field{
-			field("Order", fmt.Sprintf("%d (%s)", o.ID, o.Status)),
+			{Label: "Order", Value: fmt.Sprintf("%d (%s)", o.ID, o.Status), Href: orderHref(o.ID)},
 			field("Amount", fmt.Sprintf("%d %s (refunded %d)", o.Amount, o.Currency, o.RefundedAmount)),
 			field("Customer", o.CustomerID+" "+o.CustomerEmail),
 			field("Items", string(o.Items)),
@@ -227,6 +239,17 @@ func (a *console) key(c *gin.Context) {
 			v.Response = string(d.ResponseBody)
 		}
 	}
+	v.Timeline = timelineEntries(events)
+	if v.Actions, v.Audit, err = a.keyActions(c, d); err != nil {
+		a.fail(c, err)
+		return
+	}
+	a.render(c, http.StatusOK, views.KeyPage(v))
+}
+
+// timelineEntries shows a key's events: who sent each request, and what it was answered.
+func timelineEntries(events []checkout.EventRow) []views.TimelineEntry {
+	var out []views.TimelineEntry
 	for _, e := range events {
 		t := views.TimelineEntry{At: e.At, Kind: e.Kind, Request: e.RequestID, Address: e.RemoteAddr, Device: e.UserAgent, Detail: string(e.Detail)}
 		if e.Status != nil {
@@ -235,9 +258,9 @@ func (a *console) key(c *gin.Context) {
 		if e.Fingerprint != "" {
 			t.Detail += " fingerprint " + e.Fingerprint
 		}
-		v.Timeline = append(v.Timeline, t)
+		out = append(out, t)
 	}
-	a.render(c, http.StatusOK, views.KeyPage(v))
+	return out
 }
 
 func field(label, value string) views.Field { return views.Field{Label: label, Value: value} }

@@ -163,7 +163,7 @@ func (c *Completer) complete(ctx context.Context, k *Key, now time.Time, res *Co
 			if verr != nil {
 				return verr
 			}
-			if _, err := c.s.settleOrder(ctx, k, view, ch, pk); err != nil {
+			if _, err := c.s.settleOrder(ctx, c.s.q, k, view, ch, pk); err != nil {
 				return err
 			}
 			res.Completed++

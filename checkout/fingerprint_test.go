@@ -1,6 +1,10 @@
 package checkout
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 )
 
@@ -53,5 +57,76 @@ func TestFingerprint(t *testing.T) {
 		if other == base {
 			t.Errorf("a different %s gave the same fingerprint", name)
 		}
+	}
+}
+
+// referenceCanonicalJSON is the definition CanonicalJSON must match byte for byte: the
+// document decoded by encoding/json (numbers as text) and encoded again, map keys sorted.
+func referenceCanonicalJSON(body []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
+		return nil, errors.New("data after the document")
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// canonicalSeeds are documents whose corners the two implementations must agree on.
+var canonicalSeeds = []string{
+	`{"currency":"TRY","items":[{"sku":"LATTE","name":"Latte","quantity":2,"unit_amount":4500}],"amount":9000,"payment":{"card_token":"tok_visa"},"customer":{"id":"cus_42","email":"ayse@example.com"},"metadata":{"device_id":"d"}}`,
+	`{"b":1,"a":2,"b":3}`, `{"a":{"x":1},"a":{"y":2}}`, `{"":1,"\u0000":2," ":3}`, `{"a\u0062":1,"ab":2}`,
+	`{"é":1,"e":2,"z":3}`, `"\ud800"`, `"\udc00\ud800x"`, `"\u2028\u2029"`, "\"\xff\xfe\"", "\"a\x7fb\"",
+	`"\b\f\n\r\t\"\\\/"`, `"<&>"`, `[1,-0,0.5,1e10,1E+2,-1.5e-3,12345678901234567890123]`,
+	`[]`, `{}`, `[[],{},[{}]]`, ` {"a" : [ 1 , 2 ] } `, `true`, `false`, `null`, `0`,
+	`01`, `-`, `1.`, `1e`, `.5`, `+1`, `[1,]`, `{"a":1,}`, `{"a"}`, `{a:1}`, `[`, `"abc`, "\"a\nb\"",
+	`nul`, `tru`, `{"a":1}}`, `[1]x`, "\xef\xbb\xbf{}", `"\x"`, `"\u12"`, `{"a":1 "b":2}`,
+	strings.Repeat("[", 10000) + strings.Repeat("]", 10000),
+	strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
+}
+
+func FuzzCanonicalJSON(f *testing.F) {
+	for _, s := range canonicalSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		want, wantErr := referenceCanonicalJSON(body)
+		got, err := CanonicalJSON(body)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("CanonicalJSON(%q): error %v, encoding/json: %v", body, err, wantErr)
+		}
+		if err == nil && !bytes.Equal(got, want) {
+			t.Fatalf("CanonicalJSON(%q) = %q, encoding/json gives %q", body, got, want)
+		}
+	})
+}
+
+// BenchmarkCanonicalJSON compares CanonicalJSON with encoding/json's round trip on an
+// order body, in the same run:
+//
+//	go test -run '^$' -bench CanonicalJSON ./checkout/
+func BenchmarkCanonicalJSON(b *testing.B) {
+	body := []byte(canonicalSeeds[0])
+	for _, impl := range []struct {
+		name string
+		fn   func([]byte) ([]byte, error)
+	}{{"encoding_json", referenceCanonicalJSON}, {"canonicalizer", CanonicalJSON}} {
+		b.Run(impl.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := impl.fn(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

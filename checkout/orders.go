@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/problem"
 )
@@ -60,7 +62,7 @@ func (in *OrderInput) Validate() []FieldError {
 	add := func(field, format string, args ...any) {
 		errs = append(errs, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
-	if !validCurrency(in.Currency) {
+	if !ValidCurrency(in.Currency) {
 		add("currency", "must be an upper-case ISO 4217 code such as TRY or EUR")
 	}
 	switch {
@@ -158,15 +160,8 @@ type orderOp struct {
 	in OrderInput
 }
 
-// claimOrGet looks the key up (for a replay, the only query) and claims it if it is new.
-func (o *orderOp) claimOrGet(ctx context.Context, k *Key) (*Key, bool, error) {
-	existing, err := lookupKey(ctx, o.s.q, k.ClientID, k.Key)
-	if err == nil {
-		return existing, false, nil
-	}
-	if !errors.Is(err, errNoKey) {
-		return nil, false, err
-	}
+// claim creates the key row and the pending order in one statement.
+func (o *orderOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
 	items, err := json.Marshal(o.in.Items)
 	if err != nil {
 		return nil, false, fmt.Errorf("encode items: %w", err)
@@ -209,7 +204,7 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 		ID: k.OrderID.Int64, Amount: o.in.Amount, Currency: o.in.Currency, Items: o.in.Items,
 		Customer: o.in.Customer, Metadata: o.in.Metadata, CreatedAt: k.CreatedAt.UTC(),
 	}
-	resp, err := o.s.settleOrder(ctx, k, view, ch, pk)
+	resp, err := o.s.settleOrder(ctx, o.s.q, k, view, ch, pk)
 	if errors.Is(err, errFenced) {
 		o.s.compensateIfCanceled(ctx, k, ch)
 	}
@@ -217,8 +212,9 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 }
 
 // settleOrder stores the outcome of a charge: the order paid (201) or declined (402), its
-// payment, and the key's response, fenced by the key's lease token.
-func (s *Service) settleOrder(ctx context.Context, k *Key, view OrderView, ch psp.Charge, pk string) (Response, error) {
+// payment, and the key's response, fenced by the key's lease token. db is the pool, or the
+// transaction of an operator's release, which records the release with the settlement.
+func (s *Service) settleOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, view OrderView, ch psp.Charge, pk string) (Response, error) {
 	view.Payment = &PaymentView{ID: ch.ID, Status: ch.Status, DeclineCode: ch.DeclineCode, CardBrand: ch.CardBrand, CardLast4: ch.CardLast4}
 	var resp Response
 	var captured int64
@@ -240,7 +236,7 @@ func (s *Service) settleOrder(ctx context.Context, k *Key, view OrderView, ch ps
 			With("order_id", view.ID).With("decline_code", ch.DeclineCode))
 		resp = Response{Status: p.Status, Body: p.Body(k.Path), Header: map[string]string{"Content-Type": problem.ContentType}}
 	}
-	if err := completeOrder(ctx, s.q, k, resp, s.cfg.Now(), view.Status, captured, ch, pk); err != nil {
+	if err := completeOrder(ctx, db, k, resp, s.cfg.Now(), view.Status, captured, ch, pk); err != nil {
 		return Response{}, err
 	}
 	return resp, nil

@@ -733,6 +733,19 @@ func testEvents(t *testing.T, f *consoleFixture) {
 		{EventFilter{ClientID: f.shop, Key: "k-a1", Kinds: []string{EventReplayed, EventCreated}, From: at0},
 			"client_id = $1 AND key = 'k-a1' AND kind IN ('replayed', 'created') AND at >= $2", []any{f.shop, at0}},
 		{EventFilter{Kinds: []string{EventLateRetry, EventExpired}, To: at0}, "kind IN ('late_retry', 'expired') AND at < $1", []any{at0}},
+		// By key without the client, by order and by customer: the events of the keys
+		// ListKeys finds, live or swept.
+		{EventFilter{Key: "dup"}, "key = 'dup'", nil},
+		{EventFilter{Key: "dup", Kinds: []string{EventReplayed}}, "key = 'dup' AND kind = 'replayed'", nil},
+		{EventFilter{OrderID: f.orders["a1"]}, "client_id = $1 AND key IN ('k-a1', 'k-r1', 'k-r2')", []any{f.shop}},
+		{EventFilter{OrderID: f.orders["a1"], Kinds: []string{EventReplayed}, From: at0},
+			"client_id = $1 AND key = 'k-a1' AND kind = 'replayed' AND at >= $2", []any{f.shop, at0}},
+		{EventFilter{CustomerID: "cus_A"}, "client_id = $1 AND key IN ('k-a1', 'k-a2', 'k-r1', 'k-r2')", []any{f.shop}},
+		{EventFilter{CustomerID: "cus_D"}, "client_id = $1 AND key = 'k-swept'", []any{f.shop}},
+		{EventFilter{ClientID: f.shop, CustomerID: "cus_B", Kinds: []string{EventInUseRejected, EventCreated}},
+			"client_id = $1 AND key IN ('k-b1', 'k-b2') AND kind IN ('in_use_rejected', 'created')", []any{f.shop}},
+		{EventFilter{CustomerID: "cus_A", Key: "k-a2", To: at0.Add(2*h + m)},
+			"client_id = $1 AND key = 'k-a2' AND at < $2", []any{f.shop, at0.Add(2*h + m)}},
 	} {
 		var want []int64
 		if err := f.db.Select(&want, `SELECT id FROM key_events WHERE `+tt.where+` ORDER BY at DESC, id DESC`, tt.args...); err != nil {
@@ -749,10 +762,57 @@ func testEvents(t *testing.T, f *consoleFixture) {
 			}
 		}
 	}
-	for _, bad := range []EventFilter{{Kinds: []string{"replay"}}, {Key: "k-a1"}} {
+	for _, none := range []EventFilter{
+		{Key: "nope"},
+		{ClientID: f.pos, CustomerID: "cus_A"},
+		{OrderID: f.orders["a1"], CustomerID: "cus_B"},
+		{OrderID: f.orders["a1"], Key: "k-a2"},
+		{CustomerID: "cus_A", Kinds: []string{EventLateRetry}},
+	} {
+		if rows, nx, err := ListEvents(ctx, f.db, none, Page{}); err != nil || len(rows) != 0 || nx.After != "" {
+			t.Errorf("ListEvents(%+v) = %d rows, %+v, %v; want none", none, len(rows), nx, err)
+		}
+	}
+	for _, bad := range []EventFilter{{Kinds: []string{"replay"}}, {OrderID: 1, Kinds: []string{"conflict"}}} {
 		if _, _, err := ListEvents(ctx, f.db, bad, Page{}); !errors.Is(err, ErrInvalidQuery) {
 			t.Errorf("ListEvents(%+v): err %v, want ErrInvalidQuery", bad, err)
 		}
+	}
+
+	// What the key stores comes with each event: the conflict of k-a1 shows both
+	// fingerprints and the order; the late retry of the swept k-swept reads its tombstone; a
+	// refund key names the order it refunds; an event whose key row is gone, with no
+	// tombstone, knows nothing more.
+	f.event(f.shop, "k-r1", EventReplayed, at0.Add(-1000*h), 201) // outside every other test's window
+	defer f.exec(`DELETE FROM key_events WHERE key = 'k-r1'`)
+	one := func(ef EventFilter) EventRow {
+		t.Helper()
+		rows, _, err := ListEvents(ctx, f.db, ef, Page{})
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("ListEvents(%+v) = %+v, %v; want one row", ef, rows, err)
+		}
+		return rows[0]
+	}
+	is := func(p *int64, want int64) bool { return p != nil && *p == want }
+	c = one(EventFilter{ClientID: f.shop, Key: "k-a1", Kinds: []string{EventReusedConflict}})
+	if c.ClientName != "shop app" || c.KeyFingerprint != hex.EncodeToString(sha("k-a1")) ||
+		c.Fingerprint != hex.EncodeToString(sha("other body")) || c.KeyMethod != "POST" || c.KeyPath != "/v1/orders" ||
+		!is(c.OrderID, f.orders["a1"]) {
+		t.Errorf("conflict of k-a1 = %+v", c)
+	}
+	late := one(EventFilter{Kinds: []string{EventLateRetry}})
+	if late.Key != "k-swept" || late.KeyID != nil || late.KeyFingerprint != hex.EncodeToString(sha("k-swept")) ||
+		late.KeyPath != "/v1/orders" || !is(late.OrderID, f.orders["d1"]) {
+		t.Errorf("late retry of k-swept = %+v", late)
+	}
+	if r := one(EventFilter{Key: "k-r1"}); !is(r.OrderID, f.orders["a1"]) || r.KeyPath != "/v1/orders/1/refunds" {
+		t.Errorf("event of refund key k-r1 = %+v", r)
+	}
+	if old := one(EventFilter{ClientID: f.shop, Key: "k-a1", To: at0}); old.KeyFingerprint != "" || old.OrderID != nil || old.ClientName != "shop app" {
+		t.Errorf("event of a gone key row = %+v", old)
+	}
+	if d := one(EventFilter{ClientID: f.pos, Key: "dup", Kinds: []string{EventCreated}}); d.ClientName != "pos fleet" || !is(d.OrderID, f.orders["dup-pos"]) {
+		t.Errorf("created of pos fleet/dup = %+v", d)
 	}
 }
 
@@ -1314,6 +1374,13 @@ func consoleCalls() []consoleCall {
 		From: end.Add(-day), To: end}))
 	add("ListEvents of a client", events(EventFilter{ClientID: 3}))
 	add("ListEvents of a key", events(EventFilter{ClientID: 1, Key: scaleKey(1203), Kinds: []string{EventReplayed}}))
+	add("ListEvents of a key at every client", events(EventFilter{Key: scaleKey(1203)}))
+	add("ListEvents of an order", events(EventFilter{OrderID: 1207})) // refunded
+	add("ListEvents of a swept order", events(EventFilter{OrderID: planScale + 2}))
+	add("ListEvents of a customer, replays and conflicts", events(EventFilter{CustomerID: "cus_1234",
+		Kinds: []string{EventCreated, EventReplayed, EventReusedConflict}}))
+	add("ListEvents of a customer of a client, ten days", events(EventFilter{ClientID: 1, CustomerID: "cus_1234",
+		From: end.Add(-10 * day), To: end}))
 	add("EventCounts last day", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
 		m, err := EventCounts(ctx, q, end.Add(-day), end, 0)
 		return int(m[CountRequests]), err
@@ -1361,6 +1428,29 @@ func consoleCalls() []consoleCall {
 	add("SuspectedDoubleTaps a client, last day", taps(OrderFilter{ClientID: 3, From: end.Add(-day), To: end}, 2*time.Minute))
 	add("SuspectedDoubleTaps a customer", taps(OrderFilter{CustomerID: "cus_1234"}, 10*time.Minute))
 	add("SuspectedDoubleTaps an email", taps(OrderFilter{CustomerEmail: "USER1234@example.com"}, 10*time.Minute))
+	add("GetOrderDetail with a refund", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		d, err := GetOrderDetail(ctx, q, 1007) // refunded: see seedScale
+		return len(d.Keys) + len(d.Refunds) - 1, err
+	})
+	add("GetOrderDetail swept", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		d, err := GetOrderDetail(ctx, q, planScale+1) // a tombstone only
+		return len(d.Keys), err
+	})
+	add("OrderRefunds and OrderArrivals of a page", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		rows, _, err := FindOrders(ctx, q, OrderFilter{From: end.Add(-day), To: end}, Page{})
+		if err != nil {
+			return 0, err
+		}
+		ids := make([]int64, len(rows))
+		for i, o := range rows {
+			ids[i] = o.ID
+		}
+		if _, err := OrderRefunds(ctx, q, ids); err != nil {
+			return 0, err
+		}
+		arrivals, err := OrderArrivals(ctx, q, rows)
+		return len(arrivals), err
+	})
 	return calls
 }
 

@@ -69,17 +69,9 @@ type refundOp struct {
 	in      RefundInput
 }
 
-// claimOrGet looks first, then claims in a transaction: refunds are not the hot path, and
-// their claim has checks (the order exists, is paid, has room) that one statement would
-// make hard to read.
-func (r *refundOp) claimOrGet(ctx context.Context, k *Key) (*Key, bool, error) {
-	existing, err := lookupKey(ctx, r.s.q, k.ClientID, k.Key)
-	if err == nil {
-		return existing, false, nil
-	}
-	if !errors.Is(err, errNoKey) {
-		return nil, false, err
-	}
+// claim runs in a transaction: refunds are not the hot path, and their claim has checks
+// (the order exists, is paid, has room) that one statement would make hard to read.
+func (r *refundOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
 	return claimRefund(ctx, r.s.db, k, r.orderID, r.in)
 }
 
@@ -103,18 +95,26 @@ func (r *refundOp) run(ctx context.Context, k *Key, resumed bool) (Response, err
 	if err != nil {
 		return r.s.providerFailed(ctx, k, err)
 	}
+	resp, err := refundResponse(ref)
+	if err != nil {
+		return Response{}, err
+	}
+	if err := completeRefund(ctx, r.s.q, k, resp, r.s.cfg.Now(), pr.ID); err != nil {
+		return Response{}, err
+	}
+	return resp, nil
+}
+
+// refundResponse is the 201 of a refund the provider made: what its key stores and replays.
+func refundResponse(ref refundRow) (Response, error) {
 	view := RefundView{ID: ref.ID, OrderID: ref.OrderID, Amount: ref.Amount, Currency: ref.Currency,
 		Status: "succeeded", Reason: ref.Reason, CreatedAt: ref.CreatedAt.UTC()}
 	body, err := json.Marshal(view)
 	if err != nil {
 		return Response{}, fmt.Errorf("encode refund: %w", err)
 	}
-	resp := Response{Status: http.StatusCreated, Body: body, Header: map[string]string{
+	return Response{Status: http.StatusCreated, Body: body, Header: map[string]string{
 		"Content-Type": "application/json",
 		"Location":     "/v1/orders/" + strconv.FormatInt(ref.OrderID, 10) + "/refunds/" + strconv.FormatInt(ref.ID, 10),
-	}}
-	if err := completeRefund(ctx, r.s.q, k, resp, r.s.cfg.Now(), pr.ID); err != nil {
-		return Response{}, err
-	}
-	return resp, nil
+	}}, nil
 }

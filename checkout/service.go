@@ -117,6 +117,14 @@ type Request struct {
 	Wait time.Duration
 	// Meta identifies the sender in the key's history.
 	Meta Meta
+
+	// seen is what Replay learnt, so that the request it hands on is not fingerprinted
+	// or looked up twice.
+	seen struct {
+		fp     [32]byte
+		ok     bool // fp is set
+		absent bool // the key did not exist when Replay looked
+	}
 }
 
 // Result is the answer to a keyed request.
@@ -130,10 +138,10 @@ type Result struct {
 
 // operation is one kind of keyed request: creating an order, or a refund.
 type operation interface {
-	// claimOrGet claims the key for this request, creating the operation's record in the
-	// same step, or returns the key row that already exists (claimed false). It returns
-	// errNoKey when a concurrent first arrival holds the key but is not visible yet.
-	claimOrGet(ctx context.Context, k *Key) (_ *Key, claimed bool, _ error)
+	// claim creates the key row for this request and the operation's record in the same
+	// transaction. It returns errNoKey when a concurrent first arrival holds the key, and
+	// a live tombstone of the key, unclaimed, when it was swept in its grace period.
+	claim(ctx context.Context, k *Key) (_ *Key, claimed bool, _ error)
 	// run drives a claimed key from its recovery point to a response. resumed is false on
 	// the first arrival, when nothing can have reached the provider yet.
 	run(ctx context.Context, k *Key, resumed bool) (Response, error)
@@ -144,27 +152,40 @@ type operation interface {
 // concurrent request, or finished while we waited). Every answer leaves one event in the
 // key's history.
 func (s *Service) execute(ctx context.Context, req Request, op operation) (Result, error) {
-	fp, err := Fingerprint(req.Method, req.Path, req.Body)
-	if err != nil {
-		return Result{}, fmt.Errorf("fingerprint: %w", err)
+	fp := req.seen.fp
+	if !req.seen.ok {
+		var err error
+		if fp, err = Fingerprint(req.Method, req.Path, req.Body); err != nil {
+			return Result{}, fmt.Errorf("fingerprint: %w", err)
+		}
 	}
 	// Waiting is measured on the wall clock even when tests inject a business clock.
 	wait := min(req.Wait, s.cfg.MaxWait)
 	deadline := time.Now().Add(wait)
 	poll := 20 * time.Millisecond
 	var waited time.Duration
+	// Look first: a repeat is one indexed SELECT. Replay may have just looked and found
+	// nothing; then claim at once.
+	lookup := !req.seen.absent
 	for {
 		now := s.cfg.Now()
-		k, claimed, err := op.claimOrGet(ctx, &Key{
-			ClientID:       req.Client.ID,
-			Key:            req.Key,
-			Fingerprint:    fp[:],
-			Method:         req.Method,
-			Path:           req.Path,
-			CreatedAt:      now,
-			ExpiresAt:      now.Add(req.Client.KeyTTL),
-			LeaseExpiresAt: nullTime(now.Add(s.cfg.Lease)),
-		})
+		k, claimed, err := (*Key)(nil), false, errNoKey
+		if lookup {
+			k, err = lookupKey(ctx, s.q, req.Client.ID, req.Key)
+		}
+		lookup = true
+		if errors.Is(err, errNoKey) {
+			k, claimed, err = op.claim(ctx, &Key{
+				ClientID:       req.Client.ID,
+				Key:            req.Key,
+				Fingerprint:    fp[:],
+				Method:         req.Method,
+				Path:           req.Path,
+				CreatedAt:      now,
+				ExpiresAt:      now.Add(req.Client.KeyTTL),
+				LeaseExpiresAt: nullTime(now.Add(s.cfg.Lease)),
+			})
+		}
 		switch {
 		case errors.Is(err, errNoKey):
 			continue // a concurrent first arrival committed meanwhile: look again

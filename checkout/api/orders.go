@@ -55,6 +55,10 @@ func (a *handlers) createOrder(c *gin.Context) {
 	if !ok {
 		return
 	}
+	if res, ok := a.svc.Replay(c.Request.Context(), &req); ok {
+		writeResult(c, k, res)
+		return
+	}
 	var in checkout.OrderInput
 	if p := decodeStrict(req.Body, &in); p != nil {
 		a.fail(c, k, p)
@@ -79,6 +83,10 @@ func (a *handlers) createRefund(c *gin.Context) {
 	}
 	req, k, ok := a.begin(c)
 	if !ok {
+		return
+	}
+	if res, ok := a.svc.Replay(c.Request.Context(), &req); ok {
+		writeResult(c, k, res)
 		return
 	}
 	var in checkout.RefundInput

@@ -81,7 +81,8 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		Service:       svc,
 		MaxBodyBytes:  int64(cfg.MaxBodyBytes),
 	})
-	admin.Register(e.Group("/admin"), admin.Deps{DB: db, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now})
+	admin.Register(e.Group("/admin"), admin.Deps{DB: db, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now,
+		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc})
 	sweeper := checkout.NewSweeper(db, SweepConfig(cfg, o.now), logger)
 	completer := svc.NewCompleter(checkout.CompleterConfig{
 		Interval:       cfg.CompleterInterval,

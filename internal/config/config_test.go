@@ -22,7 +22,7 @@ func TestLoadServerDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Addr != ":8080" || c.LogFormat != "json" || c.ShutdownTimeout != 15*time.Second || c.Lease != 30*time.Second ||
-		c.MaxBodyBytes != 65536 || !c.AutoMigrate || c.DatabaseURL != "" {
+		c.MaxBodyBytes != 65536 || !c.AutoMigrate || c.DatabaseURL != "" || c.DoubleTapWindow != 2*time.Minute {
 		t.Fatalf("defaults: %+v", c)
 	}
 	d, err := LoadServer("dev", nil, env(), io.Discard)
@@ -58,6 +58,8 @@ func TestLoadServerRejectsBadValues(t *testing.T) {
 	}{
 		{"duration", nil, []string{"TEKRAR_SHUTDOWN_TIMEOUT", "abc"}, "TEKRAR_SHUTDOWN_TIMEOUT"},
 		{"duration out of range", nil, []string{"TEKRAR_LEASE", "5ms"}, "TEKRAR_LEASE"},
+		{"double-tap window too long", nil, []string{"TEKRAR_DOUBLE_TAP_WINDOW", "25h"}, "TEKRAR_DOUBLE_TAP_WINDOW"},
+		{"double-tap window too short", nil, []string{"TEKRAR_DOUBLE_TAP_WINDOW", "500ms"}, "TEKRAR_DOUBLE_TAP_WINDOW"},
 		{"choice", nil, []string{"TEKRAR_LOG_FORMAT", "xml"}, "TEKRAR_LOG_FORMAT"},
 		{"level", nil, []string{"TEKRAR_LOG_LEVEL", "loud"}, "TEKRAR_LOG_LEVEL"},
 		{"int", nil, []string{"TEKRAR_DB_MAX_CONNS", "many"}, "TEKRAR_DB_MAX_CONNS"},

@@ -1,0 +1,214 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/a-h/templ"
+	"github.com/gin-gonic/gin"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/internal/problem"
+	"github.com/tekrar/tekrar/internal/server"
+	"github.com/tekrar/tekrar/views"
+)
+
+// The console's actions, for admins: refund an order, release a key that needs attention,
+// force a key to expire. Each goes GET confirmation page -> POST form -> 303 to the page of
+// what it acted on, with ?done= saying what happened. The form carries the session's CSRF
+// token (checkCSRF) and a nonce made for the page, which makes the action idempotent per
+// form: posted twice, it acts once and is recorded once in the audit log.
+
+// requireAdmin refuses a viewer: actions are for admins. A viewer is shown no buttons; this
+// refuses the URLs themselves, the confirmation page as well as the form's post.
+func (a *console) requireAdmin(c *gin.Context) {
+	if !session(c).Operator.CanAct() {
+		c.Abort()
+		c.String(http.StatusForbidden, "only an admin may take actions")
+		return
+	}
+	c.Next()
+}
+
+// flashes are the results an action's redirect can name in ?done=. Only these fixed texts
+// are ever shown: nothing of the URL reaches the page.
+var flashes = map[string]views.FlashMsg{
+	"refunded":        {Kind: "ok", Text: "Refund made."},
+	"refund-replayed": {Kind: "ok", Text: "This form had been sent already: its refund was made once, and nothing more was refunded."},
+	"refund-pending":  {Kind: "warn", Text: "Refund recorded, but the payment provider has not confirmed it yet. It is finished automatically; do not refund again."},
+
+	"release-" + checkout.OutcomePaid:            {Kind: "ok", Text: "Released: the provider had the charge, and it succeeded. The order is paid."},
+	"release-" + checkout.OutcomeDeclined:        {Kind: "ok", Text: "Released: the provider had the charge, and it was declined. The order is declined."},
+	"release-" + checkout.OutcomeCanceled:        {Kind: "ok", Text: "Released: the provider has no charge for this key. Nothing was charged; the order is canceled."},
+	"release-" + checkout.OutcomeRefunded:        {Kind: "ok", Text: "Released: the refund is finished."},
+	"release-" + checkout.OutcomeStillUnknown:    {Kind: "error", Text: "Not released: the payment provider still cannot say what happened. Nothing was changed; try again later."},
+	"release-" + checkout.OutcomeProviderRefused: {Kind: "error", Text: "Not released: the payment provider refused. Nothing was changed; this needs a closer look."},
+	"release-" + checkout.OutcomeNotNeeded:       {Kind: "warn", Text: "Nothing to release: the key does not need attention (any more)."},
+
+	"expired": {Kind: "ok", Text: "The key has expired: retries with it are refused, and the sweeper removes it on its next pass."},
+	"expire-" + checkout.OutcomeAlreadyExpired: {Kind: "warn", Text: "Nothing to do: the key had expired already."},
+}
+
+// flash shows the result named by ?done= on the page the action redirected to.
+func flash(c *gin.Context) {
+	if m, ok := flashes[c.Query("done")]; ok && c.Request.Method == http.MethodGet {
+		c.Request = c.Request.WithContext(views.WithFlash(c.Request.Context(), m))
+	}
+	c.Next()
+}
+
+// recorder returns the checkout.Recorder that writes an action in the audit log, in the
+// transaction of its effect.
+func (a *console) recorder(c *gin.Context, action, target, nonce string, base map[string]any) checkout.Recorder {
+	op := session(c).Operator.ID
+	return func(ctx context.Context, tx *sqlx.Tx, detail map[string]any) error {
+		for k, v := range base {
+			detail[k] = v
+		}
+		return RecordAudit(ctx, tx, AuditRecord{At: a.Now(), OperatorID: op, Action: action, Target: target,
+			Nonce: nonce, Detail: detail})
+	}
+}
+
+// operatorMeta is what the key history of an action's refund shows as its sender.
+func operatorMeta(c *gin.Context) checkout.Meta {
+	return checkout.Meta{RequestID: server.RequestID(c), RemoteAddr: c.ClientIP(),
+		UserAgent: "console (" + session(c).Operator.Email + ")"}
+}
+
+func (a *console) refundForm(c *gin.Context) {
+	t, ok := a.refundTarget(c)
+	if !ok {
+		return
+	}
+	a.render(c, http.StatusOK, refundPage(c, t, "", "", ""))
+}
+
+func (a *console) refund(c *gin.Context) {
+	t, ok := a.refundTarget(c)
+	if !ok {
+		return
+	}
+	amountText, reason := strings.TrimSpace(c.PostForm("amount")), strings.TrimSpace(c.PostForm("reason"))
+	amount, err := checkout.ParseAmount(amountText, t.Currency)
+	if err != nil {
+		a.render(c, http.StatusUnprocessableEntity, refundPage(c, t, amountText, reason, err.Error()))
+		return
+	}
+	nonce := c.PostForm("nonce")
+	res, err := a.Service.RefundAsOperator(c.Request.Context(), checkout.OperatorRefund{
+		OrderID: t.OrderID, RefundInput: checkout.RefundInput{Amount: amount, Reason: reason},
+		Nonce: nonce, Meta: operatorMeta(c),
+	})
+	var p *problem.Problem
+	switch {
+	case errors.Is(err, checkout.ErrInvalidNonce):
+		a.render(c, http.StatusBadRequest, refundPage(c, t, amountText, reason, "The form was incomplete; check it and confirm again."))
+		return
+	case errors.As(err, &p):
+		// Refused before anything was stored (over-refund, not refundable, a changed form):
+		// the page comes back with a new nonce, for a new attempt.
+		if fresh, err := checkout.GetRefundTarget(c.Request.Context(), a.DB, t.OrderID); err == nil {
+			t = fresh
+		}
+		a.render(c, p.Status, refundPage(c, t, amountText, reason, problemText(p)))
+		return
+	case err != nil:
+		a.fail(c, err)
+		return
+	}
+	outcome := "refunded"
+	if res.Pending {
+		outcome = "pending"
+	}
+	_, err = RecordAuditOnce(c.Request.Context(), a.DB, AuditRecord{
+		At: a.Now(), OperatorID: session(c).Operator.ID, Action: ActionRefund, Target: orderTarget(t.OrderID), Nonce: nonce,
+		Detail: map[string]any{"outcome": outcome, "order_id": t.OrderID, "client_id": res.ClientID, "key": res.Key,
+			"refund_id": res.Refund.ID, "amount": res.Refund.Amount, "currency": res.Refund.Currency,
+			"reason": res.Refund.Reason},
+	})
+	if err != nil {
+		// The refund is made; only its record is missing. Posting the same form again
+		// replays the refund (nothing more is refunded) and records it.
+		a.fail(c, fmt.Errorf("refund %d of order %d made, but not recorded: %w", res.Refund.ID, t.OrderID, err))
+		return
+	}
+	done := "refunded"
+	switch {
+	case res.Pending:
+		done = "refund-pending"
+	case res.Replayed:
+		done = "refund-replayed"
+	}
+	c.Redirect(http.StatusSeeOther, orderHref(t.OrderID)+"?done="+done)
+}
+
+// refundTarget reads the order of /orders/:id/refund, answering 404 itself.
+func (a *console) refundTarget(c *gin.Context) (checkout.RefundTarget, bool) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		c.String(http.StatusNotFound, "no such order")
+		return checkout.RefundTarget{}, false
+	}
+	t, err := checkout.GetRefundTarget(c.Request.Context(), a.DB, id)
+	if errors.Is(err, checkout.ErrOrderNotFound) {
+		c.String(http.StatusNotFound, "no such order")
+		return checkout.RefundTarget{}, false
+	}
+	if err != nil {
+		a.fail(c, err)
+		return checkout.RefundTarget{}, false
+	}
+	return t, true
+}
+
+// refundPage is the refund's confirmation page, with a new nonce. amount and reason are
+// what the operator typed ("" on a first visit: a full refund of what is left).
+func refundPage(c *gin.Context, t checkout.RefundTarget, amount, reason, errText string) templ.Component {
+	left := t.Refundable()
+	v := views.ConfirmView{
+		Nav:   nav(c, "Orders"),
+		Title: "Refund order " + strconv.FormatInt(t.OrderID, 10),
+		Subject: []views.Field{
+			{Label: "Order", Value: fmt.Sprintf("%d (%s)", t.OrderID, t.Status), Href: orderHref(t.OrderID)},
+			field("Client", fmt.Sprintf("%s (%d)", t.ClientName, t.ClientID)),
+			field("Customer", strings.TrimSpace(t.CustomerID+" "+t.CustomerEmail)),
+			field("Captured", checkout.FormatAmount(t.Captured, t.Currency)),
+			field("Refunded or being refunded", checkout.FormatAmount(t.Refunded, t.Currency)),
+			field("Left to refund", checkout.FormatAmount(left, t.Currency)),
+		},
+		Explain: []string{
+			"The customer's card is refunded the amount below, at most what is left. It goes the way of a refund the app asks for through the API, under the order's client, and shows in the order's refunds and in the audit log.",
+			"Confirming twice (a double click, a resent form) refunds once. A refund cannot be undone.",
+		},
+		Error:  errText,
+		Action: "/admin/orders/" + strconv.FormatInt(t.OrderID, 10) + "/refund",
+		Nonce:  randomToken(),
+		Button: "Refund",
+		Cancel: orderHref(t.OrderID),
+	}
+	switch {
+	case t.Status != "paid":
+		v.Refused = "Only a paid order can be refunded; this one is " + t.Status + "."
+	case left <= 0:
+		v.Refused = "This order is refunded in full: nothing is left to refund."
+	}
+	if amount == "" {
+		amount = strings.TrimSuffix(checkout.FormatAmount(left, t.Currency), " "+t.Currency)
+	}
+	return views.RefundConfirmPage(v, amount, t.Currency, reason)
+}
+
+// problemText is a problem as an operator reads it, with its code for the API's docs.
+func problemText(p *problem.Problem) string {
+	s := p.Title
+	if p.Detail != "" {
+		s += ": " + p.Detail
+	}
+	return s + " (" + p.Code + ")"
+}

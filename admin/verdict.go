@@ -1,0 +1,270 @@
+package admin
+
+// The answer an operator needs for "I tapped pay once and was charged twice", in words: was
+// the customer charged twice, was a repeat caught by its key (a replay) or did two keys make
+// two payments (a double tap), and what to do about it.
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/views"
+)
+
+// Verdict kinds: how the answer is shown.
+const (
+	verdictTwice   = "twice"   // the customer was charged twice
+	verdictOnce    = "once"    // charged once, or not at all
+	verdictUnclear = "unclear" // no outcome known yet
+)
+
+// requestCounts counts the repeats that reached one key and what they were answered.
+type requestCounts struct{ replays, inUse, conflicts, late, resumed int }
+
+func countRequests(events []checkout.EventRow) requestCounts {
+	var n requestCounts
+	for _, e := range events {
+		switch e.Kind {
+		case checkout.EventReplayed:
+			n.replays++
+		case checkout.EventInUseRejected:
+			n.inUse++
+		case checkout.EventReusedConflict:
+			n.conflicts++
+		case checkout.EventLateRetry:
+			n.late++
+		case checkout.EventResumed:
+			n.resumed++
+		}
+	}
+	return n
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+func charged(d checkout.OrderDetail) bool {
+	return d.Payment != nil && d.Payment.Status == "succeeded"
+}
+
+// orderKey names the key that created the order, for a sentence.
+func orderKey(d checkout.OrderDetail) string {
+	for _, k := range d.Keys {
+		if k.RefundID == nil {
+			return k.Key
+		}
+	}
+	return "(forgotten)"
+}
+
+// orderVerdict answers for one order: how many times its key was sent, and whether that
+// charged the customer once.
+func orderVerdict(s orderStory) views.Verdict {
+	d := s.d
+	n := countRequests(s.requests)
+	amount := checkout.FormatAmount(d.Amount, d.Currency)
+	var v views.Verdict
+	switch {
+	case charged(d):
+		v.Kind = verdictOnce
+		if n.replays > 0 {
+			v.Headline = fmt.Sprintf("One key, %s: the customer was charged once.", plural(n.replays, "replay", "replays"))
+		} else {
+			v.Headline = "One key, one payment request: the customer was charged once for this order."
+		}
+		v.Facts = append(v.Facts, fmt.Sprintf("The first request with key %s made this order and charge %s of %s.", orderKey(d), d.Payment.ChargeID, amount))
+		if n.replays > 0 {
+			v.Facts = append(v.Facts, fmt.Sprintf("%s with the same key got the stored answer of the first: no new order, no new charge.",
+				capitalise(plural(n.replays, "repeat", "repeats"))))
+		}
+		v.Advice = append(v.Advice, "If the customer sees two charges, search their card's last 4 digits and this amount over a wider time window: another order made the other charge, and the search flags it if it looks like a double tap.")
+	case d.Payment != nil:
+		v.Kind = verdictOnce
+		v.Headline = fmt.Sprintf("The card was declined (%s): the customer was not charged for this order.", orDash(d.Payment.DeclineCode))
+	default:
+		v.Kind = verdictUnclear
+		v.Headline = fmt.Sprintf("No charge is recorded for this order (status %s).", d.Status)
+		for _, k := range d.Keys {
+			if k.RefundID == nil && k.State == checkout.StateNeedsAttention {
+				v.Facts = append(v.Facts, "Its key needs attention: the payment's outcome is not known; resolve the key before answering the customer.")
+			}
+		}
+	}
+	v.Facts = append(v.Facts, repeatFacts(n)...)
+	if e := s.arrival; e != nil {
+		v.Facts = append(v.Facts, fmt.Sprintf("The payment came from %s at %s.", orDash(e.UserAgent), orDash(e.RemoteAddr)))
+	}
+	if d.RefundedAmount > 0 {
+		v.Facts = append(v.Facts, fmt.Sprintf("Refunded (or being refunded): %s of %s.", checkout.FormatAmount(d.RefundedAmount, d.Currency), amount))
+	}
+	return v
+}
+
+// repeatFacts are the repeats of a key that were not replays.
+func repeatFacts(n requestCounts) []string {
+	var out []string
+	if n.inUse > 0 {
+		out = append(out, fmt.Sprintf("%s arrived while the first was still running and %s told to retry; none charged.",
+			capitalise(plural(n.inUse, "repeat", "repeats")), map[bool]string{true: "was", false: "were"}[n.inUse == 1]))
+	}
+	if n.resumed > 0 {
+		out = append(out, fmt.Sprintf("%s took over a payment left unfinished and completed it, without charging again.",
+			capitalise(plural(n.resumed, "retry", "retries"))))
+	}
+	if n.conflicts > 0 {
+		out = append(out, fmt.Sprintf("%s reused the key with a different request and %s refused.",
+			capitalise(plural(n.conflicts, "request", "requests")), map[bool]string{true: "was", false: "were"}[n.conflicts == 1]))
+	}
+	if n.late > 0 {
+		out = append(out, fmt.Sprintf("%s came after the key had expired and %s refused.",
+			capitalise(plural(n.late, "retry", "retries")), map[bool]string{true: "was", false: "were"}[n.late == 1]))
+	}
+	return out
+}
+
+func capitalise(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// pairVerdict answers for two orders, a made before b: one purchase charged twice by two
+// keys, or not.
+func pairVerdict(a, b orderStory) views.Verdict {
+	if a.d.ID == b.d.ID {
+		v := orderVerdict(a)
+		v.Facts = append([]string{fmt.Sprintf("Both sides are order %d: one order, one charge at most.", a.d.ID)}, v.Facts...)
+		return v
+	}
+	gap := gapText(b.d.CreatedAt.Sub(a.d.CreatedAt))
+	var shared string
+	for _, k := range a.d.OrderRow.Keys {
+		if a.d.ClientID == b.d.ClientID && slices.Contains(b.d.OrderRow.Keys, k) {
+			shared = k
+		}
+	}
+	var v views.Verdict
+	if shared != "" {
+		v.Headline = fmt.Sprintf("One key made both orders, %s apart: the key %s had expired and been forgotten before the app sent it again, so tekrar took it for a new payment.", gap, shared)
+	} else {
+		v.Headline = fmt.Sprintf("Two different idempotency keys %s apart: the app sent two payments (two intents); tekrar could not have merged them.", gap)
+	}
+	ca, cb := charged(a.d), charged(b.d)
+	same := true
+	differ := func(format string, args ...any) {
+		same = false
+		v.Facts = append(v.Facts, fmt.Sprintf(format, args...))
+	}
+	if a.d.ClientID != b.d.ClientID {
+		differ("They came from different apps: %s and %s.", a.d.ClientName, b.d.ClientName)
+	}
+	switch {
+	case a.d.CustomerID != "" && a.d.CustomerID == b.d.CustomerID:
+		v.Facts = append(v.Facts, fmt.Sprintf("Same customer: %s.", a.d.CustomerID))
+	case a.d.CustomerEmail != "" && strings.EqualFold(a.d.CustomerEmail, b.d.CustomerEmail):
+		v.Facts = append(v.Facts, fmt.Sprintf("Same customer: %s.", a.d.CustomerEmail))
+	default:
+		differ("Different customers: %s and %s.", customerText(a.d), customerText(b.d))
+	}
+	amountA, amountB := checkout.FormatAmount(a.d.Amount, a.d.Currency), checkout.FormatAmount(b.d.Amount, b.d.Currency)
+	if amountA == amountB {
+		v.Facts = append(v.Facts, fmt.Sprintf("Same amount: %s.", amountA))
+	} else {
+		differ("Different amounts: %s and %s.", amountA, amountB)
+	}
+	if string(a.d.Items) == string(b.d.Items) {
+		v.Facts = append(v.Facts, fmt.Sprintf("Same items: %s.", itemsSummary(a.d.Items)))
+	} else {
+		differ("Different items: %s and %s.", itemsSummary(a.d.Items), itemsSummary(b.d.Items))
+	}
+	var charges []string
+	switch {
+	case ca && cb && same:
+		v.Kind = verdictTwice
+		v.Headline += " The customer was charged twice."
+	case ca && cb:
+		v.Kind = verdictUnclear
+		v.Headline += " Both were charged, but they do not look like one purchase (see how they differ)."
+	case ca || cb:
+		v.Kind = verdictOnce
+		v.Headline += " Only one of them was charged."
+		paid, other := a, b
+		if cb {
+			paid, other = b, a
+		}
+		charges = append(charges, fmt.Sprintf("Order %d was charged (%s); order %d was not (%s).", paid.d.ID, paid.d.Payment.ChargeID, other.d.ID, other.d.Status))
+	default:
+		v.Kind = verdictOnce
+		v.Headline += " Neither was charged."
+	}
+	if ca && cb {
+		charges = append(charges, fmt.Sprintf("Charge %s on order %d and charge %s on order %d.", a.d.Payment.ChargeID, a.d.ID, b.d.Payment.ChargeID, b.d.ID))
+	}
+	v.Facts = append(charges, v.Facts...)
+	v.Facts = append(v.Facts, deviceFact(a, b, same))
+	for _, s := range []orderStory{a, b} {
+		if n := countRequests(s.requests); n.replays > 0 {
+			v.Facts = append(v.Facts, fmt.Sprintf("Key %s of order %d was also sent %s; each got the stored answer, with no new charge.",
+				orderKey(s.d), s.d.ID, plural(n.replays, "more time", "more times")))
+		}
+	}
+	switch {
+	case ca && cb && same:
+		switch refunded := checkout.FormatAmount(b.d.RefundedAmount, b.d.Currency); {
+		case b.d.RefundedAmount >= b.d.Amount:
+			v.Advice = append(v.Advice, fmt.Sprintf("Order %d is refunded already (%s): nothing more to refund.", b.d.ID, refunded))
+		case b.d.RefundedAmount > 0:
+			v.Advice = append(v.Advice, fmt.Sprintf("Order %d is partly refunded (%s of %s): if the customer meant to pay once, refund the rest, from its page.", b.d.ID, refunded, amountB))
+		default:
+			v.Advice = append(v.Advice, fmt.Sprintf("If the customer meant to pay once, refund the second order (%d) in full, from its page.", b.d.ID))
+		}
+		if shared != "" {
+			v.Advice = append(v.Advice, "Tell the app's team: the app sent a key again long after its first use (past the key's lifetime and grace). A key must name one purchase only.")
+		} else {
+			v.Advice = append(v.Advice, "Tell the app's team: the app made a new idempotency key for the same purchase. It must make the key once per purchase and send that key with every tap and retry until it has an answer; tekrar then answers the repeat with the first payment instead of charging again.")
+		}
+	case ca && cb:
+		v.Advice = append(v.Advice, "These look like two purchases (see the differences above): ask the customer before refunding either.")
+	default:
+		v.Advice = append(v.Advice, "There is no double charge to refund. If the customer still sees two charges, search their card's last 4 digits and the amount over a wider time window.")
+	}
+	return v
+}
+
+func customerText(d checkout.OrderDetail) string {
+	switch {
+	case d.CustomerID != "" && d.CustomerEmail != "":
+		return d.CustomerID + " (" + d.CustomerEmail + ")"
+	case d.CustomerID != "":
+		return d.CustomerID
+	case d.CustomerEmail != "":
+		return d.CustomerEmail
+	}
+	return "anonymous"
+}
+
+// deviceFact says whether the two payments came from one device, from the requests that
+// created them; samePurchase: the orders look like one purchase.
+func deviceFact(a, b orderStory, samePurchase bool) string {
+	ea, eb := a.arrival, b.arrival
+	switch {
+	case ea == nil || eb == nil:
+		return "Which device sent each payment is not known: the requests' history is no longer recorded (it is kept for TEKRAR_EVENT_RETENTION)."
+	case ea.UserAgent == eb.UserAgent && ea.RemoteAddr == eb.RemoteAddr && samePurchase:
+		return fmt.Sprintf("Both payments came from the same device (%s) and address (%s): one app sent the purchase twice.", orDash(ea.UserAgent), orDash(ea.RemoteAddr))
+	case ea.UserAgent == eb.UserAgent && ea.RemoteAddr == eb.RemoteAddr:
+		return fmt.Sprintf("Both payments came from the same device (%s) and address (%s).", orDash(ea.UserAgent), orDash(ea.RemoteAddr))
+	case samePurchase:
+		return fmt.Sprintf("They came from different devices or addresses: %s at %s, then %s at %s. The customer may have paid twice on purpose, from two places: ask before refunding.",
+			orDash(ea.UserAgent), orDash(ea.RemoteAddr), orDash(eb.UserAgent), orDash(eb.RemoteAddr))
+	}
+	return fmt.Sprintf("They came from different devices or addresses: %s at %s, then %s at %s.",
+		orDash(ea.UserAgent), orDash(ea.RemoteAddr), orDash(eb.UserAgent), orDash(eb.RemoteAddr))
+}

@@ -1,0 +1,74 @@
+package checkout
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ExpireKey ends a completed key's retention now, at an operator's request: its expires_at
+// becomes now. From then on a retry with the key is refused with 422
+// idempotency_key_expired instead of replaying the stored response, and the sweeper
+// tombstones the key on its next pass exactly as if its TTL had run out (the tombstone
+// keeps refusing retries for the client's grace period). The order and its payment are
+// untouched: expiring a key forgets an answer, it does not undo anything.
+//
+// Only a completed key may be expired (ErrKeyBusy otherwise; see there). A key already
+// expired, or already swept, is left alone (Done false), so repeating the action is a no-op.
+//
+// One transaction: the key row is locked first, so that its state cannot change between the
+// check and the update (a completion in flight waits, or is seen), and the record commits
+// with the new expiry.
+func (s *Service) ExpireKey(ctx context.Context, clientID int64, key string, record Recorder) (ActionResult, error) {
+	now := s.cfg.Now()
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return ActionResult{}, fmt.Errorf("expire key: %w", err)
+	}
+	defer tx.Rollback()
+	var k struct {
+		ID        int64     `db:"id"`
+		State     string    `db:"state"`
+		ExpiresAt time.Time `db:"expires_at"`
+	}
+	err = tx.GetContext(ctx, &k, `
+		SELECT id, state, expires_at FROM idempotency_keys
+		 WHERE client_id = $1 AND key = $2
+		   FOR UPDATE`, clientID, key)
+	if errors.Is(err, sql.ErrNoRows) {
+		var swept bool
+		if err := tx.GetContext(ctx, &swept,
+			`SELECT EXISTS (SELECT 1 FROM key_tombstones WHERE client_id = $1 AND key = $2)`, clientID, key); err != nil {
+			return ActionResult{}, fmt.Errorf("expire key: tombstone: %w", err)
+		}
+		if !swept {
+			return ActionResult{}, ErrKeyNotFound
+		}
+		return ActionResult{Outcome: OutcomeAlreadyExpired, State: KeyStateExpired}, nil
+	}
+	if err != nil {
+		return ActionResult{}, fmt.Errorf("expire key: %w", err)
+	}
+	if k.State != StateCompleted {
+		return ActionResult{State: k.State}, fmt.Errorf("expire key in state %s: %w", k.State, ErrKeyBusy)
+	}
+	if !now.Before(k.ExpiresAt) {
+		return ActionResult{Outcome: OutcomeAlreadyExpired, State: k.State,
+			Detail: map[string]any{"expired_at": k.ExpiresAt.UTC()}}, nil
+	}
+	if _, err := tx.ExecContext(ctx,
+		`UPDATE idempotency_keys SET expires_at = $2 WHERE id = $1`, k.ID, now); err != nil {
+		return ActionResult{}, fmt.Errorf("expire key: %w", err)
+	}
+	detail := map[string]any{"outcome": OutcomeExpired, "key_id": k.ID,
+		"expires_at_was": k.ExpiresAt.UTC(), "expires_at": now.UTC()}
+	if err := record(ctx, tx, detail); err != nil {
+		return ActionResult{}, fmt.Errorf("expire key: record: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return ActionResult{}, fmt.Errorf("expire key: %w", err)
+	}
+	return ActionResult{Done: true, Outcome: OutcomeExpired, State: k.State, Detail: detail}, nil
+}

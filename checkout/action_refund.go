@@ -1,0 +1,177 @@
+package checkout
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/internal/problem"
+)
+
+// RefundTarget is an order as an operator about to refund it needs to see it: what was
+// captured, what is refunded or being refunded, and so what is left.
+type RefundTarget struct {
+	OrderID    int64  `db:"id"`
+	ClientID   int64  `db:"client_id"`
+	ClientName string `db:"client_name"`
+	Status     string `db:"status"`
+	Amount     int64  `db:"amount"`
+	Currency   string `db:"currency"`
+	Captured   int64  `db:"captured_amount"`
+	// Refunded counts the refunds in progress too: their amounts are reserved on the order
+	// when they are claimed.
+	Refunded      int64  `db:"refunded_amount"`
+	CustomerID    string `db:"customer_id"`
+	CustomerEmail string `db:"customer_email"`
+}
+
+// Refundable is what may still be refunded: only a paid order's capture can be.
+func (t RefundTarget) Refundable() int64 {
+	if t.Status != "paid" {
+		return 0
+	}
+	return t.Captured - t.Refunded
+}
+
+// GetRefundTarget returns the order an operator means to refund; ErrOrderNotFound if there
+// is none.
+func GetRefundTarget(ctx context.Context, db sqlx.QueryerContext, orderID int64) (RefundTarget, error) {
+	var t RefundTarget
+	err := sqlx.GetContext(ctx, db, &t, `
+		SELECT o.id, o.client_id, c.name AS client_name, o.status, o.amount, o.currency,
+		       o.captured_amount, o.refunded_amount, coalesce(o.customer_id, '') AS customer_id,
+		       coalesce(o.customer_email, '') AS customer_email
+		  FROM orders o JOIN clients c ON c.id = o.client_id
+		 WHERE o.id = $1`, orderID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return RefundTarget{}, ErrOrderNotFound
+	}
+	if err != nil {
+		return RefundTarget{}, fmt.Errorf("get refund target: %w", err)
+	}
+	return t, nil
+}
+
+// OperatorRefund is a refund an operator asks for in the console.
+type OperatorRefund struct {
+	OrderID int64
+	RefundInput
+	// Nonce is the random nonce of the console's confirmation form, made when the form was
+	// rendered. The refund's idempotency key is derived from it, so the same form posted
+	// twice refunds once.
+	Nonce string
+	// Meta is the operator's request, for the key's history.
+	Meta Meta
+}
+
+// OperatorRefundKeyPrefix starts the idempotency key of every refund made from the console;
+// the nonce follows.
+const OperatorRefundKeyPrefix = "console-refund-"
+
+// OperatorRefundResult is the refund an operator's request made, or found made.
+type OperatorRefundResult struct {
+	ClientID int64
+	Key      string // the refund's idempotency key, under the order's client
+	Refund   RefundView
+	// Replayed: the form had been posted before, and this is that refund.
+	Replayed bool
+	// Pending: the provider's outcome is not known yet. The refund exists, its amount is
+	// reserved on the order, and the completer finishes it (a refund needs no card).
+	Pending bool
+}
+
+var nonceSyntax = regexp.MustCompile(`^[A-Za-z0-9_-]{16,64}$`)
+
+// ErrInvalidNonce is a form nonce that is missing or not one the console makes.
+var ErrInvalidNonce = errors.New("invalid form nonce")
+
+// ValidNonce reports whether n looks like a nonce the console makes (URL-safe base64 of
+// enough random bits).
+func ValidNonce(n string) bool { return nonceSyntax.MatchString(n) }
+
+// RefundAsOperator refunds an order at an operator's request, through the very path of
+// POST /v1/orders/{id}/refunds: CreateRefund, with an idempotency key of the order's client
+// (a refund belongs to the client whose order it refunds) derived from the form's nonce.
+// So everything that makes an API refund safe holds for it: the amount is reserved on the
+// order under its row lock and the CHECK refuses an over-refund (422
+// refund_exceeds_captured); the provider refunds once under a key derived from the key row;
+// a crash is resumed by the completer; and a second post of the same form replays the
+// first refund instead of making another. The same nonce with another amount or reason is
+// 422 idempotency_key_reused: the form was changed after it was sent, and refunds nothing.
+//
+// Problems the API would answer come back as *problem.Problem, except payment_pending (the
+// provider's outcome is unknown): then the refund exists and is pending, and the result
+// says so (Pending) instead of an error, so that the console records it and does not
+// invite a second refund.
+func (s *Service) RefundAsOperator(ctx context.Context, in OperatorRefund) (OperatorRefundResult, error) {
+	if !ValidNonce(in.Nonce) {
+		return OperatorRefundResult{}, ErrInvalidNonce
+	}
+	if errs := in.Validate(); len(errs) > 0 {
+		return OperatorRefundResult{}, ValidationFailed(errs)
+	}
+	target, err := GetRefundTarget(ctx, s.db, in.OrderID)
+	if err != nil {
+		return OperatorRefundResult{}, err
+	}
+	client, _, err := clients.Get(ctx, s.db, target.ClientID)
+	if err != nil {
+		return OperatorRefundResult{}, fmt.Errorf("refund as operator: %w", err)
+	}
+	body, err := json.Marshal(in.RefundInput)
+	if err != nil {
+		return OperatorRefundResult{}, fmt.Errorf("refund as operator: %w", err)
+	}
+	req := Request{
+		Client: client,
+		Key:    OperatorRefundKeyPrefix + in.Nonce,
+		Method: http.MethodPost,
+		Path:   "/v1/orders/" + strconv.FormatInt(in.OrderID, 10) + "/refunds",
+		Body:   body,
+		// A double click sends the form twice at once: the second waits for the first's
+		// answer and replays it, rather than being told the key is in use.
+		Wait: s.cfg.MaxWait,
+		Meta: in.Meta,
+	}
+	out := OperatorRefundResult{ClientID: client.ID, Key: req.Key}
+	res, err := s.CreateRefund(ctx, req, in.OrderID, in.RefundInput)
+	var p *problem.Problem
+	if errors.As(err, &p) && p.Code == "payment_pending" {
+		return s.pendingRefund(ctx, out)
+	}
+	if err != nil {
+		return OperatorRefundResult{}, err
+	}
+	if res.Status != http.StatusCreated {
+		return OperatorRefundResult{}, fmt.Errorf("refund as operator: key %q answered %d", req.Key, res.Status)
+	}
+	if err := json.Unmarshal(res.Body, &out.Refund); err != nil {
+		return OperatorRefundResult{}, fmt.Errorf("refund as operator: stored refund: %w", err)
+	}
+	out.Replayed = res.Replayed
+	return out, nil
+}
+
+// pendingRefund reads back the refund whose provider outcome is unknown.
+func (s *Service) pendingRefund(ctx context.Context, out OperatorRefundResult) (OperatorRefundResult, error) {
+	k, err := lookupKey(ctx, s.db, out.ClientID, out.Key)
+	if err != nil {
+		return OperatorRefundResult{}, fmt.Errorf("refund as operator: pending refund: %w", err)
+	}
+	ref, err := loadRefund(ctx, s.db, k.RefundID.Int64)
+	if err != nil {
+		return OperatorRefundResult{}, fmt.Errorf("refund as operator: %w", err)
+	}
+	out.Pending = true
+	out.Refund = RefundView{ID: ref.ID, OrderID: ref.OrderID, Amount: ref.Amount, Currency: ref.Currency,
+		Status: "pending", Reason: ref.Reason, CreatedAt: ref.CreatedAt.UTC()}
+	return out, nil
+}

@@ -1,0 +1,477 @@
+package checkout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/internal/dbtest"
+	"github.com/tekrar/tekrar/internal/problem"
+)
+
+// switchedProvider is the sandbox behind a switch, to put a key in every state an operator
+// meets: "down" fails every call before it reaches the sandbox (nothing happens there),
+// "lost" lets a charge or refund happen and loses its answer. Either way the caller cannot
+// tell what happened.
+type switchedProvider struct {
+	psp.Provider
+	mu   sync.Mutex
+	mode string // "", "down" or "lost"
+}
+
+func (p *switchedProvider) set(mode string) { p.mu.Lock(); p.mode = mode; p.mu.Unlock() }
+
+func (p *switchedProvider) get() string { p.mu.Lock(); defer p.mu.Unlock(); return p.mode }
+
+var errUnreachable = errors.New("provider unreachable")
+
+func (p *switchedProvider) Charge(ctx context.Context, req psp.ChargeRequest) (psp.Charge, error) {
+	if p.get() == "down" {
+		return psp.Charge{}, errUnreachable
+	}
+	ch, err := p.Provider.Charge(ctx, req)
+	if p.get() == "lost" {
+		return psp.Charge{}, errors.New("answer lost")
+	}
+	return ch, err
+}
+
+func (p *switchedProvider) Refund(ctx context.Context, req psp.RefundRequest) (psp.Refund, error) {
+	if p.get() == "down" {
+		return psp.Refund{}, errUnreachable
+	}
+	r, err := p.Provider.Refund(ctx, req)
+	if p.get() == "lost" {
+		return psp.Refund{}, errors.New("answer lost")
+	}
+	return r, err
+}
+
+func (p *switchedProvider) LookupCharge(ctx context.Context, key string) (psp.Charge, error) {
+	if p.get() == "down" {
+		return psp.Charge{}, errUnreachable
+	}
+	return p.Provider.LookupCharge(ctx, key)
+}
+
+func (p *switchedProvider) LookupRefund(ctx context.Context, key string) (psp.Refund, error) {
+	if p.get() == "down" {
+		return psp.Refund{}, errUnreachable
+	}
+	return p.Provider.LookupRefund(ctx, key)
+}
+
+// actionEnv is a service on a fresh database with one client, and the actions' records.
+type actionEnv struct {
+	t        *testing.T
+	db       *sqlx.DB
+	s        *Service
+	p        *switchedProvider
+	client   clients.Client
+	now      time.Time
+	mu       sync.Mutex
+	recorded []map[string]any
+}
+
+func newActionEnv(t *testing.T) *actionEnv {
+	t.Helper()
+	db := dbtest.New(t)
+	// Microseconds, as Postgres keeps them: a frozen clock must compare equal to itself stored.
+	e := &actionEnv{t: t, db: db, now: time.Now().UTC().Truncate(time.Microsecond)}
+	e.p = &switchedProvider{Provider: psp.NewSandbox(db, psp.SandboxOptions{})}
+	e.s = NewService(db, e.p, Config{Now: func() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }}, slog.New(slog.DiscardHandler))
+	t.Cleanup(e.s.Close)
+	var err error
+	if e.client, err = clients.Create(context.Background(), db, "shop", clients.NewSecret()); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *actionEnv) advance(d time.Duration) { e.mu.Lock(); e.now = e.now.Add(d); e.mu.Unlock() }
+
+// record is a Recorder that keeps what it was given; fail makes it refuse.
+func (e *actionEnv) record(fail bool) Recorder {
+	return func(ctx context.Context, tx *sqlx.Tx, detail map[string]any) error {
+		if fail {
+			return errors.New("audit log unavailable")
+		}
+		e.mu.Lock()
+		e.recorded = append(e.recorded, detail)
+		e.mu.Unlock()
+		return nil
+	}
+}
+
+func (e *actionEnv) count(q string, args ...any) int64 {
+	e.t.Helper()
+	var n int64
+	if err := e.db.Get(&n, q, args...); err != nil {
+		e.t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+func (e *actionEnv) str(q string, args ...any) string {
+	e.t.Helper()
+	var s string
+	if err := e.db.Get(&s, q, args...); err != nil {
+		e.t.Fatalf("%s: %v", q, err)
+	}
+	return s
+}
+
+// order pays amount with token under key; it returns the order id and the answer's status.
+func (e *actionEnv) order(key, token string, amount int64) (int64, int) {
+	e.t.Helper()
+	in := OrderInput{Currency: "TRY", Amount: amount, Payment: PaymentInput{CardToken: token},
+		Items: []Item{{SKU: "LATTE", Name: "Latte", Quantity: 1, UnitAmount: amount}}}
+	body, _ := json.Marshal(in)
+	res, err := e.s.CreateOrder(context.Background(), Request{Client: e.client, Key: key, Method: "POST", Path: "/v1/orders", Body: body}, in)
+	status := res.Status
+	var p *problem.Problem
+	if errors.As(err, &p) {
+		status = p.Status
+	} else if err != nil {
+		e.t.Fatalf("order %s: %v", key, err)
+	}
+	return e.count(`SELECT coalesce((SELECT order_id FROM idempotency_keys WHERE client_id = $1 AND key = $2), 0)`, e.client.ID, key), status
+}
+
+// refund asks for a refund of order through the API's path, under key.
+func (e *actionEnv) refund(key string, order, amount int64) int {
+	e.t.Helper()
+	in := RefundInput{Amount: amount}
+	body, _ := json.Marshal(in)
+	res, err := e.s.CreateRefund(context.Background(), Request{Client: e.client, Key: key, Method: "POST",
+		Path: fmt.Sprintf("/v1/orders/%d/refunds", order), Body: body}, order, in)
+	var p *problem.Problem
+	if errors.As(err, &p) {
+		return p.Status
+	}
+	if err != nil {
+		e.t.Fatalf("refund %s: %v", key, err)
+	}
+	return res.Status
+}
+
+// needsAttention does to key what the completer does after TEKRAR_ATTENTION_AFTER without
+// an answer from the provider.
+func (e *actionEnv) needsAttention(key string) {
+	e.t.Helper()
+	res, err := e.db.Exec(`
+		UPDATE idempotency_keys SET state = 'needs_attention', attention_reason = 'provider unreachable for 1h0m0s',
+		       lease_expires_at = NULL
+		 WHERE client_id = $1 AND key = $2 AND state = 'in_progress'`, e.client.ID, key)
+	if n, _ := res.RowsAffected(); err != nil || n != 1 {
+		e.t.Fatalf("needs attention %s: %v (%d rows)", key, err, n)
+	}
+}
+
+func TestReleaseKey(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// setup leaves the key "k" as the operator finds it; provider is the provider's
+		// mode during the release.
+		setup         func(e *actionEnv)
+		provider      string
+		failRecord    bool
+		done          bool
+		outcome       string
+		state         string // of the key afterwards
+		orderStatus   string
+		charges       int64 // in the provider's ledger
+		refunded      int64 // in the provider's ledger
+		storedStatus  int   // the key's stored response
+		storedProblem string
+	}{
+		{
+			name: "charge made, answer lost: settled as paid",
+			setup: func(e *actionEnv) {
+				e.p.set("lost")
+				e.order("k", "tok_visa", 9000)
+				e.needsAttention("k")
+			},
+			done: true, outcome: OutcomePaid, state: StateCompleted, orderStatus: "paid", charges: 1, storedStatus: 201,
+		},
+		{
+			name: "declined, answer lost: settled as declined",
+			setup: func(e *actionEnv) {
+				e.p.set("lost")
+				e.order("k", "tok_declined", 9000)
+				e.needsAttention("k")
+			},
+			done: true, outcome: OutcomeDeclined, state: StateCompleted, orderStatus: "declined", charges: 1,
+			storedStatus: 402, storedProblem: "payment_declined",
+		},
+		{
+			name: "provider never reached: canceled, nothing charged",
+			setup: func(e *actionEnv) {
+				e.p.set("down")
+				e.order("k", "tok_visa", 9000)
+				e.needsAttention("k")
+			},
+			done: true, outcome: OutcomeCanceled, state: StateCompleted, orderStatus: "canceled", charges: 0,
+			storedStatus: 409, storedProblem: "payment_abandoned",
+		},
+		{
+			name: "provider still down: nothing changes",
+			setup: func(e *actionEnv) {
+				e.p.set("down")
+				e.order("k", "tok_visa", 9000)
+				e.needsAttention("k")
+			},
+			provider: "down",
+			outcome:  OutcomeStillUnknown, state: StateNeedsAttention, orderStatus: "pending", charges: 0,
+		},
+		{
+			name: "the record cannot be written: nothing changes",
+			setup: func(e *actionEnv) {
+				e.p.set("lost")
+				e.order("k", "tok_visa", 9000)
+				e.needsAttention("k")
+			},
+			failRecord: true,
+			state:      StateNeedsAttention, orderStatus: "pending", charges: 1,
+		},
+		{
+			name: "refund never sent: made now, once",
+			setup: func(e *actionEnv) {
+				id, _ := e.order("k-order", "tok_visa", 9000)
+				e.p.set("down")
+				if st := e.refund("k", id, 2500); st != http.StatusServiceUnavailable {
+					e.t.Fatalf("refund while the provider is down: %d", st)
+				}
+				e.needsAttention("k")
+			},
+			done: true, outcome: OutcomeRefunded, state: StateCompleted, orderStatus: "paid", charges: 1, refunded: 2500, storedStatus: 201,
+		},
+		{
+			name: "refund made, answer lost: finished, not made twice",
+			setup: func(e *actionEnv) {
+				id, _ := e.order("k-order", "tok_visa", 9000)
+				e.p.set("lost")
+				e.refund("k", id, 2500)
+				e.needsAttention("k")
+			},
+			done: true, outcome: OutcomeRefunded, state: StateCompleted, orderStatus: "paid", charges: 1, refunded: 2500, storedStatus: 201,
+		},
+		{
+			name: "a key that does not need attention is left alone",
+			setup: func(e *actionEnv) {
+				e.order("k", "tok_visa", 9000)
+			},
+			outcome: OutcomeNotNeeded, state: StateCompleted, orderStatus: "paid", charges: 1, storedStatus: 201,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newActionEnv(t)
+			tc.setup(e)
+			e.p.set(tc.provider)
+			res, err := e.s.ReleaseKey(context.Background(), e.client.ID, "k", e.record(tc.failRecord))
+			if tc.failRecord {
+				if err == nil || !strings.Contains(err.Error(), "audit log unavailable") {
+					t.Fatalf("release with a failing record: %+v %v", res, err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if res.Done != tc.done || res.Outcome != tc.outcome {
+				t.Fatalf("release: done %v outcome %q, want %v %q (%v)", res.Done, res.Outcome, tc.done, tc.outcome, res.Detail)
+			}
+			if n := len(e.recorded); (n == 1) != tc.done || n > 1 {
+				t.Fatalf("%d records for done=%v: %v", n, tc.done, e.recorded)
+			}
+			if tc.done && e.recorded[0]["outcome"] != tc.outcome {
+				t.Fatalf("recorded %v", e.recorded[0])
+			}
+			if st := e.str(`SELECT state FROM idempotency_keys WHERE key = 'k'`); st != tc.state {
+				t.Fatalf("key state %s, want %s", st, tc.state)
+			}
+			if st := e.str(`SELECT o.status FROM orders o ORDER BY o.id LIMIT 1`); st != tc.orderStatus {
+				t.Fatalf("order %s, want %s", st, tc.orderStatus)
+			}
+			if n := e.count(`SELECT count(*) FROM psp_charges`); n != tc.charges {
+				t.Fatalf("%d charges at the provider, want %d", n, tc.charges)
+			}
+			if n := e.count(`SELECT coalesce(sum(amount), 0) FROM psp_refunds`); n != tc.refunded {
+				t.Fatalf("provider refunded %d, want %d", n, tc.refunded)
+			}
+			if tc.storedStatus != 0 {
+				var stored struct {
+					Status int     `db:"response_status"`
+					Body   []byte  `db:"response_body"`
+					Reason *string `db:"attention_reason"`
+				}
+				if err := e.db.Get(&stored, `SELECT response_status, response_body, attention_reason FROM idempotency_keys WHERE key = 'k'`); err != nil {
+					t.Fatal(err)
+				}
+				if stored.Status != tc.storedStatus || !strings.Contains(string(stored.Body), tc.storedProblem) || stored.Reason != nil && tc.done {
+					t.Fatalf("stored %d %s (attention reason %v)", stored.Status, stored.Body, stored.Reason)
+				}
+			}
+			// Releasing again is a no-op.
+			again, err := e.s.ReleaseKey(context.Background(), e.client.ID, "k", e.record(false))
+			if err != nil || (tc.done && (again.Done || again.Outcome != OutcomeNotNeeded)) {
+				t.Fatalf("second release: %+v %v", again, err)
+			}
+		})
+	}
+}
+
+// A released order replays what the release stored, byte for byte, to the app's retry.
+func TestReleasedKeyReplays(t *testing.T) {
+	e := newActionEnv(t)
+	e.p.set("lost")
+	id, status := e.order("k", "tok_visa", 9000)
+	if status != http.StatusServiceUnavailable {
+		t.Fatalf("order with a lost answer: %d", status)
+	}
+	e.needsAttention("k")
+	if _, st := e.order("k", "tok_visa", 9000); st != http.StatusServiceUnavailable {
+		t.Fatalf("retry while it needs attention: %d", st)
+	}
+	e.p.set("")
+	if res, err := e.s.ReleaseKey(context.Background(), e.client.ID, "k", e.record(false)); err != nil || res.Outcome != OutcomePaid {
+		t.Fatalf("release: %+v %v", res, err)
+	}
+	again, st := e.order("k", "tok_visa", 9000)
+	if st != http.StatusCreated || again != id {
+		t.Fatalf("retry after the release: %d (order %d, want %d)", st, again, id)
+	}
+	if n := e.count(`SELECT count(*) FROM psp_charges`); n != 1 {
+		t.Fatalf("%d charges", n)
+	}
+}
+
+func TestExpireKey(t *testing.T) {
+	e := newActionEnv(t)
+	ctx := context.Background()
+	e.order("k", "tok_visa", 9000)
+	e.p.set("down")
+	e.order("k-open", "tok_visa", 9000) // in progress: the provider's answer is not known
+	e.order("k-stuck", "tok_visa", 9000)
+	e.needsAttention("k-stuck")
+	e.p.set("")
+
+	for _, key := range []string{"k-open", "k-stuck"} {
+		if _, err := e.s.ExpireKey(ctx, e.client.ID, key, e.record(false)); !errors.Is(err, ErrKeyBusy) {
+			t.Fatalf("expire %s: %v, want ErrKeyBusy", key, err)
+		}
+	}
+	if _, err := e.s.ExpireKey(ctx, e.client.ID, "no-such-key", e.record(false)); !errors.Is(err, ErrKeyNotFound) {
+		t.Fatalf("expire an unknown key: %v", err)
+	}
+	if _, err := e.s.ExpireKey(ctx, e.client.ID, "k", e.record(true)); err == nil {
+		t.Fatal("expired without its record")
+	}
+	if n := e.count(`SELECT count(*) FROM idempotency_keys WHERE key = 'k' AND expires_at > $1`, e.now); n != 1 {
+		t.Fatal("a failed record left the key expired")
+	}
+
+	res, err := e.s.ExpireKey(ctx, e.client.ID, "k", e.record(false))
+	if err != nil || !res.Done || res.Outcome != OutcomeExpired || len(e.recorded) != 1 {
+		t.Fatalf("expire: %+v %v (%d records)", res, err, len(e.recorded))
+	}
+	e.advance(time.Second)
+	if _, st := e.order("k", "tok_visa", 9000); st != http.StatusUnprocessableEntity {
+		t.Fatalf("retry of an expired key: %d", st)
+	}
+	res, err = e.s.ExpireKey(ctx, e.client.ID, "k", e.record(false))
+	if err != nil || res.Done || res.Outcome != OutcomeAlreadyExpired || len(e.recorded) != 1 {
+		t.Fatalf("expire again: %+v %v (%d records)", res, err, len(e.recorded))
+	}
+
+	sweeper := NewSweeper(e.db, SweepConfig{Now: func() time.Time { return e.now }}, slog.New(slog.DiscardHandler))
+	if r, err := sweeper.Pass(ctx); err != nil || r.KeysTombstoned != 1 {
+		t.Fatalf("sweep: %+v %v", r, err)
+	}
+	e.advance(2 * time.Minute)
+	if r, err := sweeper.Pass(ctx); err != nil || r.KeysDeleted != 1 {
+		t.Fatalf("second sweep: %+v %v", r, err)
+	}
+	res, err = e.s.ExpireKey(ctx, e.client.ID, "k", e.record(false))
+	if err != nil || res.Done || res.State != KeyStateExpired {
+		t.Fatalf("expire a swept key: %+v %v", res, err)
+	}
+	if _, st := e.order("k", "tok_visa", 9000); st != http.StatusUnprocessableEntity {
+		t.Fatalf("retry of a swept key: %d", st)
+	}
+	if n := e.count(`SELECT count(*) FROM idempotency_keys WHERE key IN ('k-open', 'k-stuck')`); n != 2 {
+		t.Fatal("unfinished keys were swept")
+	}
+}
+
+func TestRefundAsOperator(t *testing.T) {
+	e := newActionEnv(t)
+	ctx := context.Background()
+	id, _ := e.order("k", "tok_visa", 9000)
+	nonce := func(n int) string { return fmt.Sprintf("nonce-%02d-aaaaaaaaaaaaaaaa", n) }
+	refund := func(n int, amount int64, reason string) (OperatorRefundResult, error) {
+		return e.s.RefundAsOperator(ctx, OperatorRefund{OrderID: id, RefundInput: RefundInput{Amount: amount, Reason: reason}, Nonce: nonce(n)})
+	}
+	problemCode := func(err error) string {
+		var p *problem.Problem
+		if errors.As(err, &p) {
+			return p.Code
+		}
+		return fmt.Sprint(err)
+	}
+
+	first, err := refund(1, 2500, "cold coffee")
+	if err != nil || first.Replayed || first.Pending || first.Refund.Amount != 2500 || first.ClientID != e.client.ID ||
+		first.Key != OperatorRefundKeyPrefix+nonce(1) {
+		t.Fatalf("first refund: %+v %v", first, err)
+	}
+	again, err := refund(1, 2500, "cold coffee")
+	if err != nil || !again.Replayed || again.Refund.ID != first.Refund.ID {
+		t.Fatalf("the same form again: %+v %v", again, err)
+	}
+	if _, err := refund(1, 3000, "cold coffee"); problemCode(err) != "idempotency_key_reused" {
+		t.Fatalf("the same form with another amount: %v", err)
+	}
+	if _, err := refund(2, 6501, ""); problemCode(err) != "refund_exceeds_captured" {
+		t.Fatalf("over-refund: %v", err)
+	}
+	if _, err := refund(3, 2500, ""); err != nil {
+		t.Fatalf("second refund: %v", err)
+	}
+	if _, err := e.s.RefundAsOperator(ctx, OperatorRefund{OrderID: id, RefundInput: RefundInput{Amount: 1}, Nonce: "short"}); !errors.Is(err, ErrInvalidNonce) {
+		t.Fatalf("bad nonce: %v", err)
+	}
+	if _, err := e.s.RefundAsOperator(ctx, OperatorRefund{OrderID: id + 100, RefundInput: RefundInput{Amount: 1}, Nonce: nonce(4)}); !errors.Is(err, ErrOrderNotFound) {
+		t.Fatalf("unknown order: %v", err)
+	}
+
+	e.p.set("down")
+	pending, err := refund(5, 1000, "")
+	if err != nil || !pending.Pending || pending.Refund.Status != "pending" || pending.Refund.Amount != 1000 {
+		t.Fatalf("refund while the provider is down: %+v %v", pending, err)
+	}
+	e.p.set("")
+	e.advance(time.Second)
+	if res, err := refund(5, 1000, ""); err != nil || res.Pending || res.Refund.ID != pending.Refund.ID {
+		t.Fatalf("the pending form sent again: %+v %v", res, err)
+	}
+
+	if n := e.count(`SELECT refunded_amount FROM orders WHERE id = $1`, id); n != 6000 {
+		t.Fatalf("refunded_amount %d", n)
+	}
+	if n := e.count(`SELECT coalesce(sum(amount), 0) FROM psp_refunds`); n != 6000 {
+		t.Fatalf("the provider refunded %d", n)
+	}
+	if n := e.count(`SELECT count(*) FROM refunds WHERE client_id = $1 AND status = 'succeeded'`, e.client.ID); n != 3 {
+		t.Fatalf("%d refunds", n)
+	}
+}

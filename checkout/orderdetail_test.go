@@ -1,0 +1,87 @@
+package checkout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// An order's page lists every key that touched it: the order's own and its refunds', live,
+// being swept (row and tombstone) or swept (tombstone only).
+func TestGetOrderDetail(t *testing.T) {
+	for name, d := range consoleDBs(t) {
+		t.Run(name, func(t *testing.T) {
+			f := seedConsole(t, d)
+			ctx := context.Background()
+			tests := []struct {
+				order   string
+				keys    []string // "key state refund?"
+				refunds int
+			}{
+				{"a1", []string{"k-a1 completed order", "k-r1 completed refund", "k-r2 expired refund forget"}, 2},
+				{"e1", []string{"k-settle completed order forget"}, 0},
+				{"d1", []string{"k-swept expired order forget"}, 0},
+				{"sk1", []string{"same-key expired order forget"}, 0},
+				{"sk2", []string{"same-key completed order"}, 0},
+			}
+			for _, tt := range tests {
+				o, err := GetOrderDetail(ctx, d, f.orders[tt.order])
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, k := range o.Keys {
+					s := k.Key + " " + k.State + map[bool]string{true: " refund", false: " order"}[k.RefundID != nil]
+					if k.ForgetAt != nil {
+						s += " forget"
+					}
+					got = append(got, s)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(tt.keys) {
+					t.Errorf("%s: keys %v, want %v", tt.order, got, tt.keys)
+				}
+				if len(o.Refunds) != tt.refunds || o.ID != f.orders[tt.order] || o.Metadata != nil {
+					t.Errorf("%s: %d refunds, id %d, metadata %s", tt.order, len(o.Refunds), o.ID, o.Metadata)
+				}
+			}
+			f.exec(`UPDATE orders SET metadata = '{"table":"7"}' WHERE id = $1`, f.orders["a2"])
+			if o, err := GetOrderDetail(ctx, d, f.orders["a2"]); err != nil || string(o.Metadata) != `{"table": "7"}` {
+				t.Errorf("metadata %s, %v", o.Metadata, err)
+			}
+			if _, err := GetOrderDetail(ctx, d, 123456789); !errors.Is(err, ErrOrderNotFound) {
+				t.Errorf("unknown order: %v", err)
+			}
+		})
+	}
+}
+
+// The request that created an order is its key's created event from the order's time on,
+// not one of an earlier use of the key string.
+func TestOrderArrivals(t *testing.T) {
+	d := consoleDBs(t)["binary_parameters"]
+	f := seedConsole(t, d)
+	ctx := context.Background()
+	f.event(f.shop, "k-a2", EventCreated, at0.Add(-30*24*time.Hour)) // an earlier use of the string
+	rows, err := loadOrderRows(ctx, d, []int64{f.orders["a1"], f.orders["a2"], f.orders["dt1"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := OrderArrivals(ctx, d, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || !got[f.orders["a1"]].At.Equal(at0) || !got[f.orders["a2"]].At.Equal(at0.Add(2*time.Hour)) {
+		t.Fatalf("arrivals %+v", got)
+	}
+	if e := got[f.orders["a1"]]; e.Kind != EventCreated || e.UserAgent != "tekrar-test/1" || e.RemoteAddr != "203.0.113.7" {
+		t.Errorf("arrival of a1: %+v", e)
+	}
+	if _, ok := got[f.orders["dt1"]]; ok {
+		t.Error("an order without a recorded created event has an arrival")
+	}
+	if none, err := OrderArrivals(ctx, d, nil); err != nil || len(none) != 0 {
+		t.Errorf("no orders: %v %v", none, err)
+	}
+}
