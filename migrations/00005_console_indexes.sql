@@ -1,5 +1,5 @@
--- The operator console's searches (checkout/queries.go): "I was charged twice". Measured
--- with the queries at 10 million keys; checkout/queries_test.go checks their plans.
+-- The operator console's searches (checkout/queries*.go): "I was charged twice". Measured
+-- with the queries at 10 million keys; checkout/queries_plan_test.go checks their plans.
 --
 -- No index on idempotency_keys: every one would be written by each claim and again by each
 -- completion (which changes the indexed state, so it is never a HOT update). The console's
