@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -95,7 +97,7 @@ func scaleKey(id int) string { return fmt.Sprintf("key-%08d", id) }
 // own connections; the secondary indexes dropped during the load and rebuilt from their
 // own definitions after it; and, for a superuser, no foreign key checks (the data is
 // consistent by construction).
-func seedScale(t *testing.T, d *sqlx.DB, n int) {
+func seedScale(t testing.TB, d *sqlx.DB, n int) {
 	t.Helper()
 	var indexes []struct {
 		Name string `db:"name"`
@@ -490,4 +492,38 @@ func textPlan(t *testing.T, d *sqlx.DB, q recordedQuery) string {
 		t.Fatal(err)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// BenchmarkConsoleQueries times every console query on seedScale's data at a scale of
+// TEKRAR_CONSOLE_SCALE keys (default planScale). At 10 million keys the data takes some
+// 15 GB: point TEST_DATABASE_URL at a Postgres on disk rather than the tests' RAM one.
+//
+//	TEKRAR_CONSOLE_SCALE=10000000 TEST_DATABASE_URL=postgres://... \
+//	  go test -run '^$' -bench ConsoleQueries -benchtime 20x -timeout 3h ./checkout/
+func BenchmarkConsoleQueries(b *testing.B) {
+	n := planScale
+	if v := os.Getenv("TEKRAR_CONSOLE_SCALE"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 10_000 {
+			b.Fatalf("TEKRAR_CONSOLE_SCALE=%q: want a number of keys of at least 10000", v)
+		}
+	}
+	d, err := sqlx.Connect("postgres", db.DSN(dbtest.NewURL(b)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = d.Close() })
+	start := time.Now()
+	seedScale(b, d, n)
+	b.Logf("seeded %d keys in %s", n, time.Since(start).Round(time.Second))
+	ctx := context.Background()
+	for _, c := range consoleCalls() {
+		b.Run(strings.ReplaceAll(c.name, " ", "_"), func(b *testing.B) {
+			for b.Loop() {
+				if rows, err := c.run(ctx, d); err != nil || rows == 0 {
+					b.Fatalf("%d rows, %v", rows, err)
+				}
+			}
+		})
+	}
 }
