@@ -69,7 +69,7 @@ func referenceCanonicalJSON(body []byte) ([]byte, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
-	if len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
+	if len(bytes.Trim(body[dec.InputOffset():], " \t\r\n")) > 0 { // JSON's whitespace only
 		return nil, errors.New("data after the document")
 	}
 	var b bytes.Buffer

@@ -44,6 +44,12 @@ func decodeStrict(body []byte, v any) *problem.Problem {
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if err == nil {
+		// One document, then only JSON's own whitespace: a second document or stray bytes
+		// would make the body mean two things, and the fingerprint refuses it too.
+		if len(bytes.Trim(body[dec.InputOffset():], " \t\r\n")) > 0 {
+			return problem.New(http.StatusBadRequest, "malformed_json", "Request body is not valid JSON").
+				WithDetail("send exactly one JSON document")
+		}
 		return nil
 	}
 	var typeErr *json.UnmarshalTypeError

@@ -189,6 +189,8 @@ func TestRefusedRequestsAreNotStored(t *testing.T) {
 		{"unknown field", bytes.Replace(valid, []byte(`"amount"`), []byte(`"amout"`), 1), nil, 422, "validation_failed"},
 		{"wrong type", bytes.Replace(valid, []byte(`"amount":9000`), []byte(`"amount":"9000"`), 1), nil, 422, "validation_failed"},
 		{"malformed json", []byte(`{"currency":`), nil, 400, "malformed_json"},
+		{"data after the document", append(bytes.Clone(valid), []byte(` {"amount":1}`)...), nil, 400, "malformed_json"},
+		{"not JSON whitespace after it", append(bytes.Clone(valid), '\v'), nil, 400, "malformed_json"},
 		{"too large", []byte(`{"metadata":{"x":"` + strings.Repeat("a", 4000) + `"}}`), nil, 413, "body_too_large"},
 		{"wrong content type", valid, []string{"Content-Type", "text/plain"}, 415, "unsupported_media_type"},
 	}
