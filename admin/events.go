@@ -96,11 +96,12 @@ func eventFilterForm(c *gin.Context) views.KeyFilter {
 // checkout.Service.execute): a conflict's method and path, the state that turned a repeat
 // away, what a late retry was.
 type eventDetail struct {
-	Method      string `json:"method"`
-	Path        string `json:"path"`
-	State       string `json:"state"`
-	Swept       bool   `json:"swept"`
-	SameRequest *bool  `json:"same_request"`
+	Method      string   `json:"method"`
+	Path        string   `json:"path"`
+	Differs     []string `json:"differs"`
+	State       string   `json:"state"`
+	Swept       bool     `json:"swept"`
+	SameRequest *bool    `json:"same_request"`
 }
 
 func eventLine(e checkout.EventRow) views.EventLine {
@@ -121,7 +122,7 @@ func eventLine(e checkout.EventRow) views.EventLine {
 	}
 	switch e.Kind {
 	case checkout.EventReusedConflict:
-		l.StoredFP, l.SentFP = e.KeyFingerprint, e.Fingerprint
+		l.StoredFP, l.SentFP, l.Differs = e.KeyFingerprint, e.Fingerprint, d.Differs
 		stored, sent := e.KeyMethod+" "+e.KeyPath, d.Method+" "+d.Path
 		if e.KeyMethod != "" && d.Method != "" && stored != sent {
 			l.StoredLine, l.SentLine = stored, sent

@@ -359,6 +359,12 @@ func TestConflictsPage(t *testing.T) {
 		!strings.Contains(diff, fmt.Sprintf("POST /v1/orders/%d/refunds", orderID)) {
 		t.Errorf("the refund conflict does not show the two paths: %s", diff)
 	}
+	if got := amountRow.Find("ul.differs li").Map(func(_ int, s *goquery.Selection) string { return s.Text() }); strings.Join(got, "; ") != "amount: 45.00 TRY → 46.00 TRY; items" {
+		t.Errorf("the amount conflict lists %q as what differed", got)
+	}
+	if got := refundRow.Find("ul.differs li").Text(); got != fmt.Sprintf("route: POST /v1/orders → POST /v1/orders/%d/refunds", orderID) {
+		t.Errorf("the refund conflict lists %q as what differed", got)
+	}
 	if strings.Contains(amountRow.Text(), "request stored") {
 		t.Errorf("the same request line shown as a difference: %s", amountRow.Text())
 	}

@@ -142,6 +142,9 @@ type operation interface {
 	// transaction. It returns errNoKey when a concurrent first arrival holds the key, and
 	// a live tombstone of the key, unclaimed, when it was swept in its grace period.
 	claim(ctx context.Context, k *Key) (_ *Key, claimed bool, _ error)
+	// differences lists the fields of the operation's record (the order, the refund) that
+	// this request does not match, for the history of a key it reused.
+	differences(ctx context.Context, k *Key) ([]string, error)
 	// run drives a claimed key from its recovery point to a response. resumed is false on
 	// the first arrival, when nothing can have reached the provider yet.
 	run(ctx context.Context, k *Key, resumed bool) (Response, error)
@@ -204,7 +207,8 @@ func (s *Service) execute(ctx context.Context, req Request, op operation) (Resul
 		}
 		if !sameRequest {
 			p := keyReused(k, req.Method, req.Path)
-			s.record(req, k, EventReusedConflict, p.Status, fp[:], map[string]any{"method": req.Method, "path": req.Path})
+			s.record(req, k, EventReusedConflict, p.Status, fp[:], map[string]any{"method": req.Method, "path": req.Path,
+				"differs": s.conflictDifferences(ctx, k, req, op)})
 			return Result{}, p
 		}
 		switch k.State {
