@@ -19,6 +19,10 @@ import (
 
 var windows = map[string]time.Duration{"hour": time.Hour, "day": 24 * time.Hour, "week": 7 * 24 * time.Hour}
 
+// chartBuckets splits each window into bars a whole number of minutes wide (3 min, 1 h,
+// 6 h), so that the chart is read from the per-minute counts.
+var chartBuckets = map[string]int{"hour": 20, "day": 24, "week": 28}
+
 func (a *console) overview(c *gin.Context) {
 	window := c.DefaultQuery("window", "day")
 	span, ok := windows[window]
@@ -38,8 +42,9 @@ func (a *console) overview(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	const buckets = 24
-	rate, err := checkout.ReplayRate(ctx, a.DB, from, to, buckets)
+	// The chart ends with the current minute, so that its bars start on whole minutes.
+	end := to.Truncate(time.Minute).Add(time.Minute)
+	rate, err := checkout.ReplayRate(ctx, a.DB, end.Add(-span), end, chartBuckets[window])
 	if err != nil {
 		a.fail(c, err)
 		return

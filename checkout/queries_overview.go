@@ -34,19 +34,52 @@ const CountRequests = "requests"
 var requestKinds = []string{EventCreated, EventReplayed, EventReusedConflict, EventInUseRejected,
 	EventResumed, EventLateRetry}
 
-// eventCountsSQL counts by kind with one index range per kind: (kind, at) over all clients,
-// (client_id, kind, at) for one; both index-only.
+// wholeMinutes returns the whole minutes [m1, m2) inside [from, to), which
+// key_event_counts answers; the ragged edges [from, m1) and [m2, to) are read from
+// key_events, a minute's worth at most each. With no whole minute inside, m1 = m2 = to and
+// the first edge is the whole window.
+func wholeMinutes(from, to time.Time) (m1, m2 time.Time) {
+	m1 = from.Truncate(time.Minute)
+	if m1.Before(from) {
+		m1 = m1.Add(time.Minute)
+	}
+	m2 = to.Truncate(time.Minute)
+	if !m1.Before(m2) {
+		return to, to
+	}
+	return m1, m2
+}
+
+// eventCountsSQL counts by kind: the whole minutes from key_event_counts (kept by triggers
+// on key_events, see migrations/00008_event_counts.sql), the edges from key_events through
+// (kind, at) over all clients or (client_id, kind, at) for one, index-only.
 func eventCountsSQL(from, to time.Time, clientID int64) (string, []any, error) {
 	if !to.After(from) {
 		return "", nil, invalidQuery("empty time range")
 	}
+	m1, m2 := wholeMinutes(from, to)
 	var a sqlArgs
-	preds := []string{"e.kind = ANY (" + a.p(pq.Array(EventKinds)) + "::text[])",
-		"e.at >= " + a.t(from), "e.at < " + a.t(to)}
-	if clientID != 0 {
-		preds = append(preds, "e.client_id = "+a.p(clientID))
+	kinds := a.p(pq.Array(EventKinds))
+	client := func(alias string) string {
+		if clientID == 0 {
+			return ""
+		}
+		return " AND " + alias + ".client_id = " + a.p(clientID)
 	}
-	return `SELECT e.kind, count(*) AS n FROM key_events e` + sqlWhere(preds) + ` GROUP BY e.kind`, a, nil
+	edge := func(lo, hi string) string {
+		return `
+		    SELECT e.kind, count(*) AS n FROM key_events e
+		     WHERE e.kind = ANY (` + kinds + `::text[]) AND e.at >= ` + lo + ` AND e.at < ` + hi + client("e") + `
+		     GROUP BY e.kind`
+	}
+	f, lo, hi, t := a.t(from), a.t(m1), a.t(m2), a.t(to)
+	return `
+		SELECT x.kind, sum(x.n)::bigint AS n FROM (
+		    SELECT c.kind, c.n FROM key_event_counts c
+		     WHERE c.minute >= ` + lo + ` AND c.minute < ` + hi + ` AND c.kind = ANY (` + kinds + `::text[])` + client("c") + `
+		    UNION ALL` + edge(f, lo) + `
+		    UNION ALL` + edge(hi, t) + `
+		) x GROUP BY x.kind`, a, nil
 }
 
 // EventCounts counts the events of each kind in [from, to), of one client or (clientID 0)
@@ -99,13 +132,36 @@ func replayRateSQL(from, to time.Time, buckets int) (string, []any, time.Duratio
 	// the cast to bigint rounds to it.
 	us := max((to.Sub(from).Microseconds()+int64(buckets)-1)/int64(buckets), 1)
 	width := time.Duration(us) * time.Microsecond
+	bucket := func(col string) string {
+		return `(date_part('epoch', ` + col + ` - $1::timestamptz) * 1000000)::bigint / $3::bigint`
+	}
+	events := func(lo, hi string) string {
+		return `
+		    SELECT ` + bucket("e.at") + ` AS b,
+		           count(*) FILTER (WHERE e.kind = 'created') AS created,
+		           count(*) FILTER (WHERE e.kind = 'replayed') AS replayed
+		      FROM key_events e
+		     WHERE e.kind IN ('created', 'replayed') AND e.at >= ` + lo + ` AND e.at < ` + hi + `
+		     GROUP BY 1`
+	}
+	// When the buckets start on a minute and are whole minutes wide, every minute of
+	// key_event_counts falls in one bucket: whole minutes come from there, and only the
+	// last, unfinished minute from the events. Otherwise every event is read.
+	m1, m2 := wholeMinutes(from, to)
+	if !m1.Equal(from) || width%time.Minute != 0 {
+		return `SELECT b, coalesce(sum(created), 0)::bigint AS created, coalesce(sum(replayed), 0)::bigint AS replayed FROM (` +
+			events("$1", "$2") + `) x GROUP BY b`, []any{from, to, width.Microseconds()}, width, nil
+	}
 	return `
-		SELECT (date_part('epoch', e.at - $1::timestamptz) * 1000000)::bigint / $3::bigint AS b,
-		       count(*) FILTER (WHERE e.kind = 'created') AS created,
-		       count(*) FILTER (WHERE e.kind = 'replayed') AS replayed
-		  FROM key_events e
-		 WHERE e.kind IN ('created', 'replayed') AND e.at >= $1 AND e.at < $2
-		 GROUP BY 1`, []any{from, to, width.Microseconds()}, width, nil
+		SELECT b, coalesce(sum(created), 0)::bigint AS created, coalesce(sum(replayed), 0)::bigint AS replayed FROM (
+		    SELECT ` + bucket("c.minute") + ` AS b,
+		           sum(c.n) FILTER (WHERE c.kind = 'created') AS created,
+		           sum(c.n) FILTER (WHERE c.kind = 'replayed') AS replayed
+		      FROM key_event_counts c
+		     WHERE c.kind IN ('created', 'replayed') AND c.minute >= $1 AND c.minute < $4
+		     GROUP BY 1
+		    UNION ALL` + events("$4", "$2") + `
+		) x GROUP BY b`, []any{from, to, width.Microseconds(), m2}, width, nil
 }
 
 // ReplayRate splits [from, to) into buckets of equal width (the last one may be cut short
