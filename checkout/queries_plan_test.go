@@ -369,6 +369,12 @@ func consoleCalls() []consoleCall {
 		b, err := ReplayRate(ctx, q, end.Add(-day), end, 48)
 		return len(b), err
 	})
+	// Buckets that do not start on a minute are counted from the events themselves: the
+	// baseline that the per-minute counts are measured against in the same run.
+	add("ReplayRate last day, from the events", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		b, err := ReplayRate(ctx, q, end.Add(-day+time.Second), end, 48)
+		return len(b), err
+	})
 	add("RecentSweeps", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
 		s, err := RecentSweeps(ctx, q, 20)
 		return len(s), err
