@@ -179,15 +179,7 @@ func listEventsSQL(f EventFilter, page Page) (string, []any, error) {
 	if f.Key != "" {
 		preds = append(preds, "e.key = "+a.p(f.Key), "e.kind = ANY ("+a.p(pq.Array(kinds))+"::text[])")
 	}
-	if !f.From.IsZero() {
-		preds = append(preds, "e.at >= "+a.t(f.From))
-	}
-	if !f.To.IsZero() {
-		preds = append(preds, "e.at < "+a.t(f.To))
-	}
-	if cur != nil {
-		preds = append(preds, "(e.at, e.id) < ("+a.p(cur.at)+"::timestamptz, "+a.p(cur.id)+"::bigint)")
-	}
+	preds = eventWindow(&a, preds, f, cur)
 	limit := a.p(page.size() + 1)
 	var inner string
 	if f.Key != "" {
@@ -209,6 +201,20 @@ func listEventsSQL(f EventFilter, page Page) (string, []any, error) {
 // alone names one pair per client; an order or a customer the keys that made the orders
 // and their refunds, live (idempotency_keys) or swept (key_tombstones), found through the
 // indexes ListKeys uses.
+// eventWindow adds an event list's time range and page cursor to preds.
+func eventWindow(a *sqlArgs, preds []string, f EventFilter, cur *pageCursor) []string {
+	if !f.From.IsZero() {
+		preds = append(preds, "e.at >= "+a.t(f.From))
+	}
+	if !f.To.IsZero() {
+		preds = append(preds, "e.at < "+a.t(f.To))
+	}
+	if cur != nil {
+		preds = append(preds, "(e.at, e.id) < ("+a.p(cur.at)+"::timestamptz, "+a.p(cur.id)+"::bigint)")
+	}
+	return preds
+}
+
 func eventsOfKeysSQL(a *sqlArgs, f EventFilter, kinds []string, cur *pageCursor, page Page) string {
 	var keys string
 	if f.OrderID == 0 && f.CustomerID == "" {
@@ -239,15 +245,7 @@ func eventsOfKeysSQL(a *sqlArgs, f EventFilter, kinds []string, cur *pageCursor,
 			` UNION SELECT k.client_id, k.key FROM key_tombstones k` + preds
 	}
 	preds := []string{"e.client_id = kk.client_id", "e.key = kk.key", "e.kind = ANY (" + a.p(pq.Array(kinds)) + "::text[])"}
-	if !f.From.IsZero() {
-		preds = append(preds, "e.at >= "+a.t(f.From))
-	}
-	if !f.To.IsZero() {
-		preds = append(preds, "e.at < "+a.t(f.To))
-	}
-	if cur != nil {
-		preds = append(preds, "(e.at, e.id) < ("+a.p(cur.at)+"::timestamptz, "+a.p(cur.id)+"::bigint)")
-	}
+	preds = eventWindow(a, preds, f, cur)
 	limit := a.p(page.size() + 1)
 	return `SELECT e.* FROM (` + keys + `) kk CROSS JOIN LATERAL (
 		SELECT ` + eventColumns + ` FROM key_events e` + sqlWhere(preds) + `
