@@ -104,6 +104,24 @@ func lookupKey(ctx context.Context, db sqlx.QueryerContext, clientID int64, key 
 	return &k, nil
 }
 
+// lookupReplay reads only what a replay needs of a key, with a plain Scan: it is the one
+// query of a replay, the hottest path there is, and the full row through reflection cost
+// about a fifth of a replay's CPU. Everything that is not a replay goes on to lookupKey.
+func lookupReplay(ctx context.Context, db sqlx.QueryerContext, clientID int64, key string) (*Key, error) {
+	k := Key{ClientID: clientID, Key: key}
+	err := db.QueryRowxContext(ctx, `
+		SELECT id, state, fingerprint, response_status, response_headers, response_body, expires_at
+		  FROM idempotency_keys WHERE client_id = $1 AND key = $2`, clientID, key).
+		Scan(&k.ID, &k.State, &k.Fingerprint, &k.ResponseStatus, &k.ResponseHeaders, &k.ResponseBody, &k.ExpiresAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errNoKey
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up key for replay: %w", err)
+	}
+	return &k, nil
+}
+
 // takeOver gives the key to a new worker when the previous one's lease has lapsed (it
 // died, or gave the key back after an unknown provider outcome). Incrementing the token
 // fences the former owner out: its completing write names the old token and matches

@@ -21,7 +21,7 @@ func (s *Service) Replay(ctx context.Context, req *Request) (_ Result, ok bool) 
 		return Result{}, false // not JSON: the caller's decoding says why
 	}
 	req.seen.fp, req.seen.ok = fp, true
-	k, err := lookupKey(ctx, s.q, req.Client.ID, req.Key)
+	k, err := lookupReplay(ctx, s.q, req.Client.ID, req.Key)
 	if err != nil {
 		// errNoKey: a first arrival, which claims without looking again. Any other error
 		// is met again, and answered, on the ordinary path.

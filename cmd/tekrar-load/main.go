@@ -11,11 +11,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -41,8 +39,11 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	l := &loader{url: *url + "/v1/orders", secret: *secret, run: *run,
-		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: *clients * 2}}}
+	if _, err := newConn(*url); err != nil {
+		fmt.Fprintln(os.Stderr, "tekrar-load:", err)
+		os.Exit(2)
+	}
+	l := &loader{url: *url, secret: *secret, run: *run, replay: *mode == "replay"}
 	var next func(worker int) int64
 	// First-time keys are numbered from a random point, so that runs sharing -run do not
 	// meet each other's keys.
@@ -65,13 +66,13 @@ func main() {
 	res := l.measure(*clients, *warm, *dur, next)
 	fmt.Println(res.line(*mode, *clients, *dur))
 	if res.errors > 0 {
-		fmt.Fprintln(os.Stderr, "tekrar-load: statuses:", res.statuses)
+		fmt.Fprintln(os.Stderr, "tekrar-load: statuses (0: no answer, -1: not a replay):", res.statuses)
 	}
 }
 
 type loader struct {
 	url, secret, run string
-	hc               *http.Client
+	replay           bool // every answer must be a replay
 }
 
 // body is the same for a key on every send, so that repeats are replays.
@@ -81,21 +82,15 @@ func (l *loader) body(n int64) []byte {
 		amount, amount, n%1000)
 }
 
-func (l *loader) send(n int64) (int, error) {
-	req, err := http.NewRequest("POST", l.url, bytes.NewReader(l.body(n)))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+l.secret)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", fmt.Sprintf("load-%s-%d", l.run, n))
-	resp, err := l.hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, nil
+// send posts the order of key n on the worker's connection.
+func (l *loader) send(c *conn, n int64) (reply, error) {
+	return c.post(l.secret, fmt.Sprintf("load-%s-%d", l.run, n), l.body(n))
+}
+
+// worker is one client's connection.
+func (l *loader) worker() *conn {
+	c, _ := newConn(l.url) // checked in main
+	return c
 }
 
 // seed creates the keys that replay mode repeats.
@@ -107,13 +102,15 @@ func (l *loader) seed(n, workers int) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			c := l.worker()
+			defer c.close()
 			for {
 				i := next.Add(1) - 1
 				if i >= int64(n) {
 					return
 				}
-				if st, err := l.send(i); err != nil || st != http.StatusCreated {
-					firstErr.CompareAndSwap(nil, fmt.Errorf("key %d: status %d, %v", i, st, err))
+				if rep, err := l.send(c, i); err != nil || rep.status != http.StatusCreated {
+					firstErr.CompareAndSwap(nil, fmt.Errorf("key %d: status %d, %v", i, rep.status, err))
 					return
 				}
 			}
@@ -143,20 +140,31 @@ func (l *loader) measure(workers int, warm, dur time.Duration, next func(int) in
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			c := l.worker()
+			defer c.close()
 			var lat []time.Duration
 			st := map[int]int{}
 			errs := 0
 			for ctx.Err() == nil {
 				t0 := time.Now()
-				code, err := l.send(next(w))
+				rep, err := l.send(c, next(w))
 				d := time.Since(t0)
 				if ctx.Err() != nil || t0.Before(measureFrom) {
 					continue
 				}
 				lat = append(lat, d)
-				st[code]++
-				if err != nil || code >= 300 {
+				switch {
+				case err != nil:
 					errs++
+					st[0]++
+				case rep.status < 300 && l.replay && !rep.replayed:
+					errs++
+					st[-1]++
+				default:
+					st[rep.status]++
+					if rep.status >= 300 {
+						errs++
+					}
 				}
 			}
 			mu.Lock()
