@@ -3,7 +3,6 @@ package checkout
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -76,7 +75,8 @@ type Response struct {
 func (k *Key) response() (Response, error) {
 	r := Response{Status: int(k.ResponseStatus.Int32), Body: k.ResponseBody}
 	if len(k.ResponseHeaders) > 0 {
-		if err := json.Unmarshal(k.ResponseHeaders, &r.Header); err != nil {
+		var err error
+		if r.Header, err = decodeHeaders(k.ResponseHeaders); err != nil {
 			return Response{}, fmt.Errorf("stored response headers of key %d: %w", k.ID, err)
 		}
 	}
