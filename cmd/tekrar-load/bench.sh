@@ -14,7 +14,7 @@
 # started the way the ceiling script starts it. Both have default durability (fsync and
 # synchronous_commit on). tekrar logs as in production, to /dev/null.
 set -euo pipefail
-clients=16; secs=5; rounds=5; keys=10000; cdir=""
+clients=16; secs=5; rounds=7; keys=10000; cdir=""
 while getopts c:T:r:k:S: o; do case $o in c) clients=$OPTARG;; T) secs=$OPTARG;; r) rounds=$OPTARG;; k) keys=$OPTARG;; S) cdir=$OPTARG;; *) exit 2;; esac; done
 [ -n "$cdir" ] || { echo "usage: $0 -S CEILING_DIR [-c CLIENTS] [-T SECONDS] [-r ROUNDS]" >&2; exit 2; }
 cdir=$(cd "$cdir" && pwd)

@@ -8,6 +8,8 @@
 // first: every request is a new intent (a fresh key): claim, charge, complete.
 // replay: keys are created first, then requests repeat them at random: the replay path.
 // It prints one line: "load <mode> clients=<c> requests=<n> rps=<r> p50_ms=<> p99_ms=<> errors=<n>".
+// In replay mode an answer that is not marked Idempotent-Replayed counts as an error.
+// Each client keeps one keep-alive connection (see conn.go for why it is not net/http's).
 package main
 
 import (
