@@ -58,6 +58,9 @@ for _ in $(seq 1 600); do
 done
 load() { "$work/tekrar-load" -url "http://127.0.0.1:$port" -secret tekrar_sk_demo_local_only -run bench -keys "$keys" -c "$clients" "$@"; }
 load -mode replay -seed-only -d 1s
+# As the ceiling's seeded table: vacuumed and analysed, so that autovacuum does not start
+# on the seeded tables in the middle of the first rounds.
+psql "postgres://postgres@127.0.0.1:$pgport/tekrar?sslmode=disable" -Xq -c "VACUUM ANALYZE" >/dev/null
 
 pgb() {
   pgbench -n -h 127.0.0.1 -p "$cport" -U postgres -c "$clients" -j $(( clients < 2 ? clients : 2 )) -T "$secs" \
