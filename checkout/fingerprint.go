@@ -61,15 +61,15 @@ func (c *canonicalizer) errorf(format string, args ...any) error {
 	return fmt.Errorf("offset %d: "+format, append([]any{c.pos}, args...)...)
 }
 
-func (c *canonicalizer) space() {
-	for c.pos < len(c.in) {
-		switch c.in[c.pos] {
-		case ' ', '\t', '\n', '\r':
-			c.pos++
-		default:
-			return
-		}
+func (c *canonicalizer) space() { c.pos = skipSpace(c.in, c.pos) }
+
+// skipSpace returns the index of the first byte at or after i that is not JSON's
+// insignificant whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
 	}
+	return i
 }
 
 func (c *canonicalizer) value(depth int) error {

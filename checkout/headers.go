@@ -79,10 +79,3 @@ func plainString(b []byte, i int) (string, int, bool) {
 	}
 	return "", 0, false
 }
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
