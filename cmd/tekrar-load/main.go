@@ -41,11 +41,12 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if _, err := newConn(*url); err != nil {
+	target, err := newConn(*url)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "tekrar-load:", err)
 		os.Exit(2)
 	}
-	l := &loader{url: *url, secret: *secret, run: *run, replay: *mode == "replay"}
+	l := &loader{target: *target, secret: *secret, run: *run, replay: *mode == "replay"}
 	var next func(worker int) int64
 	// First-time keys are numbered from a random point, so that runs sharing -run do not
 	// meet each other's keys.
@@ -73,8 +74,9 @@ func main() {
 }
 
 type loader struct {
-	url, secret, run string
-	replay           bool // every answer must be a replay
+	target      conn // where to send, not connected: each worker gets its own copy
+	secret, run string
+	replay      bool // every answer must be a replay
 }
 
 // body is the same for a key on every send, so that repeats are replays.
@@ -91,8 +93,8 @@ func (l *loader) send(c *conn, n int64) (reply, error) {
 
 // worker is one client's connection.
 func (l *loader) worker() *conn {
-	c, _ := newConn(l.url) // checked in main
-	return c
+	c := l.target
+	return &c
 }
 
 // seed creates the keys that replay mode repeats.
