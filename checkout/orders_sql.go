@@ -31,6 +31,10 @@ func providerKey(step string, k *Key) string {
 // with a live tombstone (swept, still in its grace period) is not claimed: the tombstone
 // comes back instead, as a Key with Tombstone set.
 //
+// The order id comes from the identity sequence of orders.id, named as Postgres names it
+// (orders_id_seq): a constant name is resolved once per prepared statement, where
+// pg_get_serial_sequence looked it up in the catalogue at every claim.
+//
 // It runs after a look-up found no key. Folding the look-up into this statement would save
 // the first arrival a round trip but make every replay an INSERT statement, which opens and
 // locks both tables and all their indexes: measured, replays then ran at half the rate.
@@ -44,7 +48,7 @@ func claimOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, amount int6
 		           (client_id, key, fingerprint, method, path, state, recovery_point,
 		            lease_expires_at, order_id, created_at, expires_at)
 		    SELECT $1, $2, $4, $5, $6, 'in_progress', 'order_created',
-		           $7, nextval(pg_get_serial_sequence('orders', 'id')), $3, $8
+		           $7, nextval('orders_id_seq'), $3, $8
 		     WHERE NOT EXISTS (SELECT 1 FROM t)
 		    ON CONFLICT (client_id, key) DO NOTHING
 		    RETURNING `+keyColumns+`

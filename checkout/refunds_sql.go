@@ -36,7 +36,7 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderID int64, in Refu
 		       (client_id, key, fingerprint, method, path, state, recovery_point,
 		        lease_expires_at, refund_id, created_at, expires_at)
 		VALUES ($1, $2, $3, $4, $5, 'in_progress', 'refund_created',
-		        $6, nextval(pg_get_serial_sequence('refunds', 'id')), $7, $8)
+		        $6, nextval('refunds_id_seq'), $7, $8)
 		ON CONFLICT (client_id, key) DO NOTHING
 		RETURNING `+keyColumns,
 		k.ClientID, k.Key, k.Fingerprint, k.Method, k.Path, k.LeaseExpiresAt, k.CreatedAt, k.ExpiresAt)
