@@ -102,15 +102,21 @@ func (c *Completer) Totals() CompleterResult {
 	return c.total
 }
 
+// abandonedKeysSQL lists up to $2 keys in progress whose lease lapsed before $1, oldest
+// first. "response_status IS NULL" (only unfinished keys lack a response) is what lets the
+// small partial index of unfinished keys answer it.
+const abandonedKeysSQL = `
+	SELECT ` + keyColumns + ` FROM idempotency_keys
+	 WHERE state = 'in_progress' AND response_status IS NULL
+	   AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
+	 ORDER BY created_at
+	 LIMIT $2`
+
 // Pass takes on every key abandoned for longer than Grace, up to Batch of them.
 func (c *Completer) Pass(ctx context.Context) (CompleterResult, error) {
 	now := c.s.cfg.Now()
 	var keys []Key
-	err := sqlx.SelectContext(ctx, c.s.q, &keys, `
-		SELECT `+keyColumns+` FROM idempotency_keys
-		 WHERE state = 'in_progress' AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
-		 ORDER BY created_at
-		 LIMIT $2`, now.Add(-c.cfg.Grace), c.cfg.Batch)
+	err := sqlx.SelectContext(ctx, c.s.q, &keys, abandonedKeysSQL, now.Add(-c.cfg.Grace), c.cfg.Batch)
 	if err != nil {
 		return CompleterResult{}, fmt.Errorf("completer: find abandoned keys: %w", err)
 	}

@@ -99,8 +99,9 @@ func listKeysSQL(f KeyFilter, page Page) (string, []any, error) {
 	if f.State != "" {
 		preds = append(preds, "k.state = "+a.p(f.State))
 		if f.State != StateCompleted {
-			// Lets the partial idempotency_keys_open_idx match even in a generic plan.
-			preds = append(preds, "k.state <> 'completed'")
+			// Only keys without a response are not completed: this lets the partial
+			// idempotency_keys_unanswered_idx match, even in a generic plan.
+			preds = append(preds, "k.response_status IS NULL")
 		}
 	}
 	if !f.From.IsZero() {

@@ -17,8 +17,9 @@ import (
 // NeedsAttention counts the keys an operator has to resolve.
 func NeedsAttention(ctx context.Context, db sqlx.QueryerContext) (int64, error) {
 	var n int64
-	// A constant state, so that the partial idempotency_keys_open_idx answers it.
-	err := sqlx.GetContext(ctx, db, &n, `SELECT count(*) FROM idempotency_keys WHERE state = 'needs_attention'`)
+	// Keys without a response, so that the partial idempotency_keys_unanswered_idx answers it.
+	err := sqlx.GetContext(ctx, db, &n, `
+		SELECT count(*) FROM idempotency_keys WHERE state = 'needs_attention' AND response_status IS NULL`)
 	if err != nil {
 		return 0, fmt.Errorf("count keys needing attention: %w", err)
 	}

@@ -52,6 +52,11 @@ func (r *recordingDB) QueryRowxContext(ctx context.Context, q string, args ...an
 	return r.QueryerContext.QueryRowxContext(ctx, q, args...)
 }
 
+func (r *recordingDB) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	r.record(q, args)
+	return r.QueryerContext.(sqlx.ExecerContext).ExecContext(ctx, q, args...)
+}
+
 func (r *recordingDB) take() []recordedQuery {
 	r.mu.Lock()
 	defer r.mu.Unlock()
