@@ -102,9 +102,9 @@ func (c *Completer) Totals() CompleterResult {
 	return c.total
 }
 
-// abandonedKeysSQL lists up to $2 keys in progress whose lease lapsed before $1, oldest
-// first. "response_status IS NULL" (only unfinished keys lack a response) is what lets the
-// small partial index of unfinished keys answer it.
+// abandonedKeysSQL lists up to $2 keys in progress whose lease lapsed before $1 (or that
+// hold none), oldest first. "response_status IS NULL" (only unfinished keys lack a
+// response) is what lets the small partial index of unfinished keys answer it.
 const abandonedKeysSQL = `
 	SELECT ` + keyColumns + ` FROM idempotency_keys
 	 WHERE state = 'in_progress' AND response_status IS NULL
