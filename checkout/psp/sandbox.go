@@ -57,7 +57,7 @@ const recordTimeout = 30 * time.Second
 
 // errSimulatedFailure is what tok_fail returns. It is deliberately not exported: to a
 // caller it is an unknown outcome like any provider failure.
-var errSimulatedFailure = errors.New("psp sandbox: provider failure (simulated by " + TokenFail + "; nothing was recorded)")
+var errSimulatedFailure = errors.New("psp sandbox: simulated provider failure; nothing was recorded")
 
 type card struct {
 	brand, last4 string
@@ -195,8 +195,8 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 	}
 	if req.CardToken == TokenTimeout {
 		<-ctx.Done()
-		return Charge{}, fmt.Errorf("psp sandbox: charge %s was made but its answer never came (%s): %w",
-			row.ID, TokenTimeout, ctx.Err())
+		return Charge{}, fmt.Errorf("psp sandbox: charge %s was made but its answer never came (simulated timeout): %w",
+			row.ID, ctx.Err())
 	}
 	return row.charge(), nil
 }
