@@ -16,7 +16,6 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/tekrar/tekrar/checkout/psp"
-	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
@@ -28,11 +27,7 @@ import (
 // an entry for every key that completed since the last vacuum, and the statement would read
 // them all at every completion, more with every second between vacuums.
 func TestKeyWritesUseThePrimaryKey(t *testing.T) {
-	d, err := sqlx.Connect("postgres", db.DSN(dbtest.NewURL(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
+	d := dbtest.New(t)
 	seedScale(t, d, 20_000)
 	// Statistics taken when no key was in progress, as on a busy server (a few keys in
 	// flight among millions) or after a quiet night; then three keys are in progress again.

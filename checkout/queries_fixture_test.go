@@ -114,7 +114,7 @@ func (f *consoleFixture) order(o fixtureOrder) {
 		       attention_reason)
 		OVERRIDING SYSTEM VALUE
 		VALUES (coalesce(nullif($8::bigint, 0), nextval(pg_get_serial_sequence('idempotency_keys', 'id'))),
-		        $1, $2, $3, 'POST', '/v1/orders', $4::text,
+		        $1, $2, $3::bytea, 'POST', '/v1/orders', $4::text,
 		        CASE WHEN $4::text = 'completed' THEN 'finished' ELSE 'order_created' END,
 		        $5::bigint, CASE WHEN $4::text = 'completed' THEN $6::int END,
 		        CASE WHEN $4::text = 'completed' THEN '{"Content-Type":"application/json"}'::jsonb END,
@@ -197,7 +197,7 @@ func seedConsole(t *testing.T, d *sqlx.DB) *consoleFixture {
 	f.keys["k-r1"] = f.id(`
 		INSERT INTO idempotency_keys (client_id, key, fingerprint, method, path, state, recovery_point,
 		       refund_id, response_status, response_headers, response_body, created_at, expires_at)
-		VALUES ($1, 'k-r1', $2, 'POST', '/v1/orders/1/refunds', 'completed', 'finished', $3, 201, '{}',
+		VALUES ($1, 'k-r1', $2::bytea, 'POST', '/v1/orders/1/refunds', 'completed', 'finished', $3, 201, '{}',
 		        '\x7b7d', $4, $5) RETURNING id`, shop, sha("k-r1"), refund, at0.Add(h), at0.Add(25*h))
 	// A second refund whose key was swept: only its tombstone names it.
 	refund2 := f.id(`

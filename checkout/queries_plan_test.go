@@ -15,7 +15,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
@@ -441,11 +440,7 @@ func consoleCalls() []consoleCall {
 // idempotency_keys, orders, key_events, payments or refunds whole: at 10 million keys such
 // a plan would take seconds and load the checkout database.
 func TestConsolePlans(t *testing.T) {
-	d, err := sqlx.Connect("postgres", db.DSN(dbtest.NewURL(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
+	d := dbtest.New(t)
 	start := time.Now()
 	seedScale(t, d, planScale)
 	t.Logf("seeded %d keys in %s", planScale, time.Since(start).Round(time.Millisecond))
@@ -519,11 +514,7 @@ func BenchmarkConsoleQueries(b *testing.B) {
 			b.Fatalf("TEKRAR_CONSOLE_SCALE=%q: want a number of keys of at least 10000", v)
 		}
 	}
-	d, err := sqlx.Connect("postgres", db.DSN(dbtest.NewURL(b)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = d.Close() })
+	d := dbtest.New(b)
 	start := time.Now()
 	seedScale(b, d, n)
 	b.Logf("seeded %d keys in %s", n, time.Since(start).Round(time.Second))

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
@@ -20,12 +19,12 @@ func TestMain(m *testing.M) { os.Exit(dbtest.Main(m)) }
 // connects (binary parameters, see db.DSN) and lib/pq's default.
 func consoleDBs(t *testing.T) map[string]*sqlx.DB {
 	t.Helper()
-	bin, err := sqlx.Connect("postgres", db.DSN(dbtest.NewURL(t)))
+	text, err := sqlx.Connect("postgres", dbtest.NewURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = bin.Close() })
-	return map[string]*sqlx.DB{"binary_parameters": bin, "text_parameters": dbtest.New(t)}
+	t.Cleanup(func() { _ = text.Close() })
+	return map[string]*sqlx.DB{"binary_parameters": dbtest.New(t), "text_parameters": text}
 }
 
 // collectPages pages through a list with pages of limit rows, checking the page size and the

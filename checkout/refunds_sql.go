@@ -35,7 +35,7 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderID int64, in Refu
 		INSERT INTO idempotency_keys
 		       (client_id, key, fingerprint, method, path, state, recovery_point,
 		        lease_expires_at, refund_id, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, 'in_progress', 'refund_created',
+		VALUES ($1, $2, $3::bytea, $4, $5, 'in_progress', 'refund_created', -- bytea: see claimOrder
 		        $6, nextval('refunds_id_seq'), $7, $8)
 		ON CONFLICT (client_id, key) DO NOTHING
 		RETURNING `+keyColumns,

@@ -174,10 +174,12 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 		status = StatusDeclined
 	}
 	var row chargeRow
+	// $5::bytea: the column is a domain (sha256_digest), and without binary parameters lib/pq
+	// sends a []byte as raw text to any parameter not typed bytea.
 	err := sqlx.GetContext(pctx, s.q, &row, `
 		INSERT INTO psp_charges (id, key, amount, currency, card_token_fingerprint, status,
 		                         decline_code, card_brand, card_last4, description, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		VALUES ($1, $2, $3, $4, $5::bytea, $6, $7, $8, $9, $10, $11)
 		ON CONFLICT (key) DO NOTHING
 		RETURNING `+chargeColumns,
 		newID("ch_"), req.Key, req.Amount, req.Currency, fp, status,

@@ -30,6 +30,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	tdb "github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/pglocal"
 	"github.com/tekrar/tekrar/migrations"
 )
@@ -206,11 +207,12 @@ func NewURL(t testing.TB) string {
 	return e.url(name)
 }
 
-// New returns a connection pool to a fresh database for this test (see NewURL). The pool is
-// closed when the test ends, before the database is dropped.
+// New returns a connection pool to a fresh database for this test (see NewURL), with the
+// driver settings tekrar itself connects with (db.DSN). The pool is closed when the test
+// ends, before the database is dropped.
 func New(t testing.TB) *sqlx.DB {
 	t.Helper()
-	dsn := NewURL(t)
+	dsn := tdb.DSN(NewURL(t))
 	db, err := sqlx.Connect("postgres", dsn)
 	if err != nil {
 		t.Fatalf("connect to test database: %v", err)
