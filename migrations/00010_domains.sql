@@ -5,10 +5,10 @@
 -- start of each statement that writes the table, UPDATEs included, whichever columns they
 -- set. A domain's rules are read once per connection (the type cache) and are checked only
 -- when a value of the column is written. With the seven CHECKs of idempotency_keys, an
--- insert and the completing update took about 150 µs of a backend's CPU together; with
--- this schema about 90, and 55 with no rule at all (4,000 pairs, six alternating rounds).
--- A first-time order took 5-10% less CPU in two runs of eight and ten alternating rounds
--- (docs/performance.md).
+-- insert and the completing update took about 155 µs of a backend's CPU together; with
+-- this schema 89, and 55 with no rule at all (4,000 pairs, six alternating rounds). A
+-- first-time order took 8.8% and 4.6% less CPU in two A/B runs of eight and ten
+-- alternating rounds (docs/performance.md).
 --
 -- The cross-column rules no longer call num_nulls()/num_nonnulls(): the same conditions
 -- written with IS NULL are cheaper to rebuild. They keep their names, which the code
