@@ -54,7 +54,7 @@ func Register(g *gin.RouterGroup, d Deps) {
 		d.DoubleTapWindow = defaultDoubleTapWindow
 	}
 	c := &console{Deps: d}
-	g.Use(securityHeaders)
+	g.Use(securityHeaders, server.PlainText(nil))
 	g.GET("/login", c.loginPage)
 	g.POST("/login", c.login)
 	authed := g.Group("", c.requireSession, c.checkCSRF)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/mail"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -77,9 +78,13 @@ func (in *OrderInput) Validate() []FieldError {
 		f := "items[" + strconv.Itoa(i) + "]."
 		if it.SKU == "" || len(it.SKU) > 64 {
 			add(f+"sku", "must be 1 to 64 characters")
+		} else if hasNUL(it.SKU) {
+			add(f+"sku", noNUL)
 		}
 		if it.Name == "" || len(it.Name) > 200 {
 			add(f+"name", "must be 1 to 200 characters")
+		} else if hasNUL(it.Name) {
+			add(f+"name", noNUL)
 		}
 		if it.Quantity < 1 || it.Quantity > MaxQuantity {
 			add(f+"quantity", "must be between 1 and %d", MaxQuantity)
@@ -101,10 +106,14 @@ func (in *OrderInput) Validate() []FieldError {
 	}
 	if in.Payment.CardToken == "" || len(in.Payment.CardToken) > 255 {
 		add("payment.card_token", "is required (at most 255 characters)")
+	} else if hasNUL(in.Payment.CardToken) {
+		add("payment.card_token", noNUL)
 	}
 	if c := in.Customer; c != nil {
 		if len(c.ID) > 255 {
 			add("customer.id", "must be at most 255 characters")
+		} else if hasNUL(c.ID) {
+			add("customer.id", noNUL)
 		}
 		if c.Email != "" {
 			if a, err := mail.ParseAddress(c.Email); err != nil || a.Address != c.Email || len(c.Email) > 254 {
@@ -118,13 +127,23 @@ func (in *OrderInput) Validate() []FieldError {
 	for k, v := range in.Metadata {
 		if k == "" || len(k) > MaxMetadataKey {
 			add("metadata", "keys must be 1 to %d characters", MaxMetadataKey)
+		} else if hasNUL(k) {
+			add("metadata", "keys "+noNUL)
 		}
 		if len(v) > MaxMetadataValue {
 			add("metadata."+k, "must be at most %d characters", MaxMetadataValue)
+		} else if hasNUL(v) {
+			add("metadata."+k, noNUL)
 		}
 	}
 	return errs
 }
+
+// noNUL is the message for text holding U+0000: Postgres's text and jsonb cannot store it,
+// so it is refused here, field by field, rather than failing the claim as a server error.
+const noNUL = "must not contain the NUL character (U+0000)"
+
+func hasNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
 
 // OrderView is an order as the API shows it: the body of a 201 and of GET /v1/orders/{id}.
 type OrderView struct {

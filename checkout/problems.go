@@ -23,6 +23,7 @@ var advice = map[string]Advice{
 	"body_too_large":          {false, true},
 	"unsupported_media_type":  {false, true},
 	"unauthorized":            {false, true},
+	"malformed_request":       {false, true},
 	"order_not_found":         {false, true},
 	"order_not_refundable":    {false, true},
 	"refund_exceeds_captured": {false, true},

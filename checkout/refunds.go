@@ -27,6 +27,8 @@ func (in *RefundInput) Validate() []FieldError {
 	}
 	if len(in.Reason) > 500 {
 		errs = append(errs, FieldError{"reason", "must be at most 500 characters"})
+	} else if hasNUL(in.Reason) {
+		errs = append(errs, FieldError{"reason", noNUL})
 	}
 	return errs
 }

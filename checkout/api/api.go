@@ -32,7 +32,7 @@ type handlers struct {
 // Register mounts the API on g (the /v1 group).
 func Register(g *gin.RouterGroup, d Deps) {
 	a := &handlers{logger: d.Logger, svc: d.Service, maxBody: d.MaxBodyBytes}
-	g.Use(authenticate(d.Authenticator, d.Logger))
+	g.Use(server.PlainText(keyedAdvice), authenticate(d.Authenticator, d.Logger))
 	g.GET("/client", whoami)
 	g.POST("/orders", a.createOrder)
 	g.GET("/orders", a.listOrders)

@@ -46,11 +46,16 @@ func authenticate(auth *clients.Authenticator, logger *slog.Logger) gin.HandlerF
 
 func unauthorized(c *gin.Context) {
 	c.Header("WWW-Authenticate", `Bearer realm="tekrar"`)
-	p := problem.Unauthorized()
+	server.Abort(c, keyedAdvice(c, problem.Unauthorized()))
+}
+
+// keyedAdvice adds to a problem answered before the key was read what the client may do
+// next, when the request carries a key.
+func keyedAdvice(c *gin.Context, p *problem.Problem) *problem.Problem {
 	if c.GetHeader("Idempotency-Key") != "" {
-		p = checkout.AdviseKeyed(p)
+		return checkout.AdviseKeyed(p)
 	}
-	server.Abort(c, p)
+	return p
 }
 
 // abortUnavailable fails closed: the client retries later, nothing was executed.

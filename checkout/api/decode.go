@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -40,6 +41,12 @@ func readJSON(r *http.Request, max int64) ([]byte, *problem.Problem) {
 // API does not know is a validation error naming the field: a misspelt "amout" must not be
 // silently ignored in a payment.
 func decodeStrict(body []byte, v any) *problem.Problem {
+	// JSON is UTF-8 (RFC 8259); encoding/json would quietly turn invalid bytes into U+FFFD
+	// and store a name or a reason the client never sent.
+	if !utf8.Valid(body) {
+		return problem.New(http.StatusBadRequest, "malformed_json", "Request body is not valid JSON").
+			WithDetail("the body is not valid UTF-8")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)

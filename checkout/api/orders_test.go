@@ -177,22 +177,37 @@ func TestKeyHeaderProblems(t *testing.T) {
 func TestRefusedRequestsAreNotStored(t *testing.T) {
 	e := apptest.New(t, func(c *config.Server) { c.MaxBodyBytes = 2048 })
 	valid := orderBody(9000, "tok_visa")
+	with := func(old, new string) []byte {
+		if !bytes.Contains(valid, []byte(old)) {
+			t.Fatalf("the valid body has no %s", old)
+		}
+		return bytes.Replace(valid, []byte(old), []byte(new), 1)
+	}
 	tests := []struct {
 		name    string
 		body    []byte
 		headers []string
 		status  int
 		code    string
+		field   string // the field a validation error names, when checked
 	}{
-		{"amount is not the sum", orderBody2(9000, 8000), nil, 422, "validation_failed"},
-		{"bad currency", bytes.Replace(valid, []byte(`"TRY"`), []byte(`"try"`), 1), nil, 422, "validation_failed"},
-		{"unknown field", bytes.Replace(valid, []byte(`"amount"`), []byte(`"amout"`), 1), nil, 422, "validation_failed"},
-		{"wrong type", bytes.Replace(valid, []byte(`"amount":9000`), []byte(`"amount":"9000"`), 1), nil, 422, "validation_failed"},
-		{"malformed json", []byte(`{"currency":`), nil, 400, "malformed_json"},
-		{"data after the document", append(bytes.Clone(valid), []byte(` {"amount":1}`)...), nil, 400, "malformed_json"},
-		{"not JSON whitespace after it", append(bytes.Clone(valid), '\v'), nil, 400, "malformed_json"},
-		{"too large", []byte(`{"metadata":{"x":"` + strings.Repeat("a", 4000) + `"}}`), nil, 413, "body_too_large"},
-		{"wrong content type", valid, []string{"Content-Type", "text/plain"}, 415, "unsupported_media_type"},
+		{"amount is not the sum", orderBody2(9000, 8000), nil, 422, "validation_failed", "amount"},
+		// Postgres's text and jsonb cannot hold U+0000: refused per field, not a 500.
+		{"NUL in an item name", with(`"name":"Latte"`, `"name":"Lat\u0000te"`), nil, 422, "validation_failed", "items[0].name"},
+		{"NUL in a SKU", with(`"sku":"LATTE"`, `"sku":"LA\u0000"`), nil, 422, "validation_failed", "items[0].sku"},
+		{"NUL in the card token", with(`"card_token":"tok_visa"`, `"card_token":"tok_visa\u0000"`), nil, 422, "validation_failed", "payment.card_token"},
+		{"NUL in the customer id", with(`"id":"cus_42"`, `"id":"cus\u0000"`), nil, 422, "validation_failed", "customer.id"},
+		{"NUL in a metadata value", with(`"device_id":"dev-1"`, `"device_id":"\u0000"`), nil, 422, "validation_failed", "metadata.device_id"},
+		{"NUL in a metadata key", with(`"device_id":"dev-1"`, `"dev\u0000":"dev-1"`), nil, 422, "validation_failed", "metadata"},
+		{"not UTF-8", with(`"name":"Latte"`, "\"name\":\"Lat\xfe\xffte\""), nil, 400, "malformed_json", ""},
+		{"bad currency", bytes.Replace(valid, []byte(`"TRY"`), []byte(`"try"`), 1), nil, 422, "validation_failed", "currency"},
+		{"unknown field", bytes.Replace(valid, []byte(`"amount"`), []byte(`"amout"`), 1), nil, 422, "validation_failed", ""},
+		{"wrong type", bytes.Replace(valid, []byte(`"amount":9000`), []byte(`"amount":"9000"`), 1), nil, 422, "validation_failed", ""},
+		{"malformed json", []byte(`{"currency":`), nil, 400, "malformed_json", ""},
+		{"data after the document", append(bytes.Clone(valid), []byte(` {"amount":1}`)...), nil, 400, "malformed_json", ""},
+		{"not JSON whitespace after it", append(bytes.Clone(valid), '\v'), nil, 400, "malformed_json", ""},
+		{"too large", []byte(`{"metadata":{"x":"` + strings.Repeat("a", 4000) + `"}}`), nil, 413, "body_too_large", ""},
+		{"wrong content type", valid, []string{"Content-Type", "text/plain"}, 415, "unsupported_media_type", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -201,6 +216,12 @@ func TestRefusedRequestsAreNotStored(t *testing.T) {
 			r := e.Do(t, "POST", "/v1/orders", e.Secret, tt.body, h...)
 			p := problemOf(t, r, tt.status, tt.code)
 			advice(t, p, false, true)
+			if tt.field != "" {
+				errs, _ := p["errors"].([]any)
+				if len(errs) != 1 || errs[0].(map[string]any)["field"] != tt.field {
+					t.Fatalf("errors %v, want one naming %s", p["errors"], tt.field)
+				}
+			}
 			if n := count(t, e, `SELECT count(*) FROM idempotency_keys WHERE key = $1`, key); n != 0 {
 				t.Fatalf("a refused request stored its key")
 			}
@@ -365,6 +386,28 @@ func TestKeyStatus(t *testing.T) {
 		t.Fatalf("another client saw the key: %d", r.Status)
 	}
 	problemOf(t, e.Do(t, "GET", "/v1/idempotency-keys/nope", e.Secret, nil), 404, "idempotency_key_not_found")
+}
+
+// TestURLTextPostgresCannotStore: a path or query holding U+0000 or bytes that are not
+// UTF-8 is refused before any handler, since Postgres would refuse it even as a search term.
+func TestURLTextPostgresCannotStore(t *testing.T) {
+	e := apptest.New(t)
+	for _, path := range []string{
+		"/v1/orders?customer_id=a%00b",
+		"/v1/orders?customer_id=a%FFb",
+		"/v1/orders?customer_id=cus_42&x%00=1",
+		"/v1/idempotency-keys/a%00b",
+		"/v1/idempotency-keys/a%C3b",
+		"/v1/orders/1%00",
+	} {
+		problemOf(t, e.Do(t, "GET", path, e.Secret, nil), 400, "malformed_request")
+	}
+	// A keyed request is told it may fix the request and resend it with the same key.
+	r := e.Do(t, "POST", "/v1/orders?ref=%00", e.Secret, orderBody(9000, "tok_visa"), "Idempotency-Key", "k-url")
+	advice(t, problemOf(t, r, 400, "malformed_request"), false, true)
+	if n := count(t, e, `SELECT count(*) FROM idempotency_keys`); n != 0 {
+		t.Fatalf("%d keys stored", n)
+	}
 }
 
 func TestListOrdersByCustomer(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/tekrar/tekrar/internal/apptest"
@@ -76,6 +77,12 @@ func TestRefundRefusals(t *testing.T) {
 	problemOf(t, r, 409, "order_not_refundable")
 	r, _ = refund(e, e.Secret, id, "k-w", 0)
 	problemOf(t, r, 422, "validation_failed")
+	// Postgres's text cannot hold U+0000: a field error, not a 500.
+	r = e.Do(t, "POST", "/v1/orders/"+itoa(id)+"/refunds", e.Secret, []byte(`{"amount":100,"reason":"a\u0000b"}`),
+		"Idempotency-Key", "k-nul")
+	if p := problemOf(t, r, 422, "validation_failed"); !strings.Contains(string(r.Body), `"field":"reason"`) {
+		t.Fatalf("NUL in the reason: %v", p)
+	}
 	if n := count(t, e, `SELECT count(*) FROM refunds`); n != 0 {
 		t.Fatalf("%d refunds", n)
 	}
