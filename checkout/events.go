@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+
+	tdb "github.com/tekrar/tekrar/internal/db"
 )
 
 // Event kinds: what a keyed request did with its key, or what the sweeper did to it.
@@ -141,17 +145,38 @@ func (l *eventLog) drain(batch *[]Event, flush func()) {
 	}
 }
 
-// write inserts a batch, trying a few times before giving the batch up.
+// write inserts a batch, trying a few times while the database is unreachable before
+// giving the batch up. If Postgres refuses a row instead, the events are written one by
+// one, so that one bad event costs only itself and not the history of up to a batch of
+// other requests.
 func (l *eventLog) write(batch []Event) {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		if err = insertEvents(l.db, batch); err == nil {
 			return
 		}
+		if !tdb.IsUnavailable(err) && len(batch) > 1 {
+			l.writeEach(batch)
+			return
+		}
 		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
 	}
 	l.dropped.Add(int64(len(batch)))
 	l.logger.Warn("key events not written", "err", err, "events", len(batch))
+}
+
+func (l *eventLog) writeEach(batch []Event) {
+	var lost int64
+	var last error
+	for i := range batch {
+		if err := insertEvents(l.db, batch[i:i+1]); err != nil {
+			lost, last = lost+1, err
+		}
+	}
+	if lost > 0 {
+		l.dropped.Add(lost)
+		l.logger.Warn("key events refused by the database", "err", last, "events", lost, "batch", len(batch))
+	}
 }
 
 func insertEvents(db *sqlx.DB, batch []Event) error {
@@ -172,7 +197,7 @@ func insertEvents(db *sqlx.DB, batch []Event) error {
 		client[i], key[i], kind[i] = e.ClientID, e.Key, e.Kind
 		keyID[i] = nullInt(e.KeyID)
 		status[i] = nullInt(int64(e.Status))
-		reqID[i], addr[i], ua[i] = nullStr(e.Meta.RequestID), nullStr(e.Meta.RemoteAddr), nullStr(truncate(e.Meta.UserAgent, 300))
+		reqID[i], addr[i], ua[i] = nullStr(e.Meta.RequestID), nullStr(e.Meta.RemoteAddr), nullStr(cleanText(e.Meta.UserAgent, 300))
 		if e.Fingerprint != nil {
 			fp[i] = `\x` + hexString(e.Fingerprint)
 		}
@@ -222,9 +247,17 @@ func nullStr(s string) any {
 	return s
 }
 
-func truncate(s string, n int) string {
+// cleanText makes a header a client chose storable as Postgres text: bytes that are not
+// UTF-8 (allowed in HTTP header values) and NUL become U+FFFD, and it is cut to at most n
+// bytes on a character boundary. One such User-Agent used to fail its whole batch of events.
+func cleanText(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n]
 }

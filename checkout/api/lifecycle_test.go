@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -106,6 +107,39 @@ func TestEachRequestLeavesItsEvent(t *testing.T) {
 	send("k-ev-invalid", orderBody2(100, 200))
 	if rows := events(t, e, "k-ev-invalid"); len(rows) != 0 {
 		t.Fatalf("a refused request left events %s", kinds(rows))
+	}
+}
+
+// TestUserAgentsPostgresCannotStoreKeepTheHistory: HTTP allows bytes in a header that are
+// not UTF-8, which Postgres text refuses. Such a User-Agent, or a long one cut inside a
+// character, used to fail the whole batch of events it was written with, the history of
+// other requests included. Each event is kept, the agent made storable.
+func TestUserAgentsPostgresCannotStoreKeepTheHistory(t *testing.T) {
+	e := apptest.New(t)
+	long := strings.Repeat("a", 299) + "é" // 301 bytes: the 300-byte cut falls inside é
+	agents := map[string]string{
+		"k-ua-latin1": "caf\xe9-app/1.0",
+		"k-ua-long":   long,
+		"k-ua-plain":  "tekrar-ios/1.2",
+	}
+	for key, ua := range agents {
+		if r := e.Do(t, "POST", "/v1/orders", e.Secret, orderBody(100, "tok_visa"), "Idempotency-Key", key, "User-Agent", ua); r.Status != 201 {
+			t.Fatalf("%s: %d %s", key, r.Status, r.Body)
+		}
+	}
+	want := map[string]string{
+		"k-ua-latin1": "caf\uFFFD-app/1.0",
+		"k-ua-long":   strings.Repeat("a", 299),
+		"k-ua-plain":  "tekrar-ios/1.2",
+	}
+	for key, ua := range want {
+		rows := events(t, e, key)
+		if got := kinds(rows); got != "[created:201 completed:201]" {
+			t.Fatalf("%s: events %s", key, got)
+		}
+		if got := deref(rows[0].UserAgent); got != ua {
+			t.Errorf("%s: user agent %q, want %q", key, got, ua)
+		}
 	}
 }
 
