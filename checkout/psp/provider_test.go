@@ -262,6 +262,9 @@ func TestInvalidRequests(t *testing.T) {
 		{"lower-case currency", func(r *ChargeRequest) { r.Currency = "eur" }},
 		{"no currency", func(r *ChargeRequest) { r.Currency = "" }},
 		{"no token", func(r *ChargeRequest) { r.CardToken = "" }},
+		{"NUL in the token", func(r *ChargeRequest) { r.CardToken = "tok_visa\x00" }},
+		{"NUL in the description", func(r *ChargeRequest) { r.Description = "a\x00b" }},
+		{"description not UTF-8", func(r *ChargeRequest) { r.Description = "caf\xe9" }},
 	}
 	refunds := []struct {
 		name string
@@ -270,6 +273,8 @@ func TestInvalidRequests(t *testing.T) {
 		{"empty key", RefundRequest{ChargeID: "ch_x", Amount: 1}},
 		{"no charge", RefundRequest{Key: "r", Amount: 1}},
 		{"zero amount", RefundRequest{Key: "r", ChargeID: "ch_x"}},
+		{"NUL in the reason", RefundRequest{Key: "r", ChargeID: "ch_x", Amount: 1, Reason: "a\x00b"}},
+		{"NUL in the charge id", RefundRequest{Key: "r", ChargeID: "ch_\x00", Amount: 1}},
 	}
 	forEachProvider(t, SandboxOptions{}, func(t *testing.T, p Provider, sb *Sandbox) {
 		for _, tc := range charges {

@@ -22,7 +22,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Provider is a card processor. Every call carries a provider-side idempotency key that
@@ -195,6 +197,17 @@ func (r ChargeRequest) validate() error {
 	if len(r.Description) > maxTextLen {
 		return fmt.Errorf("%w: description must be at most %d characters", ErrInvalidRequest, maxTextLen)
 	}
+	return checkText("card_token", r.CardToken, "description", r.Description)
+}
+
+// checkText refuses text the ledger (Postgres text) cannot hold: a NUL character or bytes
+// that are not UTF-8. Its arguments are name, value pairs.
+func checkText(pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if v := pairs[i+1]; !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("%w: %s must be UTF-8 without NUL characters", ErrInvalidRequest, pairs[i])
+		}
+	}
 	return nil
 }
 
@@ -211,5 +224,5 @@ func (r RefundRequest) validate() error {
 	if len(r.Reason) > maxTextLen {
 		return fmt.Errorf("%w: reason must be at most %d characters", ErrInvalidRequest, maxTextLen)
 	}
-	return nil
+	return checkText("charge_id", r.ChargeID, "reason", r.Reason)
 }
