@@ -47,3 +47,40 @@ func TestConsoleRefusesTextItCannotStore(t *testing.T) {
 		t.Fatalf("a plain search: %d", p.status)
 	}
 }
+
+// TestSignInWhateverTheBrowserSends: HTTP allows a User-Agent that is not UTF-8, which
+// Postgres text refuses, and the failed-sign-in record cuts a long email at 254 bytes,
+// possibly inside a character. Neither may stop an operator from signing in (it was a 503)
+// or a failed attempt from being counted.
+func TestSignInWhateverTheBrowserSends(t *testing.T) {
+	e := apptest.New(t)
+	newOperator(t, e, "ops@example.com", admin.RoleAdmin)
+	signIn := func(email, pw, ua string) int {
+		t.Helper()
+		b := newBrowser(t, e)
+		csrf, _ := b.do("GET", "/admin/login", nil).doc.Find(`form[action="/admin/login"] input[name=csrf]`).Attr("value")
+		req, _ := http.NewRequest("POST", e.URL+"/admin/login",
+			strings.NewReader(url.Values{"csrf": {csrf}, "email": {email}, "password": {pw}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("User-Agent", ua)
+		resp, err := b.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, ua := range []string{"caf\xe9-browser", strings.Repeat("é", 400)} {
+		if s := signIn("ops@example.com", password, ua); s != http.StatusSeeOther {
+			t.Errorf("sign-in with User-Agent %.12q: %d", ua, s)
+		}
+	}
+	long := strings.Repeat("a", 253) + "é@example.com"
+	if s := signIn(long, "wrong password", "caf\xe9"); s != http.StatusUnauthorized {
+		t.Errorf("failed sign-in with a long email: %d", s)
+	}
+	var n int
+	if err := e.DB.Get(&n, `SELECT count(*) FROM login_failures`); err != nil || n != 1 {
+		t.Errorf("%d failed sign-ins recorded (%v), want 1", n, err)
+	}
+}

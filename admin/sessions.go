@@ -14,6 +14,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/tekrar/tekrar/internal/pgtext"
 )
 
 // Operator is a signed-in console user.
@@ -94,7 +96,7 @@ func Login(ctx context.Context, db *sqlx.DB, email, password, userAgent, remoteA
 	}
 	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || op.ID == 0 {
 		if _, err := db.ExecContext(ctx, `INSERT INTO login_failures (email, remote_addr, at) VALUES ($1, $2, $3)`,
-			truncate(email, 254), remoteAddr, now); err != nil {
+			pgtext.Clean(email, 254), remoteAddr, now); err != nil {
 			return "", fmt.Errorf("login: %w", err)
 		}
 		return "", ErrBadLogin
@@ -103,7 +105,7 @@ func Login(ctx context.Context, db *sqlx.DB, email, password, userAgent, remoteA
 	_, err = db.ExecContext(ctx, `
 		INSERT INTO operator_sessions (token_hash, operator_id, csrf_token, created_at, expires_at, user_agent, remote_addr)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		tokenHash(token), op.ID, randomToken(), now, now.Add(sessionTTL), truncate(userAgent, 300), remoteAddr)
+		tokenHash(token), op.ID, randomToken(), now, now.Add(sessionTTL), pgtext.Clean(userAgent, 300), remoteAddr)
 	if err != nil {
 		return "", fmt.Errorf("login: %w", err)
 	}
@@ -144,11 +146,4 @@ func Logout(ctx context.Context, db sqlx.ExecerContext, token string) error {
 // sameToken compares tokens in constant time.
 func sameToken(a, b string) bool {
 	return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }

@@ -4,16 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	tdb "github.com/tekrar/tekrar/internal/db"
+	"github.com/tekrar/tekrar/internal/pgtext"
 )
 
 // Event kinds: what a keyed request did with its key, or what the sweeper did to it.
@@ -197,7 +196,7 @@ func insertEvents(db *sqlx.DB, batch []Event) error {
 		client[i], key[i], kind[i] = e.ClientID, e.Key, e.Kind
 		keyID[i] = nullInt(e.KeyID)
 		status[i] = nullInt(int64(e.Status))
-		reqID[i], addr[i], ua[i] = nullStr(e.Meta.RequestID), nullStr(e.Meta.RemoteAddr), nullStr(cleanText(e.Meta.UserAgent, 300))
+		reqID[i], addr[i], ua[i] = nullStr(e.Meta.RequestID), nullStr(e.Meta.RemoteAddr), nullStr(pgtext.Clean(e.Meta.UserAgent, 300))
 		if e.Fingerprint != nil {
 			fp[i] = `\x` + hexString(e.Fingerprint)
 		}
@@ -245,21 +244,6 @@ func nullStr(s string) any {
 		return nil
 	}
 	return s
-}
-
-// cleanText makes a header a client chose storable as Postgres text: bytes that are not
-// UTF-8 (allowed in HTTP header values) and NUL become U+FFFD, and it is cut to at most n
-// bytes on a character boundary. One such User-Agent used to fail its whole batch of events.
-func cleanText(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 func hexString(b []byte) string {

@@ -8,12 +8,12 @@ import (
 	"net/http"
 	"net/mail"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/internal/pgtext"
 	"github.com/tekrar/tekrar/internal/problem"
 )
 
@@ -141,9 +141,10 @@ func (in *OrderInput) Validate() []FieldError {
 
 // noNUL is the message for text holding U+0000: Postgres's text and jsonb cannot store it,
 // so it is refused here, field by field, rather than failing the claim as a server error.
+// (Decoded JSON strings are always UTF-8; the API refuses a body that is not.)
 const noNUL = "must not contain the NUL character (U+0000)"
 
-func hasNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
+func hasNUL(s string) bool { return !pgtext.Valid(s) }
 
 // OrderView is an order as the API shows it: the body of a 201 and of GET /v1/orders/{id}.
 type OrderView struct {

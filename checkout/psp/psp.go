@@ -22,9 +22,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/tekrar/tekrar/internal/pgtext"
 )
 
 // Provider is a card processor. Every call carries a provider-side idempotency key that
@@ -204,7 +204,7 @@ func (r ChargeRequest) validate() error {
 // that are not UTF-8. Its arguments are name, value pairs.
 func checkText(pairs ...string) error {
 	for i := 0; i+1 < len(pairs); i += 2 {
-		if v := pairs[i+1]; !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+		if !pgtext.Valid(pairs[i+1]) {
 			return fmt.Errorf("%w: %s must be UTF-8 without NUL characters", ErrInvalidRequest, pairs[i])
 		}
 	}

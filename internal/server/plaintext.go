@@ -4,11 +4,10 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tekrar/tekrar/internal/pgtext"
 	"github.com/tekrar/tekrar/internal/problem"
 )
 
@@ -20,7 +19,7 @@ import (
 func PlainText(advise func(*gin.Context, *problem.Problem) *problem.Problem) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		r := c.Request
-		ok := plain(r.URL.Path) && plainValues(r.URL.RawQuery == "", r.URL.Query)
+		ok := pgtext.Valid(r.URL.Path) && plainValues(r.URL.RawQuery == "", r.URL.Query)
 		if ok && r.Method == http.MethodPost {
 			if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "application/x-www-form-urlencoded" {
 				// A form that does not parse is the handler's to refuse, as before.
@@ -45,16 +44,14 @@ func plainValues(skip bool, values func() url.Values) bool {
 		return true
 	}
 	for k, vs := range values() {
-		if !plain(k) {
+		if !pgtext.Valid(k) {
 			return false
 		}
 		for _, v := range vs {
-			if !plain(v) {
+			if !pgtext.Valid(v) {
 				return false
 			}
 		}
 	}
 	return true
 }
-
-func plain(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
