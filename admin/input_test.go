@@ -42,6 +42,12 @@ func TestConsoleRefusesTextItCannotStore(t *testing.T) {
 		refused("sign-in", newBrowser(t, e).login("ops@example.com", "pass"+bad))
 		refused("refund form", b.do("POST", "/admin/orders/1/refund", url.Values{"amount": {"1"}, "reason": {bad}}))
 	}
+	// A form is read up to 64 KiB: the sign-in form is open to anyone.
+	big := url.Values{"email": {"ops@example.com"}, "password": {strings.Repeat("p", 100<<10)}}
+	if p := newBrowser(t, e).do("POST", "/admin/login", big); p.status != http.StatusRequestEntityTooLarge ||
+		!strings.Contains(p.body, `"code":"body_too_large"`) {
+		t.Errorf("a 100 KiB sign-in form: %d %.200s", p.status, p.body)
+	}
 	// The console still works.
 	if p := b.do("GET", "/admin/keys?key=abc", nil); p.status != http.StatusOK {
 		t.Fatalf("a plain search: %d", p.status)
