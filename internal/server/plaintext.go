@@ -34,7 +34,7 @@ func PlainText(advise func(*gin.Context, *problem.Problem) *problem.Problem) gin
 				err := r.ParseForm()
 				var tooLarge *http.MaxBytesError
 				if errors.As(err, &tooLarge) {
-					abort(c, advise, problem.New(http.StatusRequestEntityTooLarge, "body_too_large", "Request body too large").
+					abortAdvised(c, advise, problem.New(http.StatusRequestEntityTooLarge, "body_too_large", "Request body too large").
 						WithDetail(fmt.Sprintf("a form may be at most %d bytes", MaxFormBytes)))
 					return
 				}
@@ -43,7 +43,7 @@ func PlainText(advise func(*gin.Context, *problem.Problem) *problem.Problem) gin
 			}
 		}
 		if !ok {
-			abort(c, advise, problem.New(http.StatusBadRequest, "malformed_request", "Request holds text that cannot be stored").
+			abortAdvised(c, advise, problem.New(http.StatusBadRequest, "malformed_request", "Request holds text that cannot be stored").
 				WithDetail("the path, query or form is not valid UTF-8 or holds a NUL character"))
 			return
 		}
@@ -51,7 +51,7 @@ func PlainText(advise func(*gin.Context, *problem.Problem) *problem.Problem) gin
 	}
 }
 
-func abort(c *gin.Context, advise func(*gin.Context, *problem.Problem) *problem.Problem, p *problem.Problem) {
+func abortAdvised(c *gin.Context, advise func(*gin.Context, *problem.Problem) *problem.Problem, p *problem.Problem) {
 	if advise != nil {
 		p = advise(c, p)
 	}
