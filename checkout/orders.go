@@ -78,12 +78,12 @@ func (in *OrderInput) Validate() []FieldError {
 		f := "items[" + strconv.Itoa(i) + "]."
 		if it.SKU == "" || len(it.SKU) > 64 {
 			add(f+"sku", "must be 1 to 64 characters")
-		} else if hasNUL(it.SKU) {
+		} else if !pgtext.Valid(it.SKU) {
 			add(f+"sku", noNUL)
 		}
 		if it.Name == "" || len(it.Name) > 200 {
 			add(f+"name", "must be 1 to 200 characters")
-		} else if hasNUL(it.Name) {
+		} else if !pgtext.Valid(it.Name) {
 			add(f+"name", noNUL)
 		}
 		if it.Quantity < 1 || it.Quantity > MaxQuantity {
@@ -106,13 +106,13 @@ func (in *OrderInput) Validate() []FieldError {
 	}
 	if in.Payment.CardToken == "" || len(in.Payment.CardToken) > 255 {
 		add("payment.card_token", "is required (at most 255 characters)")
-	} else if hasNUL(in.Payment.CardToken) {
+	} else if !pgtext.Valid(in.Payment.CardToken) {
 		add("payment.card_token", noNUL)
 	}
 	if c := in.Customer; c != nil {
 		if len(c.ID) > 255 {
 			add("customer.id", "must be at most 255 characters")
-		} else if hasNUL(c.ID) {
+		} else if !pgtext.Valid(c.ID) {
 			add("customer.id", noNUL)
 		}
 		if c.Email != "" {
@@ -127,12 +127,12 @@ func (in *OrderInput) Validate() []FieldError {
 	for k, v := range in.Metadata {
 		if k == "" || len(k) > MaxMetadataKey {
 			add("metadata", "keys must be 1 to %d characters", MaxMetadataKey)
-		} else if hasNUL(k) {
+		} else if !pgtext.Valid(k) {
 			add("metadata", "keys "+noNUL)
 		}
 		if len(v) > MaxMetadataValue {
 			add("metadata."+k, "must be at most %d characters", MaxMetadataValue)
-		} else if hasNUL(v) {
+		} else if !pgtext.Valid(v) {
 			add("metadata."+k, noNUL)
 		}
 	}
@@ -141,10 +141,9 @@ func (in *OrderInput) Validate() []FieldError {
 
 // noNUL is the message for text holding U+0000: Postgres's text and jsonb cannot store it,
 // so it is refused here, field by field, rather than failing the claim as a server error.
-// (Decoded JSON strings are always UTF-8; the API refuses a body that is not.)
+// (Decoded JSON strings are always UTF-8, so pgtext.Valid fails on a NUL only; the API
+// refuses a body that is not UTF-8.)
 const noNUL = "must not contain the NUL character (U+0000)"
-
-func hasNUL(s string) bool { return !pgtext.Valid(s) }
 
 // OrderView is an order as the API shows it: the body of a 201 and of GET /v1/orders/{id}.
 type OrderView struct {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/internal/pgtext"
 	"github.com/tekrar/tekrar/internal/problem"
 )
 
@@ -27,7 +28,7 @@ func (in *RefundInput) Validate() []FieldError {
 	}
 	if len(in.Reason) > 500 {
 		errs = append(errs, FieldError{"reason", "must be at most 500 characters"})
-	} else if hasNUL(in.Reason) {
+	} else if !pgtext.Valid(in.Reason) {
 		errs = append(errs, FieldError{"reason", noNUL})
 	}
 	return errs
