@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tekrar/tekrar/internal/pglocal"
 )
 
 // TestDevSIGKILLLeavesNoPostgres: a SIGKILLed `tekrar dev` cannot stop its Postgres itself,
@@ -39,7 +41,7 @@ func TestDevSIGKILLLeavesNoPostgres(t *testing.T) {
 	// Runs after the tekrar processes are killed (cleanups run last first): whatever still
 	// runs in the data directory goes too, so that a failed test leaves nothing behind.
 	t.Cleanup(func() {
-		for _, pid := range procsInDir(data) {
+		for _, pid := range pglocal.ProcsIn(data) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
@@ -67,7 +69,7 @@ func TestDevSIGKILLLeavesNoPostgres(t *testing.T) {
 	}
 	firstBody := r.Body
 	pm := postmasterPID(t, data)
-	backends := procsInDir(data)
+	backends := pglocal.ProcsIn(data)
 	if len(backends) == 0 || !slices.Contains(backends, pm) {
 		t.Fatalf("postmaster %d is not among the processes running in %s: %v", pm, data, backends)
 	}
@@ -80,7 +82,7 @@ func TestDevSIGKILLLeavesNoPostgres(t *testing.T) {
 		for _, pid := range backends {
 			reapIfOurs(pid)
 		}
-		return gone(pm) && len(procsInDir(data)) == 0
+		return gone(pm) && len(pglocal.ProcsIn(data)) == 0
 	})
 
 	// Second start on the kept directory: no initdb, the first run's data is there.
@@ -103,7 +105,7 @@ func TestDevSIGKILLLeavesNoPostgres(t *testing.T) {
 	}
 	waitUntil(t, 10*time.Second, "the second postmaster to be gone", func() bool {
 		reapIfOurs(pm2)
-		return gone(pm2) && len(procsInDir(data)) == 0
+		return gone(pm2) && len(pglocal.ProcsIn(data)) == 0
 	})
 	if _, err := os.Stat(filepath.Join(data, "postmaster.pid")); !os.IsNotExist(err) {
 		t.Errorf("postmaster.pid is still there after Ctrl-C (%v): Postgres was not shut down cleanly", err)
@@ -123,30 +125,6 @@ func postmasterPID(t testing.TB, data string) int {
 		t.Fatalf("postmaster.pid starts with %q", first)
 	}
 	return pid
-}
-
-// procsInDir lists the live processes whose working directory is dir: Postgres chdirs into
-// its data directory, postmaster and backends alike, and a zombie has no working directory.
-func procsInDir(dir string) []int {
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return nil
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && cwd == real {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // reapIfOurs collects pid if it is a zombie postgres child of this process. Only postgres

@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +26,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/internal/dbtest"
+	"github.com/tekrar/tekrar/internal/pglocal"
 )
 
 // tekrarBin is the binary under test, built by TestMain.
@@ -94,33 +94,6 @@ type proc struct {
 	err    error         // cmd.Wait's result, readable after done
 }
 
-// Children are started from one goroutine locked to a thread that never exits, as pglocal
-// does: Linux sends Pdeathsig when the forking thread ends, and this makes it mean "the test
-// binary died", so that a test killed by a timeout leaves no tekrar running either.
-var (
-	spawnOnce sync.Once
-	spawnReqs = make(chan spawnReq)
-)
-
-type spawnReq struct {
-	cmd  *exec.Cmd
-	done chan<- error
-}
-
-func spawnChild(cmd *exec.Cmd) error {
-	spawnOnce.Do(func() {
-		go func() {
-			runtime.LockOSThread() // never unlocked
-			for r := range spawnReqs {
-				r.done <- r.cmd.Start()
-			}
-		}()
-	})
-	done := make(chan error, 1)
-	spawnReqs <- spawnReq{cmd, done}
-	return <-done
-}
-
 // startTekrar starts the binary with env (see childEnv) and args. stdin may be nil.
 func startTekrar(t testing.TB, env []string, stdin io.Reader, args ...string) *proc {
 	t.Helper()
@@ -129,8 +102,10 @@ func startTekrar(t testing.TB, env []string, stdin io.Reader, args ...string) *p
 	cmd.Stdin = stdin
 	p := &proc{cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	// Started as pglocal starts Postgres, from a thread that never exits: Pdeathsig then means
+	// "the test binary died", so a test killed by its timeout leaves no tekrar running.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := spawnChild(cmd); err != nil {
+	if err := pglocal.StartChild(cmd); err != nil {
 		t.Fatalf("start tekrar %v: %v", args, err)
 	}
 	go func() {

@@ -228,7 +228,7 @@ func (s *Server) initdb(ctx context.Context) error {
 	var out bytes.Buffer
 	cmd.Stdout = io.MultiWriter(&out, s.logw)
 	cmd.Stderr = cmd.Stdout
-	if err := startChild(cmd); err != nil {
+	if err := StartChild(cmd); err != nil {
 		return fmt.Errorf("initdb: %w", err)
 	}
 	if err := cmd.Wait(); err != nil {
@@ -271,7 +271,7 @@ func (s *Server) startPostgres(ctx context.Context) error {
 	s.markLog()
 	cmd := s.command(context.Background(), "postgres", s.postgresArgs()...)
 	cmd.Stdout, cmd.Stderr = s.logw, s.logw
-	if err := startChild(cmd); err != nil {
+	if err := StartChild(cmd); err != nil {
 		return fmt.Errorf("start postgres: %w", err)
 	}
 	p := &proc{cmd: cmd, exited: make(chan struct{})}

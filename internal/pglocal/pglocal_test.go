@@ -123,7 +123,7 @@ func TestEphemeralServer(t *testing.T) {
 	if !gone(pid) {
 		t.Errorf("postmaster %d still exists after Stop", pid)
 	}
-	if pids := dirProcs(data); len(pids) > 0 {
+	if pids := ProcsIn(data); len(pids) > 0 {
 		t.Errorf("processes %v still run in %s after Stop", pids, data)
 	}
 	if err := s.Stop(); err != nil {
@@ -329,7 +329,7 @@ func TestKilledParentLeavesNoServer(t *testing.T) {
 		}
 		return false
 	})
-	waitFor(t, 10*time.Second, "no process left in "+data, func() bool { return len(dirProcs(data)) == 0 })
+	waitFor(t, 10*time.Second, "no process left in "+data, func() bool { return len(ProcsIn(data)) == 0 })
 	t.Logf("postmaster and backends gone %v after the parent was killed", time.Since(began))
 
 	// The directory stays behind until a sweep, which must leave live servers alone. (Any

@@ -117,8 +117,9 @@ func spawner() {
 	}
 }
 
-// startChild is cmd.Start run on the spawner thread; cmd.Wait may be called from anywhere.
-func startChild(cmd *exec.Cmd) error {
+// StartChild is cmd.Start run on the spawner thread, so that a Pdeathsig set on cmd means
+// "this process died"; cmd.Wait may be called from anywhere.
+func StartChild(cmd *exec.Cmd) error {
 	spawnOnce.Do(func() { go spawner() })
 	done := make(chan error, 1)
 	spawnReqs <- spawnReq{cmd, done}

@@ -119,13 +119,9 @@ func readPostmasterPID(data string) (postmasterPID, error) {
 // a process group kill would miss them) and waits until none is left. Matching on the working
 // directory rather than a recorded pid cannot hit an unrelated process that reused the pid.
 func killDirProcs(data string, wait time.Duration) error {
-	real, err := filepath.EvalSymlinks(data)
-	if err != nil {
-		return nil // no data directory, so nothing can run in it
-	}
 	deadline := time.Now().Add(wait)
 	for {
-		pids := dirProcs(real)
+		pids := ProcsIn(data)
 		if len(pids) == 0 {
 			return nil
 		}
@@ -139,9 +135,15 @@ func killDirProcs(data string, wait time.Duration) error {
 	}
 }
 
-// dirProcs lists the processes whose working directory is dir. A zombie has no working
+// ProcsIn lists the live processes whose working directory is dir (symbolic links
+// resolved). Postgres chdirs into its data directory, postmaster and backends alike, so this
+// finds a cluster's processes without trusting a recorded pid; a zombie has no working
 // directory, so a killed process drops out of the list even before it is reaped.
-func dirProcs(dir string) []int {
+func ProcsIn(dir string) []int {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil
+	}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -152,7 +154,7 @@ func dirProcs(dir string) []int {
 		if err != nil {
 			continue
 		}
-		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && cwd == dir {
+		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && cwd == real {
 			pids = append(pids, pid)
 		}
 	}
