@@ -321,6 +321,15 @@ func TestInFlightKey(t *testing.T) {
 	if busy.Header.Get("Retry-After") == "" {
 		t.Error("409 without Retry-After")
 	}
+	// Another request under the key is refused as a reuse while the first runs, waiting or
+	// not: its fingerprint is stored with the claim.
+	for _, prefer := range []string{"", "wait=10"} {
+		other := postOrder(t, e, e.Secret, "k-slow", orderBody(9100, "tok_slow"), "Prefer", prefer)
+		advice(t, problemOf(t, other, 422, "idempotency_key_reused"), false, false)
+		refund := e.Do(t, "POST", "/v1/orders/1/refunds", e.Secret, []byte(`{"amount":100}`),
+			"Idempotency-Key", "k-slow", "Prefer", prefer)
+		advice(t, problemOf(t, refund, 422, "idempotency_key_reused"), false, false)
+	}
 	waited := postOrder(t, e, e.Secret, "k-slow", body, "Prefer", "wait=10")
 	f := <-first
 	if f.Status != 201 || waited.Status != 201 || !bytes.Equal(f.Body, waited.Body) {

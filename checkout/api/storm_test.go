@@ -114,3 +114,81 @@ func TestDuplicateStormManyKeys(t *testing.T) {
 		t.Fatalf("%d orders charged their amount, want %d", n, keys)
 	}
 }
+
+// TestMixedStormOneKey sends one key at once with three different requests: an order, the
+// same order for another amount, and a refund of an earlier order. Whichever request claims
+// the key first is the only one executed; every copy of it gets its answer, and every
+// other request is refused as a reuse of the key, with nothing charged or refunded for it.
+func TestMixedStormOneKey(t *testing.T) {
+	for run := 0; run < 4; run++ {
+		t.Run(fmt.Sprint("run ", run), func(t *testing.T) {
+			e := apptest.New(t)
+			base := decodeOrder(t, postOrder(t, e, e.Secret, "base", orderBody(9000, "tok_visa")))
+			type request struct {
+				name, path string
+				body       []byte
+			}
+			requests := []request{
+				{"order", "/v1/orders", orderBody(5000, "tok_visa")},
+				{"other amount", "/v1/orders", orderBody(5100, "tok_visa")},
+				{"refund", "/v1/orders/" + itoa(base.ID) + "/refunds", []byte(`{"amount":100}`)},
+			}
+			const copies = 40
+			rs := storm(t, copies*len(requests), func(i int) (apptest.Response, error) {
+				// Each run rotates which request the first goroutines send.
+				rq := requests[(i+run)%len(requests)]
+				return e.Send("POST", rq.path, e.Secret, rq.body, "Idempotency-Key", "mixed", "Prefer", "wait=10")
+			})
+			winner := -1
+			for i, r := range rs {
+				if r.Status == 201 && r.Header.Get("Idempotent-Replayed") == "false" {
+					if winner >= 0 {
+						t.Fatalf("requests %d and %d were both executed", winner, i)
+					}
+					winner = i
+				}
+			}
+			if winner < 0 {
+				t.Fatal("no request was executed")
+			}
+			won := requests[(winner+run)%len(requests)]
+			t.Logf("executed: %s", won.name)
+			for i, r := range rs {
+				rq := requests[(i+run)%len(requests)]
+				if rq.name == won.name {
+					if r.Status != 201 || !bytes.Equal(r.Body, rs[winner].Body) {
+						t.Fatalf("copy %d of the executed %s: %d %s", i, won.name, r.Status, r.Body)
+					}
+					continue
+				}
+				advice(t, problemOf(t, r, 422, "idempotency_key_reused"), false, false)
+			}
+			orders, charges, refunds := 1, 1, 0
+			if won.name == "refund" {
+				refunds = 1
+			} else {
+				orders, charges = 2, 2
+			}
+			for _, c := range []struct {
+				query string
+				want  int
+			}{
+				{`SELECT count(*) FROM orders`, orders},
+				{`SELECT count(*) FROM psp_charges`, charges},
+				{`SELECT count(*) FROM payments`, charges},
+				{`SELECT count(*) FROM refunds`, refunds},
+				{`SELECT count(*) FROM psp_refunds`, refunds},
+				{`SELECT count(*) FROM idempotency_keys WHERE key = 'mixed'`, 1},
+			} {
+				if n := count(t, e, c.query); n != c.want {
+					t.Errorf("%s: %d, want %d (executed: %s)", c.query, n, c.want, won.name)
+				}
+			}
+			if won.name == "other amount" {
+				if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE amount = 5100`); n != 1 {
+					t.Errorf("%d charges of 5100", n)
+				}
+			}
+		})
+	}
+}
