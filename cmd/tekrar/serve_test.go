@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
@@ -183,17 +185,24 @@ func checkOneOutcome(t *testing.T, what string, rs []response) {
 	}
 }
 
+// twoReplicas starts two `tekrar serve` processes on one fresh database and returns the
+// database's URL, a connection to it and the two servers' base URLs.
+func twoReplicas(t *testing.T) (dbURL string, db *sqlx.DB, bases []string) {
+	t.Helper()
+	dbURL = dbtest.NewURL(t)
+	db = openDB(t, dbURL)
+	for _, port := range freePorts(t, 2) {
+		_, base := startServe(t, dbURL, port, "TEKRAR_LOG_LEVEL=warn")
+		bases = append(bases, base)
+	}
+	return dbURL, db, bases
+}
+
 // TestTwoServersOneDatabaseDuplicateStorm: two replicas share a database, and a retry storm
 // spread over both still charges once per key, because the database decides every race.
 func TestTwoServersOneDatabaseDuplicateStorm(t *testing.T) {
 	t.Parallel()
-	dbURL := dbtest.NewURL(t)
-	db := openDB(t, dbURL)
-	ports := freePorts(t, 2)
-	bases := make([]string, 2)
-	for i, port := range ports {
-		_, bases[i] = startServe(t, dbURL, port, "TEKRAR_LOG_LEVEL=warn")
-	}
+	dbURL, db, bases := twoReplicas(t)
 	secret := newClientSecret(t, dbURL, "storm app")
 	c := newHTTPClient()
 

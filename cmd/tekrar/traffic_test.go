@@ -12,8 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
 // TestTwoServersMixedTraffic sends random traffic of two clients to two replicas at once:
@@ -37,13 +35,7 @@ func TestTwoServersMixedTraffic(t *testing.T) {
 	}
 	t.Logf("seed %d (TEKRAR_TRAFFIC_SEED=%d reproduces the choices)", seed, seed)
 
-	dbURL := dbtest.NewURL(t)
-	db := openDB(t, dbURL)
-	ports := freePorts(t, 2)
-	bases := make([]string, 2)
-	for i, port := range ports {
-		_, bases[i] = startServe(t, dbURL, port, "TEKRAR_LOG_LEVEL=warn")
-	}
+	dbURL, db, bases := twoReplicas(t)
 	c := newHTTPClient()
 
 	// Each client has a paid order of 10,000 that its refund intents draw on: 1,500 each,
