@@ -63,7 +63,7 @@ func TestTwoServersMixedTraffic(t *testing.T) {
 
 	// An intent is one thing a client means to do under one key; variant 1 is another
 	// request under the same key (another amount), which must never run once variant 0 has,
-	// and the other way round.
+	// and the other way round. Both clients use the same key names: each is its own key.
 	type intent struct {
 		client int
 		refund bool
