@@ -475,3 +475,135 @@ func TestRefundAsOperator(t *testing.T) {
 		t.Fatalf("%d refunds", n)
 	}
 }
+
+// TestConcurrentReleasesSettleOnce: several operators release the same stuck key at once
+// while the app keeps retrying it. One release settles it and is recorded; the others find
+// nothing to do; the provider charges or refunds once; every retry gets either the
+// needs-attention answer or the stored result, never a second execution.
+func TestConcurrentReleasesSettleOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		setup   func(e *actionEnv) (retry func() (int, []byte, error))
+		outcome string
+		charges int64
+		refund  int64
+	}{
+		{
+			name: "charge made, answer lost",
+			setup: func(e *actionEnv) func() (int, []byte, error) {
+				e.p.set("lost")
+				e.order("k", "tok_visa", 9000)
+				e.needsAttention("k")
+				e.p.set("")
+				in := OrderInput{Currency: "TRY", Amount: 9000, Payment: PaymentInput{CardToken: "tok_visa"},
+					Items: []Item{{SKU: "LATTE", Name: "Latte", Quantity: 1, UnitAmount: 9000}}}
+				body, _ := json.Marshal(in)
+				return func() (int, []byte, error) {
+					res, err := e.s.CreateOrder(context.Background(), Request{Client: e.client, Key: "k", Method: "POST", Path: "/v1/orders", Body: body}, in)
+					return answer(res, err)
+				}
+			},
+			outcome: OutcomePaid, charges: 1,
+		},
+		{
+			name: "refund never sent",
+			setup: func(e *actionEnv) func() (int, []byte, error) {
+				id, _ := e.order("k-order", "tok_visa", 9000)
+				e.p.set("down")
+				e.refund("k", id, 2500)
+				e.needsAttention("k")
+				e.p.set("")
+				in := RefundInput{Amount: 2500}
+				body, _ := json.Marshal(in)
+				return func() (int, []byte, error) {
+					res, err := e.s.CreateRefund(context.Background(), Request{Client: e.client, Key: "k", Method: "POST",
+						Path: fmt.Sprintf("/v1/orders/%d/refunds", id), Body: body}, id, in)
+					return answer(res, err)
+				}
+			},
+			outcome: OutcomeRefunded, charges: 1, refund: 2500,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newActionEnv(t)
+			retry := tc.setup(e)
+			const operators, retries = 8, 8
+			type result struct {
+				release ActionResult
+				status  int
+				body    []byte
+				err     error
+			}
+			out := make([]result, operators+retries)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range out {
+				wg.Go(func() {
+					<-start
+					if i < operators {
+						out[i].release, out[i].err = e.s.ReleaseKey(context.Background(), e.client.ID, "k", e.record(false))
+						return
+					}
+					out[i].status, out[i].body, out[i].err = retry()
+				})
+			}
+			close(start)
+			wg.Wait()
+
+			done := 0
+			for i, r := range out[:operators] {
+				switch {
+				case r.err != nil:
+					t.Fatalf("release %d: %v", i, r.err)
+				case r.release.Done:
+					done++
+					if r.release.Outcome != tc.outcome {
+						t.Fatalf("release %d: outcome %q, want %q", i, r.release.Outcome, tc.outcome)
+					}
+				case r.release.Outcome != OutcomeNotNeeded:
+					t.Fatalf("release %d did nothing, with outcome %q", i, r.release.Outcome)
+				}
+			}
+			if done != 1 || len(e.recorded) != 1 {
+				t.Fatalf("%d releases settled the key, %d were recorded; want 1 and 1", done, len(e.recorded))
+			}
+			var stored []byte
+			if err := e.db.Get(&stored, `SELECT response_body FROM idempotency_keys WHERE key = 'k' AND state = 'completed'`); err != nil {
+				t.Fatalf("stored response: %v", err)
+			}
+			for i, r := range out[operators:] {
+				switch {
+				case problemCode(r.err) == "needs_attention":
+					// before the release committed
+				case r.err == nil && r.status == http.StatusCreated && string(r.body) == string(stored):
+				default:
+					t.Fatalf("retry %d: %d %s %v", i, r.status, r.body, r.err)
+				}
+			}
+			if n := e.count(`SELECT count(*) FROM psp_charges`); n != tc.charges {
+				t.Fatalf("%d charges at the provider, want %d", n, tc.charges)
+			}
+			if n := e.count(`SELECT coalesce(sum(amount), 0) FROM psp_refunds`); n != tc.refund {
+				t.Fatalf("provider refunded %d, want %d", n, tc.refund)
+			}
+		})
+	}
+}
+
+// problemCode is the code of err's problem, or "".
+func problemCode(err error) string {
+	var p *problem.Problem
+	if errors.As(err, &p) {
+		return p.Code
+	}
+	return ""
+}
+
+// answer is a keyed request's status and body, or its problem's status and error.
+func answer(res Result, err error) (int, []byte, error) {
+	var p *problem.Problem
+	if errors.As(err, &p) {
+		return p.Status, nil, err
+	}
+	return res.Status, res.Body, err
+}
