@@ -421,14 +421,6 @@ func TestRefundAsOperator(t *testing.T) {
 	refund := func(n int, amount int64, reason string) (OperatorRefundResult, error) {
 		return e.s.RefundAsOperator(ctx, OperatorRefund{OrderID: id, RefundInput: RefundInput{Amount: amount, Reason: reason}, Nonce: nonce(n)})
 	}
-	problemCode := func(err error) string {
-		var p *problem.Problem
-		if errors.As(err, &p) {
-			return p.Code
-		}
-		return fmt.Sprint(err)
-	}
-
 	first, err := refund(1, 2500, "cold coffee")
 	if err != nil || first.Replayed || first.Pending || first.Refund.Amount != 2500 || first.ClientID != e.client.ID ||
 		first.Key != OperatorRefundKeyPrefix+nonce(1) {
