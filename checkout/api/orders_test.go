@@ -322,7 +322,8 @@ func TestInFlightKey(t *testing.T) {
 		t.Error("409 without Retry-After")
 	}
 	// Another request under the key is refused as a reuse while the first runs, waiting or
-	// not: its fingerprint is stored with the claim.
+	// not: its fingerprint is stored with the claim. (The refund names the slow order's id,
+	// 1; the key is checked before the order is.)
 	for _, prefer := range []string{"", "wait=10"} {
 		other := postOrder(t, e, e.Secret, "k-slow", orderBody(9100, "tok_slow"), "Prefer", prefer)
 		advice(t, problemOf(t, other, 422, "idempotency_key_reused"), false, false)
