@@ -109,25 +109,34 @@ func (s *Service) releaseOrder(ctx context.Context, k *Key, detail map[string]an
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
 	defer cancel()
 	ch, err := s.provider.LookupCharge(pctx, pk)
+	var settle func(sqlx.QueryerContext) (Response, psp.Charge, error)
 	switch {
 	case err == nil:
-		view, err := s.orderView(ctx, k.OrderID.Int64)
-		if err != nil {
-			return nil, err
+		settle = func(db sqlx.QueryerContext) (Response, psp.Charge, error) {
+			r, err := s.settleCharge(ctx, db, k, ch, pk)
+			return r, ch, err
 		}
-		detail["charge_id"], detail["charge_status"] = ch.ID, ch.Status
+	case errors.Is(err, psp.ErrNotFound):
+		// As the completer: a charge may still be in flight, so fence the key first.
+		settle, err = s.giveUpCharge(ctx, k, "an operator released a key whose charge the provider did not hold")
+	}
+	if settle != nil {
 		return func(tx *sqlx.Tx, k *Key) (string, error) {
-			if _, err := s.settleOrder(ctx, tx, k, view, ch, pk); err != nil {
+			_, got, err := settle(tx)
+			if err != nil {
 				return "", err
 			}
-			if ch.Status == psp.StatusSucceeded {
-				return OutcomePaid, nil
+			detail["charge_status"] = got.Status
+			if got.ID != "" {
+				detail["charge_id"] = got.ID
 			}
-			return OutcomeDeclined, nil
-		}, nil
-	case errors.Is(err, psp.ErrNotFound):
-		return func(tx *sqlx.Tx, k *Key) (string, error) {
-			return OutcomeCanceled, cancelOrder(ctx, tx, k, s.cfg.Now())
+			switch got.Status {
+			case psp.StatusSucceeded:
+				return OutcomePaid, nil
+			case psp.StatusDeclined:
+				return OutcomeDeclined, nil
+			}
+			return OutcomeCanceled, nil
 		}, nil
 	}
 	providerSaid(detail, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -48,9 +47,12 @@ func (c CompleterConfig) withDefaults() CompleterConfig {
 // CompleterResult counts what one pass did.
 type CompleterResult struct {
 	Completed int // settled from what the provider recorded (paid, declined, refunded)
-	Canceled  int // the provider had no charge: the order is canceled, nothing was charged
+	Canceled  int // the provider fenced the key (or could not, and a refund is owed): the order is canceled
 	Attention int // handed to an operator
 	Retry     int // the provider could not answer; tried again next pass
+	// Compensations driven in the same pass (see DriveCompensations).
+	Compensated     int // charges found under given-up keys and refunded
+	CompensationsOK int // given-up keys confirmed to hold no charge
 }
 
 // Completer drives abandoned keys to an outcome, so that a customer who closed the app ends
@@ -90,7 +92,8 @@ func (c *Completer) Run(ctx context.Context) {
 		}
 		if res != (CompleterResult{}) {
 			c.s.logger.Info("completer", "completed", res.Completed, "canceled", res.Canceled,
-				"attention", res.Attention, "retry", res.Retry)
+				"attention", res.Attention, "retry", res.Retry,
+				"compensated", res.Compensated, "compensations_without_charge", res.CompensationsOK)
 		}
 	}
 }
@@ -135,7 +138,15 @@ func (c *Completer) Pass(ctx context.Context) (CompleterResult, error) {
 			errs = append(errs, fmt.Errorf("key %d: %w", k.ID, err))
 		}
 	}
+	comp, err := c.s.DriveCompensations(ctx, c.cfg.Batch, c.s.cfg.Lease)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	res.Compensated, res.CompensationsOK = comp.Refunded, comp.NoCharge
+	res.Retry += comp.Retry
 	c.mu.Lock()
+	c.total.Compensated += res.Compensated
+	c.total.CompensationsOK += res.CompensationsOK
 	c.total.Completed += res.Completed
 	c.total.Canceled += res.Canceled
 	c.total.Attention += res.Attention
@@ -163,22 +174,28 @@ func (c *Completer) complete(ctx context.Context, k *Key, now time.Time, res *Co
 		pk := providerKey("charge", k)
 		var ch psp.Charge
 		ch, err = c.s.provider.LookupCharge(pctx, pk)
+		var settle func(sqlx.QueryerContext) (Response, psp.Charge, error)
 		switch {
 		case err == nil:
-			view, verr := c.s.orderView(ctx, k.OrderID.Int64)
-			if verr != nil {
-				return verr
+			settle = func(db sqlx.QueryerContext) (Response, psp.Charge, error) {
+				r, err := c.s.settleCharge(ctx, db, k, ch, pk)
+				return r, ch, err
 			}
-			if _, err := c.s.settleOrder(ctx, c.s.q, k, view, ch, pk); err != nil {
-				return err
-			}
-			res.Completed++
-			return nil
 		case errors.Is(err, psp.ErrNotFound):
-			if err := cancelOrder(ctx, c.s.q, k, now); err != nil {
+			// No charge yet is not no charge ever: the worker that lost this key may still
+			// have its request in flight. Fence the key at the provider first.
+			settle, err = c.s.giveUpCharge(ctx, k, "completer gave up on a charge whose worker was gone")
+		}
+		if settle != nil {
+			_, got, err := settle(c.s.q)
+			if err != nil {
 				return err
 			}
-			res.Canceled++
+			if got.Status == psp.StatusCanceled {
+				res.Canceled++
+			} else {
+				res.Completed++
+			}
 			return nil
 		}
 	}
@@ -208,35 +225,6 @@ func (s *Service) orderView(ctx context.Context, orderID int64) (OrderView, erro
 	v, err := r.view()
 	v.Payment = nil
 	return v, err
-}
-
-// abandoned is the stored answer of an order the completer canceled: nothing was charged,
-// and the client may pay with a new key.
-func abandoned(orderID int64) *problem.Problem {
-	return problem.New(http.StatusConflict, "payment_abandoned", "Payment abandoned").
-		WithDetail("the request was interrupted before the card was charged and was not retried in time; nothing was charged and the order is canceled. Pay again with a new key").
-		With("order_id", orderID).With("retryable", false).With("safe_new_key", true)
-}
-
-// cancelOrder settles an order that was never charged: canceled, with the abandoned answer
-// stored on its key, fenced by the lease token.
-func cancelOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.Time) error {
-	p := abandoned(k.OrderID.Int64)
-	var n int
-	err := sqlx.GetContext(ctx, db, &n, `
-		WITH k AS (`+completeKeySQL+`
-		), o AS (
-		    UPDATE orders SET status = 'canceled', updated_at = $6 WHERE id = (SELECT order_id FROM k)
-		)
-		SELECT count(*) FROM k`,
-		k.ID, k.LeaseToken, p.Status, `{"Content-Type":"`+problem.ContentType+`"}`, p.Body(k.Path), now)
-	if err != nil {
-		return fmt.Errorf("cancel order: %w", err)
-	}
-	if n == 0 {
-		return errFenced
-	}
-	return nil
 }
 
 // markAttention hands a key to an operator.

@@ -76,7 +76,10 @@ func TestKeyWritesUseThePrimaryKey(t *testing.T) {
 			return completeOrder(ctx, rec, k, Response{Status: 402, Body: []byte(`{}`)}, now, "declined", 0,
 				psp.Charge{ID: "ch_plan", Amount: 100, Currency: "TRY", Status: psp.StatusDeclined, DeclineCode: "card_declined"}, "pk_plan")
 		}},
-		{"cancel order", func() error { return cancelOrder(ctx, rec, openKey(StateInProgress), now) }},
+		{"cancel order", func() error {
+			_, err := cancelOrder(ctx, rec, openKey(StateInProgress), now, &owedRefund{chargeKey: "pk_plan", reason: "plan test", watchUntil: now})
+			return err
+		}},
 		{"mark attention", func() error { return markAttention(ctx, rec, openKey(StateInProgress), "plan test") }},
 	}
 	for _, c := range calls {
@@ -155,7 +158,13 @@ func sqlLiteral(t *testing.T, a any) string {
 			t.Fatal(err)
 		}
 	}
-	if p, ok := a.(*string); ok {
+	switch p := a.(type) {
+	case *string:
+		if p == nil {
+			return "NULL"
+		}
+		a = *p
+	case *time.Time:
 		if p == nil {
 			return "NULL"
 		}

@@ -214,6 +214,13 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 			Description: "order " + strconv.FormatInt(k.OrderID.Int64, 10),
 		})
 	}
+	if errors.Is(err, psp.ErrKeyCanceled) || (err == nil && ch.Status == psp.StatusCanceled) {
+		// The key was given up on and fenced at the provider while this worker was away
+		// (frozen past its lease, or dead before the cancel was recorded): nothing was
+		// charged. Record that, if this worker still holds the key; if not, its new owner
+		// did or will.
+		return cancelOrder(ctx, o.s.q, k, o.s.cfg.Now(), nil)
+	}
 	if err != nil {
 		return o.s.providerFailed(ctx, k, err)
 	}
@@ -225,7 +232,10 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 	}
 	resp, err := o.s.settleOrder(ctx, o.s.q, k, view, ch, pk)
 	if errors.Is(err, errFenced) {
-		o.s.compensateIfCanceled(ctx, k, ch)
+		// Another worker settled the key meanwhile. With the same charge (the same provider
+		// key) nothing is owed; if it canceled the order at a provider that cannot fence,
+		// this charge must be refunded, and the debt is recorded in Postgres.
+		o.s.oweRefundIfCanceled(ctx, k, ch)
 	}
 	return resp, err
 }
@@ -259,32 +269,6 @@ func (s *Service) settleOrder(ctx context.Context, db sqlx.QueryerContext, k *Ke
 		return Response{}, err
 	}
 	return resp, nil
-}
-
-// compensateIfCanceled handles the one way a charge can outlive its order: this worker
-// stalled past its lease, the completer found no charge and canceled the order, and then
-// this worker's charge went through. The charge is refunded in full, so that the customer
-// ends with no charge, as the canceled order says.
-func (s *Service) compensateIfCanceled(ctx context.Context, k *Key, ch psp.Charge) {
-	if ch.Status != psp.StatusSucceeded {
-		return
-	}
-	var status string
-	if err := s.q.QueryRowxContext(ctx, `SELECT status FROM orders WHERE id = $1`, k.OrderID.Int64).Scan(&status); err != nil {
-		s.logger.Error("compensate: read order", "order_id", k.OrderID.Int64, "err", err)
-		return
-	}
-	if status != "canceled" {
-		return // the new owner settled it with this same charge (same provider key)
-	}
-	_, err := s.provider.Refund(ctx, psp.RefundRequest{Key: providerKey("compensate", k), ChargeID: ch.ID, Amount: ch.Amount,
-		Reason: "order canceled while its charge was in flight"})
-	if err != nil {
-		s.logger.Error("compensate: refund of a charge whose order was canceled failed; refund it by hand",
-			"order_id", k.OrderID.Int64, "charge_id", ch.ID, "err", err)
-		return
-	}
-	s.logger.Warn("compensated a charge whose order had been canceled", "order_id", k.OrderID.Int64, "charge_id", ch.ID)
 }
 
 // providerFailed handles an unknown provider outcome: the charge may or may not exist. The

@@ -38,6 +38,11 @@ type Config struct {
 	ProviderTimeout time.Duration
 	// MaxWait caps Prefer: wait.
 	MaxWait time.Duration
+	// ProviderHorizon is how long after tekrar gave up on a charge, at a provider that cannot
+	// cancel a charge key, a charge under it may still be made: the time a request sent
+	// before can still be processed, and the longest stall of a worker tekrar guards
+	// against. Until then the refund owed for such a charge is watched for.
+	ProviderHorizon time.Duration
 	// Now is the clock; tests inject one.
 	Now func() time.Time
 	// Crash, if set, is called at each crash point (the Crash* constants) so that the crash
@@ -67,6 +72,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxWait == 0 {
 		c.MaxWait = 10 * time.Second
+	}
+	if c.ProviderHorizon == 0 {
+		c.ProviderHorizon = 24 * time.Hour
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,7 +45,7 @@ func TestCompleterCancelsUnchargedOrder(t *testing.T) {
 	if r.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatal("the abandoned answer is not a replay")
 	}
-	if n := count(t, e, `SELECT count(*) FROM psp_charges`); n != 0 {
+	if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != 0 {
 		t.Fatalf("%d charges", n)
 	}
 	if n := count(t, e, `SELECT count(*) FROM idempotency_keys WHERE state <> 'completed'`); n != 0 {
@@ -73,7 +74,7 @@ func TestCompleterSettlesChargedOrder(t *testing.T) {
 	if !bytes.Equal(bytes.TrimSpace(g.Body), r.Body) {
 		t.Fatalf("completed body\n%s\ndiffers from the order\n%s", r.Body, g.Body)
 	}
-	if n := count(t, e, `SELECT count(*) FROM psp_charges`); n != 1 {
+	if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != 1 {
 		t.Fatalf("%d charges", n)
 	}
 }
@@ -148,43 +149,88 @@ func TestCompleterFinishesRefund(t *testing.T) {
 }
 
 // The race fencing exists for: a worker stalls after claiming its key, its lease lapses, the
-// completer finds no charge and cancels the order; then the stalled worker wakes and
-// charges. Its completion is fenced out, and it refunds the charge it made, so that the
-// customer ends with no charge, as the canceled order says.
-func TestStalledWorkerIsFencedAndCompensates(t *testing.T) {
-	stall, resume := make(chan struct{}), make(chan struct{})
-	var once bool
-	e := apptest.NewWith(t, func(point string) {
-		if point == checkout.CrashAfterClaim && !once {
-			once = true
-			close(stall)
-			<-resume
-		}
-	})
-	answer := make(chan apptest.Response, 1)
-	go func() {
-		r, _ := e.Send("POST", "/v1/orders", e.Secret, orderBody(9000, "tok_visa"), "Idempotency-Key", "k-stalled")
-		answer <- r
-	}()
-	<-stall
-	e.Clock.Advance(5 * time.Minute) // the stalled worker's 30 s lease and the grace are long gone
-	if res := complete(t, e); res.Canceled != 1 {
-		t.Fatalf("completer: %+v", res)
+// completer finds no charge and gives up on it; then the stalled worker wakes and charges.
+// "No charge yet" is not "no charge ever", so the completer never cancels on a look-up alone:
+//
+//   - at a provider that can fence, it cancels the charge key first; the stalled worker's
+//     charge is refused, and the answer "nothing was charged" is true;
+//   - at a provider that cannot, it cancels the order with a refund owed, in one statement;
+//     the stalled worker's charge goes through, and the owed refund is made by the completer
+//     (not by the stalled worker's memory), once.
+func TestStalledWorkerIsFencedOrCompensated(t *testing.T) {
+	for _, fence := range []bool{true, false} {
+		name := map[bool]string{true: "provider fences the key", false: "provider cannot fence"}[fence]
+		t.Run(name, func(t *testing.T) {
+			stall, resume := make(chan struct{}), make(chan struct{})
+			var once bool
+			e := apptest.NewWith(t, func(point string) {
+				if point == checkout.CrashAfterClaim && !once {
+					once = true
+					close(stall)
+					<-resume
+				}
+			}, func(c *config.Server) { c.SandboxNoCancel = !fence })
+			answer := make(chan apptest.Response, 1)
+			go func() {
+				r, _ := e.Send("POST", "/v1/orders", e.Secret, orderBody(9000, "tok_visa"), "Idempotency-Key", "k-stalled")
+				answer <- r
+			}()
+			<-stall
+			e.Clock.Advance(5 * time.Minute) // the stalled worker's 30 s lease and the grace are long gone
+			res := complete(t, e)
+			close(resume)
+			if res.Canceled != 1 {
+				t.Fatalf("completer: %+v", res)
+			}
+			r := <-answer
+			problemOf(t, r, 409, "idempotency_key_in_use") // fenced: it may not answer for the key
+			if n := count(t, e, `SELECT count(*) FROM payments`); n != 0 {
+				t.Fatal("the fenced worker recorded its payment")
+			}
+			if n := count(t, e, `SELECT count(*) FROM orders WHERE status = 'canceled'`); n != 1 {
+				t.Fatal("the order is not canceled")
+			}
+			replay := problemOf(t, postOrder(t, e, e.Secret, "k-stalled", orderBody(9000, "tok_visa")), 409, "payment_abandoned")
+			says := strings.Contains(replay["detail"].(string), "nothing was charged")
+			if fence {
+				if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status = 'succeeded'`); n != 0 {
+					t.Fatalf("%d charges made under a canceled key", n)
+				}
+				if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status = 'canceled'`); n != 1 {
+					t.Fatalf("%d canceled keys at the provider, want 1", n)
+				}
+				if n := count(t, e, `SELECT count(*) FROM compensations`); n != 0 {
+					t.Fatalf("%d compensations for a fenced key", n)
+				}
+				if !says {
+					t.Errorf("the stored answer of a fenced key should say nothing was charged: %v", replay["detail"])
+				}
+				return
+			}
+			if says {
+				t.Errorf("without a fence the stored answer must not claim that nothing was charged: %v", replay["detail"])
+			}
+			if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status = 'succeeded'`); n != 1 {
+				t.Fatalf("%d charges", n)
+			}
+			// The woken worker recorded nothing but the debt; the refund is the completer's.
+			if n := count(t, e, `SELECT count(*) FROM psp_refunds`); n != 0 {
+				t.Fatalf("%d refunds before the completer ran", n)
+			}
+			if n := count(t, e, `SELECT count(*) FROM compensations WHERE state = 'watching' AND charge_id IS NOT NULL`); n != 1 {
+				t.Fatal("the charge made after the cancel is not owed")
+			}
+			for range 3 { // the first pass refunds; the others find nothing to do
+				e.Clock.Advance(time.Minute)
+				complete(t, e)
+			}
+			if n := count(t, e, `SELECT coalesce(sum(amount), 0) FROM psp_refunds`); n != 9000 {
+				t.Fatalf("refunded %d, want 9000 once", n)
+			}
+			if n := count(t, e, `SELECT count(*) FROM compensations c JOIN psp_refunds r ON r.id = c.refund_id
+			                      WHERE c.state = 'refunded' AND c.amount = 9000`); n != 1 {
+				t.Fatal("the refund is not recorded on its compensation")
+			}
+		})
 	}
-	close(resume)
-	r := <-answer
-	problemOf(t, r, 409, "idempotency_key_in_use") // fenced: it may not answer for the key
-	waitFor(t, "the compensating refund", func() bool {
-		return count(t, e, `SELECT coalesce(sum(amount), 0) FROM psp_refunds`) == 9000
-	})
-	if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status = 'succeeded'`); n != 1 {
-		t.Fatalf("%d charges", n)
-	}
-	if n := count(t, e, `SELECT count(*) FROM payments`); n != 0 {
-		t.Fatal("the fenced worker recorded its payment")
-	}
-	if n := count(t, e, `SELECT count(*) FROM orders WHERE status = 'canceled'`); n != 1 {
-		t.Fatal("the order is not canceled")
-	}
-	problemOf(t, postOrder(t, e, e.Secret, "k-stalled", orderBody(9000, "tok_visa")), 409, "payment_abandoned")
 }

@@ -41,7 +41,7 @@ func TestFirstArrivalCreatesPaidOrder(t *testing.T) {
 	if n := count(t, e, `SELECT count(*) FROM payments WHERE order_id = $1 AND provider_charge_id = $2`, o.ID, o.Payment.ID); n != 1 {
 		t.Errorf("%d payments", n)
 	}
-	if n := count(t, e, `SELECT count(*) FROM psp_charges`); n != 1 {
+	if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != 1 {
 		t.Errorf("%d provider charges", n)
 	}
 	var stored []byte
@@ -74,7 +74,7 @@ func TestReplayIsByteIdentical(t *testing.T) {
 	if n := count(t, e, `SELECT count(*) FROM orders`); n != 1 {
 		t.Errorf("%d orders after replays", n)
 	}
-	if n := count(t, e, `SELECT count(*) FROM psp_charges`); n != 1 {
+	if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != 1 {
 		t.Errorf("%d charges after replays", n)
 	}
 	// Replays are recorded after the fact, in the key's history.
@@ -109,7 +109,7 @@ func TestReusedKeyWithAnotherRequest(t *testing.T) {
 	if n := count(t, e, `SELECT count(*) FROM refunds`); n != 0 {
 		t.Errorf("%d refunds", n)
 	}
-	if n := count(t, e, `SELECT count(*) FROM psp_charges`); n != 1 {
+	if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != 1 {
 		t.Errorf("%d charges", n)
 	}
 }
@@ -257,7 +257,7 @@ func TestDeclinedIsAStoredFinalOutcome(t *testing.T) {
 	if again.Status != 402 || !bytes.Equal(again.Body, r.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("declined replay: %d %s", again.Status, again.Body)
 	}
-	if n := count(t, e, `SELECT count(*) FROM psp_charges`); n != 1 {
+	if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != 1 {
 		t.Errorf("%d charge attempts at the provider", n)
 	}
 }
@@ -282,7 +282,7 @@ func TestProviderTimeoutResolvesOnRetry(t *testing.T) {
 	if again.Status != 201 || decodeOrder(t, again).Status != "paid" {
 		t.Fatalf("retry: %d %s", again.Status, again.Body)
 	}
-	if n := count(t, e, `SELECT count(*) FROM psp_charges`); n != 1 {
+	if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != 1 {
 		t.Fatalf("%d charges after retry", n)
 	}
 	if n := count(t, e, `SELECT count(*) FROM payments`); n != 1 {
@@ -296,7 +296,7 @@ func TestProviderFailureChargesNothing(t *testing.T) {
 		r := postOrder(t, e, e.Secret, "k-fail", orderBody(9000, "tok_fail"))
 		advice(t, problemOf(t, r, 503, "payment_pending"), true, false)
 	}
-	if n := count(t, e, `SELECT count(*) FROM psp_charges`); n != 0 {
+	if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != 0 {
 		t.Fatalf("%d charges", n)
 	}
 	if n := count(t, e, `SELECT count(*) FROM idempotency_keys WHERE state = 'in_progress'`); n != 1 {
@@ -339,7 +339,7 @@ func TestInFlightKey(t *testing.T) {
 	if waited.Header.Get("Preference-Applied") != "wait=10" || waited.Header.Get("Idempotent-Replayed") != "true" {
 		t.Errorf("waited headers %v", waited.Header)
 	}
-	if n := count(t, e, `SELECT count(*) FROM psp_charges`); n != 1 {
+	if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != 1 {
 		t.Errorf("%d charges", n)
 	}
 }
@@ -370,7 +370,7 @@ func TestExpiredKeyIsNotReplayed(t *testing.T) {
 	if p["order_id"] != float64(decodeOrder(t, r).ID) {
 		t.Errorf("expired problem does not name the order: %s", late.Body)
 	}
-	if n := count(t, e, `SELECT count(*) FROM psp_charges`); n != 1 {
+	if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != 1 {
 		t.Errorf("%d charges", n)
 	}
 }

@@ -79,7 +79,7 @@ func TestDuplicateStormOneKey(t *testing.T) {
 			if n := count(t, e, `SELECT count(*) FROM orders`); n != 1 {
 				t.Fatalf("%d orders", n)
 			}
-			if n := count(t, e, `SELECT count(*) FROM psp_charges`); n != 1 {
+			if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != 1 {
 				t.Fatalf("%d provider charges", n)
 			}
 			if n := count(t, e, `SELECT count(*) FROM payments`); n != 1 {
@@ -106,7 +106,7 @@ func TestDuplicateStormManyKeys(t *testing.T) {
 	if n := count(t, e, `SELECT count(*) FROM orders WHERE status = 'paid'`); n != keys {
 		t.Fatalf("%d orders, want %d", n, keys)
 	}
-	if n := count(t, e, `SELECT count(*) FROM psp_charges`); n != keys {
+	if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != keys {
 		t.Fatalf("%d charges, want %d", n, keys)
 	}
 	// Every order was charged exactly its own amount.
@@ -174,7 +174,7 @@ func TestMixedStormOneKey(t *testing.T) {
 				want  int
 			}{
 				{`SELECT count(*) FROM orders`, orders},
-				{`SELECT count(*) FROM psp_charges`, charges},
+				{`SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`, charges},
 				{`SELECT count(*) FROM payments`, charges},
 				{`SELECT count(*) FROM refunds`, refunds},
 				{`SELECT count(*) FROM psp_refunds`, refunds},

@@ -21,6 +21,7 @@ import (
 //	POST /refunds        body: RefundRequest as JSON  -> 200 Refund
 //	GET  /charges/{key}                               -> 200 Charge
 //	GET  /refunds/{key}                               -> 200 Refund
+//	POST /charges/{key}/cancel                        -> 200 Charge (canceled, or the charge made first)
 //
 // The idempotency key is the JSON field "key" of the body. An Idempotency-Key header is
 // accepted too, for curl users: it fills an empty "key" and must equal a non-empty one. In a
@@ -33,6 +34,8 @@ import (
 //	key_reused             409  ErrKeyReused
 //	refund_exceeds_charge  422  ErrRefundExceedsCharge
 //	not_refundable         422  ErrNotRefundable
+//	key_canceled           409  ErrKeyCanceled (a charge under a canceled key)
+//	cancel_unsupported     501  ErrCancelUnsupported
 //	provider_error         502  outcome unknown (tok_fail, the provider's own store failing)
 //	provider_timeout       504  outcome unknown (the handler's deadline passed)
 //	unknown_route          404  no such route; deliberately not not_found, so that a wrong
@@ -48,6 +51,8 @@ const (
 	CodeKeyReused           = "key_reused"
 	CodeRefundExceedsCharge = "refund_exceeds_charge"
 	CodeNotRefundable       = "not_refundable"
+	CodeKeyCanceled         = "key_canceled"
+	CodeCancelUnsupported   = "cancel_unsupported"
 	CodeProviderError       = "provider_error"
 	CodeProviderTimeout     = "provider_timeout"
 	CodeUnknownRoute        = "unknown_route"
@@ -73,6 +78,8 @@ var definitive = []struct {
 	{ErrKeyReused, http.StatusConflict, CodeKeyReused, "Idempotency key reused with different parameters"},
 	{ErrRefundExceedsCharge, http.StatusUnprocessableEntity, CodeRefundExceedsCharge, "Refunds would exceed the charged amount"},
 	{ErrNotRefundable, http.StatusUnprocessableEntity, CodeNotRefundable, "Charge is not refundable"},
+	{ErrKeyCanceled, http.StatusConflict, CodeKeyCanceled, "Charge key was canceled"},
+	{ErrCancelUnsupported, http.StatusNotImplemented, CodeCancelUnsupported, "Cancel is not supported"},
 }
 
 type handler struct {
@@ -91,6 +98,7 @@ func NewHandler(p Provider, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /refunds", h.refund)
 	mux.HandleFunc("GET /charges/{key}", h.lookupCharge)
 	mux.HandleFunc("GET /refunds/{key}", h.lookupRefund)
+	mux.HandleFunc("POST /charges/{key}/cancel", h.cancelCharge)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, r, problem.New(http.StatusNotFound, CodeUnknownRoute, "No such route").
 			WithDetail(r.Method+" "+r.URL.Path+" is not part of the provider API"))
@@ -124,6 +132,13 @@ func (h *handler) lookupCharge(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), handlerTimeout)
 	defer cancel()
 	c, err := h.p.LookupCharge(ctx, r.PathValue("key"))
+	h.answer(w, r, c, err)
+}
+
+func (h *handler) cancelCharge(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), handlerTimeout)
+	defer cancel()
+	c, err := h.p.CancelCharge(ctx, r.PathValue("key"))
 	h.answer(w, r, c, err)
 }
 
@@ -223,7 +238,7 @@ func (c *Client) Charge(ctx context.Context, req ChargeRequest) (Charge, error) 
 	}
 	var ch Charge
 	err := c.do(ctx, http.MethodPost, "/charges", req, &ch, false)
-	if err == nil && !validCharge(ch) {
+	if err == nil && (!validCharge(ch) || ch.Status == StatusCanceled) {
 		err = fmt.Errorf("psp: POST /charges: the provider answered an unreadable charge (status %q)", ch.Status)
 	}
 	return ch, err
@@ -255,6 +270,19 @@ func (c *Client) LookupCharge(ctx context.Context, key string) (Charge, error) {
 	return ch, err
 }
 
+// CancelCharge implements Provider.
+func (c *Client) CancelCharge(ctx context.Context, key string) (Charge, error) {
+	if err := checkKey(key); err != nil {
+		return Charge{}, err
+	}
+	var ch Charge
+	err := c.do(ctx, http.MethodPost, "/charges/"+url.PathEscape(key)+"/cancel", nil, &ch, false)
+	if err == nil && !validCharge(ch) {
+		err = fmt.Errorf("psp: POST /charges/cancel: the provider answered an unreadable charge (status %q)", ch.Status)
+	}
+	return ch, err
+}
+
 // LookupRefund implements Provider.
 func (c *Client) LookupRefund(ctx context.Context, key string) (Refund, error) {
 	if err := checkKey(key); err != nil {
@@ -269,7 +297,7 @@ func (c *Client) LookupRefund(ctx context.Context, key string) (Refund, error) {
 }
 
 func validCharge(c Charge) bool {
-	return c.ID != "" && (c.Status == StatusSucceeded || c.Status == StatusDeclined)
+	return c.ID != "" && (c.Status == StatusSucceeded || c.Status == StatusDeclined || c.Status == StatusCanceled)
 }
 
 // RemoteError is a problem the provider answered. Unwrap gives the matching definitive

@@ -115,6 +115,7 @@ func (f fakeProvider) Charge(context.Context, ChargeRequest) (Charge, error) { r
 func (f fakeProvider) Refund(context.Context, RefundRequest) (Refund, error) { return Refund{}, f.err }
 func (f fakeProvider) LookupCharge(context.Context, string) (Charge, error)  { return Charge{}, f.err }
 func (f fakeProvider) LookupRefund(context.Context, string) (Refund, error)  { return Refund{}, f.err }
+func (f fakeProvider) CancelCharge(context.Context, string) (Charge, error)  { return Charge{}, f.err }
 
 // TestClientErrorMapping checks that each answer of a provider maps to the right error,
 // and that nothing but a genuine problem of the provider API reads as definitive.

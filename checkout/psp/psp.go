@@ -10,7 +10,8 @@
 //
 //   - a result: the charge succeeded or was declined (a decline is a result, not an error);
 //   - a definitive error: ErrKeyReused, ErrRefundExceedsCharge, ErrNotRefundable,
-//     ErrInvalidRequest, or ErrNotFound — the provider answered and nothing happened;
+//     ErrInvalidRequest, ErrNotFound, ErrKeyCanceled or ErrCancelUnsupported — the provider
+//     answered and nothing happened;
 //   - any other error, including a cancelled or expired context: the OUTCOME IS UNKNOWN. The
 //     charge may have happened. Look the key up (LookupCharge, LookupRefund) before charging
 //     again, or repeat the call with the same key, which is always safe.
@@ -39,6 +40,17 @@ type Provider interface {
 	LookupCharge(ctx context.Context, key string) (Charge, error)
 	// LookupRefund returns the refund made with key, or ErrNotFound if there is none.
 	LookupRefund(ctx context.Context, key string) (Refund, error)
+	// CancelCharge fences key, as a real processor's payment-intent cancel does: once it
+	// returns a charge with StatusCanceled, no charge can ever be made under key, and a
+	// charge request still in flight under it is refused (ErrKeyCanceled). If a charge was
+	// made under key first, CancelCharge returns that charge instead (succeeded or
+	// declined), and cancels nothing. A provider that cannot fence returns
+	// ErrCancelUnsupported; the caller must then owe a refund of any charge that still
+	// appears under key (see checkout's compensations).
+	//
+	// "No charge yet" (LookupCharge's ErrNotFound) is not "never will be" while a charge
+	// request may still be in flight: only a canceled key is.
+	CancelCharge(ctx context.Context, key string) (Charge, error)
 }
 
 // ChargeRequest asks for one charge.
@@ -56,10 +68,13 @@ type ChargeRequest struct {
 	Description string `json:"description,omitempty"`
 }
 
-// Charge statuses. Both are final.
+// Charge statuses. All are final.
 const (
 	StatusSucceeded = "succeeded"
 	StatusDeclined  = "declined"
+	// StatusCanceled is a key that was canceled before any charge was made under it: it
+	// holds no amount and no card, and nothing can be charged under it any more.
+	StatusCanceled = "canceled"
 )
 
 // Decline codes of the sandbox.
@@ -74,7 +89,7 @@ type Charge struct {
 	Key         string    `json:"key"`
 	Amount      int64     `json:"amount"`
 	Currency    string    `json:"currency"`
-	Status      string    `json:"status"`       // StatusSucceeded or StatusDeclined
+	Status      string    `json:"status"`       // StatusSucceeded, StatusDeclined or StatusCanceled
 	DeclineCode string    `json:"decline_code"` // set when declined
 	CardBrand   string    `json:"card_brand"`   // "visa"; empty for an unknown card
 	CardLast4   string    `json:"card_last4"`   // "4242"; empty for an unknown card
@@ -122,6 +137,11 @@ var (
 	// ErrInvalidRequest: the request is malformed (empty key, non-positive amount, bad
 	// currency...) — a bug in the caller, never retried.
 	ErrInvalidRequest = errors.New("psp: invalid request")
+	// ErrKeyCanceled: the charge key was canceled (CancelCharge) before this charge could
+	// be made; nothing was charged, and nothing ever will be under this key.
+	ErrKeyCanceled = errors.New("psp: charge key was canceled")
+	// ErrCancelUnsupported: this provider cannot fence a charge key. Nothing happened.
+	ErrCancelUnsupported = errors.New("psp: the provider cannot cancel a charge key")
 )
 
 // IsOutcomeUnknown reports whether err leaves the outcome of a Charge or Refund unknown: it
@@ -131,7 +151,8 @@ func IsOutcomeUnknown(err error) bool {
 	if err == nil {
 		return false
 	}
-	for _, d := range []error{ErrNotFound, ErrKeyReused, ErrRefundExceedsCharge, ErrNotRefundable, ErrInvalidRequest} {
+	for _, d := range []error{ErrNotFound, ErrKeyReused, ErrRefundExceedsCharge, ErrNotRefundable, ErrInvalidRequest,
+		ErrKeyCanceled, ErrCancelUnsupported} {
 		if errors.Is(err, d) {
 			return false
 		}
@@ -147,6 +168,11 @@ const (
 	TokenFail       = "tok_fail"       // fails like a provider 5xx; nothing is recorded
 	TokenTimeout    = "tok_timeout"    // charges, then never answers: the call ends with its ctx
 	TokenSlow       = "tok_slow"       // waits SandboxOptions.SlowDelay, then approves like tok_visa
+	// TokenLate is a processor slower than its caller: it takes SandboxOptions.SlowDelay to
+	// approve like tok_visa, and once it has the request it finishes it whatever the caller
+	// does meanwhile (gives up, freezes, dies). The charge is then made late, unless its key
+	// was canceled first.
+	TokenLate = "tok_late"
 )
 
 const (

@@ -22,6 +22,9 @@ type SandboxOptions struct {
 	SlowDelay time.Duration
 	// Now stamps charges and refunds; nil means time.Now.
 	Now func() time.Time
+	// NoCancel makes the sandbox a processor that cannot fence a charge key: CancelCharge
+	// answers ErrCancelUnsupported. Tests use it to prove the refund tekrar then owes.
+	NoCancel bool
 }
 
 // Sandbox is a card processor with its own ledger in Postgres (tables psp_charges and
@@ -31,17 +34,18 @@ type SandboxOptions struct {
 //
 // The card token decides the outcome; see the Token constants.
 type Sandbox struct {
-	db   *sqlx.DB
-	q    *db.Prepared // the per-charge statements, prepared
-	slow time.Duration
-	now  func() time.Time
+	db       *sqlx.DB
+	q        *db.Prepared // the per-charge statements, prepared
+	slow     time.Duration
+	now      func() time.Time
+	noCancel bool
 }
 
 var _ Provider = (*Sandbox)(nil)
 
 // NewSandbox returns a sandbox over db, whose migrations must have been applied.
 func NewSandbox(d *sqlx.DB, opts SandboxOptions) *Sandbox {
-	s := &Sandbox{db: d, q: db.NewPrepared(d), slow: opts.SlowDelay, now: opts.Now}
+	s := &Sandbox{db: d, q: db.NewPrepared(d), slow: opts.SlowDelay, now: opts.Now, noCancel: opts.NoCancel}
 	if s.slow <= 0 {
 		s.slow = 2 * time.Second
 	}
@@ -67,7 +71,7 @@ type card struct {
 
 func cardOf(token string) card {
 	switch token {
-	case TokenVisa, TokenSlow, TokenTimeout:
+	case TokenVisa, TokenSlow, TokenTimeout, TokenLate:
 		return card{brand: "visa", last4: "4242", approve: true}
 	case TokenMastercard:
 		return card{brand: "mastercard", last4: "4444", approve: true}
@@ -91,6 +95,8 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
+// chargeRow is a row of psp_charges. A canceled key's row has no amount, currency or card:
+// the select list reads them as 0 and "".
 type chargeRow struct {
 	ID          string    `db:"id"`
 	Key         string    `db:"key"`
@@ -104,7 +110,8 @@ type chargeRow struct {
 	Created     time.Time `db:"created_at"`
 }
 
-const chargeColumns = `id, key, amount, currency, card_token_fingerprint, status, decline_code, card_brand, card_last4, created_at`
+const chargeColumns = `id, key, coalesce(amount, 0) AS amount, coalesce(currency, '') AS currency,
+	card_token_fingerprint, status, decline_code, card_brand, card_last4, created_at`
 
 func (r chargeRow) charge() Charge {
 	return Charge{
@@ -115,8 +122,13 @@ func (r chargeRow) charge() Charge {
 	}
 }
 
-// replay answers a repeated charge key: the first charge if the parameters match.
+// replay answers a repeated charge key: the first charge if the parameters match, and
+// ErrKeyCanceled if the key was canceled before any charge.
 func (r chargeRow) replay(req ChargeRequest, fp []byte) (Charge, error) {
+	if r.Status == StatusCanceled {
+		return Charge{}, fmt.Errorf("%w: charge key %q was canceled at %s; nothing was charged",
+			ErrKeyCanceled, req.Key, r.Created.UTC().Format(time.RFC3339))
+	}
 	if r.Amount != req.Amount || r.Currency != req.Currency || !bytes.Equal(r.Fingerprint, fp) {
 		return Charge{}, fmt.Errorf("%w: charge key %q was first used for %d %s with another card or amount (charge %s)",
 			ErrKeyReused, req.Key, r.Amount, r.Currency, r.ID)
@@ -137,7 +149,7 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 	// meanwhile, as a real processor's would once it has the request: the charge is made even
 	// if the caller gives up at once.
 	pctx := ctx
-	if req.CardToken == TokenTimeout {
+	if req.CardToken == TokenTimeout || req.CardToken == TokenLate {
 		var cancel context.CancelFunc
 		pctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 		defer cancel()
@@ -165,6 +177,14 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 		case <-ctx.Done():
 			t.Stop()
 			return Charge{}, fmt.Errorf("psp sandbox: slow charge abandoned before it was made: %w", ctx.Err())
+		}
+	case TokenLate:
+		t := time.NewTimer(s.slow)
+		select {
+		case <-t.C:
+		case <-pctx.Done():
+			t.Stop()
+			return Charge{}, fmt.Errorf("psp sandbox: late charge: %w", pctx.Err())
 		}
 	}
 
@@ -205,7 +225,38 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 
 // special reports whether a token behaves other than approving or declining at once.
 func special(token string) bool {
-	return token == TokenFail || token == TokenSlow || token == TokenTimeout
+	return token == TokenFail || token == TokenSlow || token == TokenTimeout || token == TokenLate
+}
+
+// CancelCharge implements Provider. The canceled key is a row of psp_charges with status
+// canceled, so the UNIQUE constraint on key decides between a cancel and a charge racing
+// for the same key: whichever inserts first wins, and the other meets its row.
+func (s *Sandbox) CancelCharge(ctx context.Context, key string) (Charge, error) {
+	if err := checkKey(key); err != nil {
+		return Charge{}, err
+	}
+	if s.noCancel {
+		return Charge{}, fmt.Errorf("%w (this sandbox runs without cancel)", ErrCancelUnsupported)
+	}
+	var row chargeRow
+	err := sqlx.GetContext(ctx, s.db, &row, `
+		INSERT INTO psp_charges (id, key, status, created_at)
+		VALUES ($1, $2, 'canceled', $3)
+		ON CONFLICT (key) DO NOTHING
+		RETURNING `+chargeColumns,
+		newID("ch_"), key, s.now())
+	if errors.Is(err, sql.ErrNoRows) {
+		// A charge (or an earlier cancel) holds the key: it is the answer.
+		existing, err := s.chargeByKey(ctx, key)
+		if err != nil {
+			return Charge{}, err
+		}
+		return existing.charge(), nil
+	}
+	if err != nil {
+		return Charge{}, fmt.Errorf("psp sandbox: cancel charge key: %w", err)
+	}
+	return row.charge(), nil
 }
 
 func (s *Sandbox) chargeByKey(ctx context.Context, key string) (chargeRow, error) {
@@ -356,11 +407,11 @@ func (s *Sandbox) LookupRefund(ctx context.Context, key string) (Refund, error) 
 }
 
 // Charges returns the whole ledger of charges, oldest first: for tests that check what was
-// really charged.
+// really charged. Canceled keys are not charges and are left out.
 func (s *Sandbox) Charges(ctx context.Context) ([]Charge, error) {
 	var rows []chargeRow
 	if err := sqlx.SelectContext(ctx, s.db, &rows,
-		`SELECT `+chargeColumns+` FROM psp_charges ORDER BY created_at, seq`); err != nil {
+		`SELECT `+chargeColumns+` FROM psp_charges WHERE status <> 'canceled' ORDER BY created_at, seq`); err != nil {
 		return nil, fmt.Errorf("psp sandbox: list charges: %w", err)
 	}
 	out := make([]Charge, len(rows))

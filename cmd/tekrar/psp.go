@@ -20,9 +20,11 @@ import (
 func pspCmd(ctx context.Context, e env, args []string) error {
 	var addr string
 	var slow, grace time.Duration
+	var noCancel bool
 	pool, rest, err := openFromFlags(ctx, e, "psp", args, func(s *config.Set) {
 		s.String(&addr, "addr", "TEKRAR_PSP_ADDR", "127.0.0.1:8099", "HTTP listen address of the sandbox provider")
-		s.Duration(&slow, "slow-delay", "TEKRAR_PSP_SLOW_DELAY", "2s", "how long the tok_slow card waits before approving", time.Millisecond, 10*time.Minute)
+		s.Duration(&slow, "slow-delay", "TEKRAR_PSP_SLOW_DELAY", "2s", "how long the tok_slow and tok_late cards take to approve", time.Millisecond, 10*time.Minute)
+		s.Bool(&noCancel, "no-cancel", "TEKRAR_PSP_NO_CANCEL", "false", "behave as a processor that cannot cancel a charge key (tekrar then owes a refund of any late charge)")
 		s.Duration(&grace, "shutdown-timeout", "TEKRAR_PSP_SHUTDOWN_TIMEOUT", "10s", "how long in-flight requests may finish after SIGTERM", time.Second, 10*time.Minute)
 	})
 	if err != nil {
@@ -36,7 +38,7 @@ func pspCmd(ctx context.Context, e env, args []string) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
-	h := psp.NewHandler(psp.NewSandbox(pool, psp.SandboxOptions{SlowDelay: slow}), logger)
+	h := psp.NewHandler(psp.NewSandbox(pool, psp.SandboxOptions{SlowDelay: slow, NoCancel: noCancel}), logger)
 	return server.Run(ctx, addr, endOnStop(ctx, grace/2, h), grace, logger, func(a net.Addr) {
 		logger.Info("tekrar psp: sandbox provider serving", "addr", a.String())
 	})

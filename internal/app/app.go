@@ -63,7 +63,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	if cfg.PSPURL != "" {
 		provider = psp.NewClient(cfg.PSPURL, &http.Client{Timeout: 2 * cfg.ProviderTimeout})
 	} else {
-		provider = psp.NewSandbox(db, psp.SandboxOptions{SlowDelay: cfg.SandboxSlowDelay, Now: o.now})
+		provider = psp.NewSandbox(db, psp.SandboxOptions{SlowDelay: cfg.SandboxSlowDelay, Now: o.now, NoCancel: cfg.SandboxNoCancel})
 	}
 	if o.crash == nil {
 		o.crash = crashHook(cfg, logger)
@@ -72,6 +72,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		Lease:           cfg.Lease,
 		ProviderTimeout: cfg.ProviderTimeout,
 		MaxWait:         cfg.MaxWait,
+		ProviderHorizon: cfg.ProviderHorizon,
 		Now:             o.now,
 		Crash:           o.crash,
 	}, logger)

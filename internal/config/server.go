@@ -28,7 +28,9 @@ type Server struct {
 	Lease            time.Duration
 	ProviderTimeout  time.Duration
 	MaxWait          time.Duration
+	ProviderHorizon  time.Duration
 	SandboxSlowDelay time.Duration
+	SandboxNoCancel  bool
 
 	// Key lifecycle.
 	SweepInterval  time.Duration
@@ -77,7 +79,9 @@ func LoadServer(command string, args []string, getenv func(string) string, outpu
 	s.Int(&c.MaxBodyBytes, "max-body-bytes", "TEKRAR_MAX_BODY_BYTES", "65536", "largest request body accepted; larger gets 413", 1024, 10<<20)
 	s.Duration(&c.Lease, "lease", "TEKRAR_LEASE", "30s", "how long a worker holds an idempotency key before a retry may take it over", time.Second, time.Hour)
 	s.Duration(&c.ProviderTimeout, "provider-timeout", "TEKRAR_PROVIDER_TIMEOUT", "10s", "longest wait for one payment provider call; past it the outcome is unknown (503 payment_pending)", 10*time.Millisecond, 5*time.Minute)
+	s.Duration(&c.ProviderHorizon, "provider-horizon", "TEKRAR_PROVIDER_HORIZON", "24h", "after tekrar gives up on a charge at a provider that cannot cancel a charge key, how long a late charge under it is watched for and refunded", time.Second, 90*24*time.Hour)
 	s.Duration(&c.MaxWait, "max-wait", "TEKRAR_MAX_WAIT", "10s", "cap on 'Prefer: wait=N' for a request whose key is in flight", 0, time.Minute)
+	s.Bool(&c.SandboxNoCancel, "sandbox-no-cancel", "TEKRAR_SANDBOX_NO_CANCEL", "false", "the in-process sandbox provider behaves as a processor that cannot cancel a charge key")
 	s.Duration(&c.SandboxSlowDelay, "sandbox-slow-delay", "TEKRAR_SANDBOX_SLOW_DELAY", "2s", "how long the in-process sandbox provider takes for tok_slow", 0, time.Minute)
 	s.Duration(&c.SweepInterval, "sweep-interval", "TEKRAR_SWEEP_INTERVAL", "1m", "how often each process tries to sweep expired keys (one process sweeps at a time)", time.Second, 24*time.Hour)
 	s.Int(&c.SweepBatch, "sweep-batch", "TEKRAR_SWEEP_BATCH", "1000", "rows per sweep statement", 10, 100000)

@@ -1,0 +1,288 @@
+package checkout
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/internal/problem"
+)
+
+// Giving up on a charge.
+//
+// A worker that stalls past its lease (SIGSTOP, a GC pause, a VM migration) may still have
+// its charge in flight at the provider. When the completer (or an operator's release) finds
+// no charge under the key, that only means "none yet". So tekrar gives up on a charge in
+// one of two ways, and never by a look-up alone:
+//
+//   - fenced: the provider cancels the charge key (psp.Provider.CancelCharge), so a request
+//     still in flight under it is refused. Only then is the order canceled with the answer
+//     "nothing was charged".
+//   - owed: the provider cannot fence. The order is canceled and, in the same statement, a
+//     compensation is written: a refund tekrar owes if a charge still appears under the key.
+//     Every serve process drives due compensations (DriveCompensations) until the refund is
+//     made or the provider's processing horizon has passed with no charge. The stored answer
+//     says so instead of claiming that nothing was charged.
+//
+// A worker that wakes to find its order canceled while its charge succeeded writes (or
+// reopens) the compensation itself, so the refund is owed in Postgres, never only in the
+// memory of a process that may die.
+
+// canceledAnswer is the stored answer of an order canceled because its worker was gone
+// before the card was charged. With owed false the provider confirmed that nothing was or
+// will be charged under the key; with owed true it could not, and any charge that still
+// appears is refunded automatically.
+func canceledAnswer(orderID int64, owed bool) *problem.Problem {
+	detail := "the request was interrupted before the card was charged and was not retried in time; nothing was charged and the order is canceled. Pay again with a new key"
+	if owed {
+		detail = "the request was interrupted before the card was charged and was not retried in time; the order is canceled. If the payment provider still completes the interrupted charge, it is refunded in full automatically. Pay again with a new key"
+	}
+	return problem.New(http.StatusConflict, "payment_abandoned", "Payment abandoned").
+		WithDetail(detail).
+		With("order_id", orderID).With("retryable", false).With("safe_new_key", true)
+}
+
+// owedRefund is the compensation written with an order canceled without a provider fence.
+type owedRefund struct {
+	chargeKey  string
+	reason     string
+	watchUntil time.Time
+}
+
+// owe returns the compensation for giving up on k's charge at now without a fence.
+func (s *Service) owe(k *Key, now time.Time, reason string) *owedRefund {
+	return &owedRefund{chargeKey: providerKey("charge", k), reason: reason, watchUntil: now.Add(s.cfg.ProviderHorizon)}
+}
+
+// cancelOrder settles an order that was never charged: canceled, with the canceled answer
+// stored on its key, fenced by the lease token; with owe set, the compensation is written
+// by the same statement, so the order is never canceled without the refund it owes.
+func cancelOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.Time, owe *owedRefund) (Response, error) {
+	p := canceledAnswer(k.OrderID.Int64, owe != nil)
+	resp := Response{Status: p.Status, Body: p.Body(k.Path), Header: map[string]string{"Content-Type": problem.ContentType}}
+	var chargeKey, reason *string
+	var watchUntil *time.Time
+	if owe != nil {
+		chargeKey, reason, watchUntil = &owe.chargeKey, &owe.reason, &owe.watchUntil
+	}
+	var n int
+	err := sqlx.GetContext(ctx, db, &n, `
+		WITH k AS (`+completeKeySQL+`
+		), o AS (
+		    UPDATE orders SET status = 'canceled', updated_at = $6 WHERE id = (SELECT order_id FROM k)
+		), c AS (
+		    INSERT INTO compensations (client_id, order_id, charge_key, reason, next_attempt_at, watch_until, created_at)
+		    SELECT $7, k.order_id, $8::text, $9::text, $6, $10::timestamptz, $6 FROM k WHERE $8::text IS NOT NULL
+		    ON CONFLICT (order_id) DO NOTHING
+		)
+		SELECT count(*) FROM k`,
+		k.ID, k.LeaseToken, p.Status, `{"Content-Type":"`+problem.ContentType+`"}`, resp.Body, now,
+		k.ClientID, chargeKey, reason, watchUntil)
+	if err != nil {
+		return Response{}, fmt.Errorf("cancel order: %w", err)
+	}
+	if n == 0 {
+		return Response{}, errFenced
+	}
+	return resp, nil
+}
+
+// settleCharge stores what the provider holds under k's charge key: a canceled key cancels
+// the order (nothing was charged), a charge settles it paid or declined.
+func (s *Service) settleCharge(ctx context.Context, db sqlx.QueryerContext, k *Key, ch psp.Charge, pk string) (Response, error) {
+	if ch.Status == psp.StatusCanceled {
+		return cancelOrder(ctx, db, k, s.cfg.Now(), nil)
+	}
+	view, err := s.orderView(ctx, k.OrderID.Int64)
+	if err != nil {
+		return Response{}, err
+	}
+	return s.settleOrder(ctx, db, k, view, ch, pk)
+}
+
+// giveUpCharge asks the provider to fence k's charge key after a look-up found no charge.
+// It returns how to settle the order: from the charge the provider holds (a canceled key,
+// or a charge that got there first), or, when the provider cannot fence, canceled with a
+// refund owed. It returns nil when the provider could not answer; err is what it said.
+func (s *Service) giveUpCharge(ctx context.Context, k *Key, reason string) (func(db sqlx.QueryerContext) (Response, psp.Charge, error), error) {
+	pk := providerKey("charge", k)
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
+	defer cancel()
+	ch, err := s.provider.CancelCharge(pctx, pk)
+	switch {
+	case err == nil:
+		return func(db sqlx.QueryerContext) (Response, psp.Charge, error) {
+			r, err := s.settleCharge(ctx, db, k, ch, pk)
+			return r, ch, err
+		}, nil
+	case errors.Is(err, psp.ErrCancelUnsupported):
+		return func(db sqlx.QueryerContext) (Response, psp.Charge, error) {
+			now := s.cfg.Now()
+			r, err := cancelOrder(ctx, db, k, now, s.owe(k, now, reason))
+			return r, psp.Charge{Status: psp.StatusCanceled}, err
+		}, nil
+	}
+	return nil, err
+}
+
+// oweRefundIfCanceled is called by a worker whose completion was fenced after its charge
+// succeeded: if the order was canceled meanwhile (a provider that cannot fence), the charge
+// must be refunded. It writes that debt (or names the charge on the compensation written
+// with the cancel, makes it due now, and reopens it if it had stopped watching), and leaves
+// the refund to DriveCompensations.
+func (s *Service) oweRefundIfCanceled(ctx context.Context, k *Key, ch psp.Charge) {
+	if ch.Status != psp.StatusSucceeded {
+		return
+	}
+	now := s.cfg.Now()
+	res, err := s.q.ExecContext(ctx, `
+		INSERT INTO compensations (client_id, order_id, charge_key, reason, charge_id, next_attempt_at, watch_until, created_at)
+		SELECT o.client_id, o.id, $2, $3, $4, $5, $6, $5 FROM orders o WHERE o.id = $1 AND o.status = 'canceled'
+		ON CONFLICT (order_id) DO UPDATE
+		   SET state = 'watching', settled_at = NULL, charge_id = excluded.charge_id,
+		       next_attempt_at = least(compensations.next_attempt_at, excluded.next_attempt_at),
+		       watch_until = greatest(compensations.watch_until, excluded.watch_until)
+		 WHERE compensations.state <> 'refunded'`,
+		k.OrderID.Int64, providerKey("charge", k), "charge succeeded after its order was canceled", ch.ID,
+		now, now.Add(s.cfg.ProviderHorizon))
+	if err != nil {
+		// The compensation written with the cancel still watches the key until its horizon.
+		s.logger.Error("compensate: record the refund owed for a charge whose order was canceled",
+			"order_id", k.OrderID.Int64, "charge_id", ch.ID, "err", err)
+		return
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		s.logger.Warn("a charge succeeded after its order was canceled: refund owed",
+			"order_id", k.OrderID.Int64, "charge_id", ch.ID)
+	}
+}
+
+// Compensation states.
+const (
+	CompensationWatching = "watching"  // a charge may still appear under the key; not settled
+	CompensationRefunded = "refunded"  // a charge appeared and was refunded in full
+	CompensationNoCharge = "no_charge" // the provider's horizon passed with no charge, or it was declined or canceled
+)
+
+// CompensationResult counts what one pass of DriveCompensations did.
+type CompensationResult struct {
+	Refunded int // charges found under given-up keys and refunded
+	NoCharge int // keys confirmed to hold no charge
+	Retry    int // looked at again later: no charge yet within the horizon, or the provider could not answer
+}
+
+// compensation is a row of compensations as the worker needs it.
+type compensation struct {
+	ID         int64     `db:"id"`
+	OrderID    int64     `db:"order_id"`
+	ChargeKey  string    `db:"charge_key"`
+	Attempts   int       `db:"attempts"`
+	WatchUntil time.Time `db:"watch_until"`
+}
+
+// compensationRefundKey is the provider key of the refund a compensation makes: derived
+// from the charge key alone, so that every worker, however many race or restart, asks the
+// provider for the same refund, which it makes once.
+func compensationRefundKey(chargeKey string) string {
+	h := sha256.Sum256([]byte("compensate\x00" + chargeKey))
+	return "tekrar_co_" + hex.EncodeToString(h[:16])
+}
+
+// DriveCompensations works on up to batch due compensations. Each is taken by moving its
+// next attempt past hold, so that a worker that stalls or dies gives it back by itself; a
+// second worker that takes it after that asks for the same refund key, so the refund is made
+// once whatever happens.
+func (s *Service) DriveCompensations(ctx context.Context, batch int, hold time.Duration) (CompensationResult, error) {
+	now := s.cfg.Now()
+	var due []compensation
+	err := sqlx.SelectContext(ctx, s.db, &due, `
+		UPDATE compensations SET next_attempt_at = $2, attempts = attempts + 1
+		 WHERE id IN (SELECT id FROM compensations
+		               WHERE state = 'watching' AND next_attempt_at <= $1
+		               ORDER BY next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+		RETURNING id, order_id, charge_key, attempts, watch_until`,
+		now, now.Add(hold), batch)
+	if err != nil {
+		return CompensationResult{}, fmt.Errorf("compensations: take due: %w", err)
+	}
+	var res CompensationResult
+	var errs []error
+	for _, c := range due {
+		if err := s.driveCompensation(ctx, c, now, &res); err != nil {
+			errs = append(errs, fmt.Errorf("compensation %d: %w", c.ID, err))
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+func (s *Service) driveCompensation(ctx context.Context, c compensation, now time.Time, res *CompensationResult) error {
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
+	defer cancel()
+	ch, err := s.provider.LookupCharge(pctx, c.ChargeKey)
+	switch {
+	case errors.Is(err, psp.ErrNotFound) && !now.Before(c.WatchUntil):
+		res.NoCharge++
+		return s.settleCompensation(ctx, c, CompensationNoCharge, psp.Charge{}, "")
+	case errors.Is(err, psp.ErrNotFound):
+		res.Retry++
+		return s.retryCompensation(ctx, c, now, "")
+	case err != nil:
+		res.Retry++
+		return s.retryCompensation(ctx, c, now, err.Error())
+	case ch.Status != psp.StatusSucceeded:
+		res.NoCharge++
+		return s.settleCompensation(ctx, c, CompensationNoCharge, ch, "")
+	}
+	rf, err := s.provider.Refund(pctx, psp.RefundRequest{Key: compensationRefundKey(c.ChargeKey), ChargeID: ch.ID,
+		Amount: ch.Amount, Reason: "order canceled while its charge was in flight"})
+	if err != nil {
+		res.Retry++
+		return s.retryCompensation(ctx, c, now, "refund: "+err.Error())
+	}
+	res.Refunded++
+	s.logger.Warn("compensated a charge whose order had been canceled", "order_id", c.OrderID, "charge_id", ch.ID, "refund_id", rf.ID)
+	return s.settleCompensation(ctx, c, CompensationRefunded, ch, rf.ID)
+}
+
+// retryCompensation schedules the next look: soon at first, then less often, never less
+// often than every ten minutes while the key is watched.
+func (s *Service) retryCompensation(ctx context.Context, c compensation, now time.Time, lastErr string) error {
+	backoff := time.Second << min(c.Attempts, 10)
+	backoff = min(backoff, 10*time.Minute)
+	var le *string
+	if lastErr != "" {
+		le = &lastErr
+	}
+	_, err := s.db.ExecContext(ctx, `
+		UPDATE compensations SET next_attempt_at = $2, last_error = coalesce($3, last_error)
+		 WHERE id = $1 AND state = 'watching'`, c.ID, now.Add(backoff), le)
+	if err != nil {
+		return fmt.Errorf("schedule retry: %w", err)
+	}
+	return nil
+}
+
+func (s *Service) settleCompensation(ctx context.Context, c compensation, state string, ch psp.Charge, refundID string) error {
+	var amount *int64
+	var currency *string
+	if refundID != "" {
+		amount, currency = &ch.Amount, &ch.Currency
+	}
+	_, err := s.db.ExecContext(ctx, `
+		UPDATE compensations
+		   SET state = $2, settled_at = $3, last_error = NULL,
+		       charge_id = coalesce($4, charge_id), refund_id = $5, amount = $6, currency = $7
+		 WHERE id = $1 AND state = 'watching'`,
+		c.ID, state, s.cfg.Now(), nullable(ch.ID), nullable(refundID), amount, currency)
+	if err != nil {
+		return fmt.Errorf("settle as %s: %w", state, err)
+	}
+	return nil
+}
