@@ -54,6 +54,7 @@ func Register(g *gin.RouterGroup, d Deps) {
 		d.DoubleTapWindow = defaultDoubleTapWindow
 	}
 	c := &console{Deps: d}
+	go dummyHash() // made now, so that the first sign-in of an unknown email does not wait for it
 	g.Use(securityHeaders, server.PlainText(nil))
 	g.GET("/login", c.loginPage)
 	g.POST("/login", c.login)
@@ -145,6 +146,9 @@ func (a *console) login(c *gin.Context) {
 		switch {
 		case errors.Is(err, ErrThrottled):
 			status, msg = http.StatusTooManyRequests, err.Error()
+		case errors.Is(err, ErrBusy):
+			c.Header("Retry-After", "1")
+			status, msg = http.StatusServiceUnavailable, err.Error()
 		case !errors.Is(err, ErrBadLogin):
 			a.Logger.Error("sign-in failed", "err", err, "request_id", server.RequestID(c))
 			status, msg = http.StatusServiceUnavailable, "sign-in is unavailable right now"

@@ -1,0 +1,217 @@
+package admin_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tekrar/tekrar/admin"
+	"github.com/tekrar/tekrar/internal/apptest"
+	"github.com/tekrar/tekrar/internal/config"
+)
+
+// The console's security review (docs/console.md, "Security"): each test here reproduces a
+// finding against a whole tekrar.
+
+// behindProxy starts tekrar trusting the loopback proxy's X-Forwarded-For, so that a test
+// can sign in from several client addresses.
+func behindProxy(t *testing.T) *apptest.Env {
+	t.Helper()
+	return apptest.New(t, func(c *config.Server) { c.TrustedProxies = []string{"127.0.0.1/32", "::1/128"} })
+}
+
+var loginCSRF = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// signIn posts the sign-in form from addr (as the proxy's X-Forwarded-For; "" for the
+// loopback address) and returns the status. It is safe in a goroutine: it reports errors
+// instead of failing the test.
+func signIn(e *apptest.Env, addr, email, pw string) (int, error) {
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	send := func(method, body string) (int, string, error) {
+		req, err := http.NewRequest(method, e.URL+"/admin/login", strings.NewReader(body))
+		if err != nil {
+			return 0, "", err
+		}
+		if addr != "" {
+			req.Header.Set("X-Forwarded-For", addr)
+		}
+		if method == "POST" {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), err
+	}
+	_, form, err := send("GET", "")
+	if err != nil {
+		return 0, err
+	}
+	m := loginCSRF.FindStringSubmatch(form)
+	if m == nil {
+		return 0, fmt.Errorf("no CSRF token on the sign-in page")
+	}
+	status, _, err := send("POST", url.Values{"csrf": {m[1]}, "email": {email}, "password": {pw}}.Encode())
+	return status, err
+}
+
+func mustSignIn(t *testing.T, e *apptest.Env, addr, email, pw string, want int) {
+	t.Helper()
+	got, err := signIn(e, addr, email, pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("sign-in as %s from %q: %d, want %d", email, addr, got, want)
+	}
+}
+
+func countRows(t *testing.T, e *apptest.Env, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := e.DB.Get(&n, query, args...); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestConcurrentWrongPasswordsAreCountedFirst: 20 wrong passwords sent at once were all
+// checked, because each read the failure count before any failure was recorded. Each
+// attempt now takes its slot atomically before its password is checked: 5 are checked,
+// 15 refused unchecked, and then the right password from that address is refused too.
+func TestConcurrentWrongPasswordsAreCountedFirst(t *testing.T) {
+	e := behindProxy(t)
+	newOperator(t, e, "ops@example.com", admin.RoleAdmin)
+	const burst = 20
+	before := admin.CheckedPasswords()
+	statuses := make([]int, burst)
+	errs := make([]error, burst)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range burst {
+		wg.Go(func() {
+			<-start
+			statuses[i], errs[i] = signIn(e, "198.51.100.1", "ops@example.com", "not the password")
+		})
+	}
+	close(start)
+	wg.Wait()
+	byStatus := map[int]int{}
+	for i := range burst {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		byStatus[statuses[i]]++
+	}
+	if byStatus[http.StatusUnauthorized] != 5 || byStatus[http.StatusTooManyRequests] != burst-5 {
+		t.Errorf("answers %v, want 5×401 and %d×429", byStatus, burst-5)
+	}
+	if n := admin.CheckedPasswords() - before; n != 5 {
+		t.Errorf("%d passwords checked, want 5", n)
+	}
+	if n := countRows(t, e, `SELECT count(*) FROM login_failures`); n != 5 {
+		t.Errorf("%d failures recorded, want 5", n)
+	}
+	// The right password from that address is refused until the window has passed, without
+	// being checked; from another address the operator signs in.
+	before = admin.CheckedPasswords()
+	mustSignIn(t, e, "198.51.100.1", "ops@example.com", password, http.StatusTooManyRequests)
+	if n := admin.CheckedPasswords() - before; n != 0 {
+		t.Errorf("a throttled sign-in checked %d passwords", n)
+	}
+	mustSignIn(t, e, "198.51.100.2", "ops@example.com", password, http.StatusSeeOther)
+	e.Clock.Advance(16 * time.Minute)
+	mustSignIn(t, e, "198.51.100.1", "ops@example.com", password, http.StatusSeeOther)
+}
+
+// TestThrottlePerAddressAndPerEmail: one password tried across many emails was never
+// slowed, and anyone could lock any operator out. An address may fail 20 times whatever
+// the emails; an email 50 times whatever the addresses, so that locking an operator out
+// takes several addresses.
+func TestThrottlePerAddressAndPerEmail(t *testing.T) {
+	t.Run("one address, many emails", func(t *testing.T) {
+		e := behindProxy(t)
+		for i := range 21 {
+			newOperator(t, e, fmt.Sprintf("ops%d@example.com", i), admin.RoleViewer)
+		}
+		for i := range 20 {
+			mustSignIn(t, e, "198.51.100.1", fmt.Sprintf("ops%d@example.com", i), "sprayed password", http.StatusUnauthorized)
+		}
+		mustSignIn(t, e, "198.51.100.1", "ops20@example.com", "sprayed password", http.StatusTooManyRequests)
+		mustSignIn(t, e, "198.51.100.1", "ops20@example.com", password, http.StatusTooManyRequests)
+		mustSignIn(t, e, "198.51.100.2", "ops20@example.com", password, http.StatusSeeOther)
+	})
+	t.Run("one email, many addresses", func(t *testing.T) {
+		e := behindProxy(t)
+		newOperator(t, e, "ops@example.com", admin.RoleAdmin)
+		for i := range 50 {
+			addr := fmt.Sprintf("198.51.100.%d", 1+i/5)
+			mustSignIn(t, e, addr, "ops@example.com", "guess", http.StatusUnauthorized)
+		}
+		mustSignIn(t, e, "203.0.113.9", "ops@example.com", password, http.StatusTooManyRequests)
+	})
+	t.Run("a sign-in gives its slots back", func(t *testing.T) {
+		e := behindProxy(t)
+		newOperator(t, e, "ops@example.com", admin.RoleAdmin)
+		for range 30 {
+			mustSignIn(t, e, "198.51.100.1", "ops@example.com", password, http.StatusSeeOther)
+		}
+		mustSignIn(t, e, "198.51.100.1", "ops@example.com", "typo", http.StatusUnauthorized)
+		if n := countRows(t, e, `SELECT coalesce(sum(attempts), 0) FROM login_throttle`); n != 3 {
+			t.Errorf("%d slots taken after 30 sign-ins and one typo, want 3 (one per counter)", n)
+		}
+	})
+}
+
+// TestUnknownEmailCostsAsMuch: an unknown email was checked against a cheap hash, so the
+// time of a sign-in told which emails are operators'. It is checked at the cost of stored
+// passwords, on the path of a wrong password.
+func TestUnknownEmailCostsAsMuch(t *testing.T) {
+	if got := admin.DummyHashCost(); got != admin.PasswordCost {
+		t.Fatalf("unknown emails are checked against a hash of cost %d, stored passwords have %d", got, admin.PasswordCost)
+	}
+	e := apptest.New(t)
+	newOperator(t, e, "ops@example.com", admin.RoleAdmin)
+	for _, email := range []string{"ops@example.com", "nobody@example.com"} {
+		before := admin.CheckedPasswords()
+		mustSignIn(t, e, "", email, "wrong password", http.StatusUnauthorized)
+		if n := admin.CheckedPasswords() - before; n != 1 {
+			t.Errorf("%s: %d password checks, want 1", email, n)
+		}
+		if n := countRows(t, e, `SELECT count(*) FROM login_failures WHERE email = $1`, email); n != 1 {
+			t.Errorf("%s: %d failures recorded, want 1", email, n)
+		}
+	}
+}
+
+// TestPasswordChecksAreBounded: a sign-in that cannot get a password check slot in time is
+// answered 503 with Retry-After, unchecked and not counted as a failure.
+func TestPasswordChecksAreBounded(t *testing.T) {
+	e := apptest.New(t)
+	newOperator(t, e, "ops@example.com", admin.RoleAdmin)
+	if n := admin.PasswordCheckSlots(); n < 1 {
+		t.Fatalf("%d password check slots", n)
+	}
+	release := admin.HoldPasswordChecks(50 * time.Millisecond)
+	before := admin.CheckedPasswords()
+	mustSignIn(t, e, "", "ops@example.com", password, http.StatusServiceUnavailable)
+	release()
+	if n := admin.CheckedPasswords() - before; n != 0 {
+		t.Errorf("%d passwords checked without a slot", n)
+	}
+	if n := countRows(t, e, `SELECT coalesce(sum(attempts), 0) FROM login_throttle`); n != 0 {
+		t.Errorf("an unchecked sign-in kept %d slots", n)
+	}
+	mustSignIn(t, e, "", "ops@example.com", password, http.StatusSeeOther)
+}
