@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/internal/problem"
 	"github.com/tekrar/tekrar/internal/server"
 	"github.com/tekrar/tekrar/views"
 )
@@ -55,7 +57,7 @@ func Register(g *gin.RouterGroup, d Deps) {
 	}
 	c := &console{Deps: d}
 	go dummyHash() // made now, so that the first sign-in of an unknown email does not wait for it
-	g.Use(securityHeaders, server.PlainText(nil))
+	g.Use(securityHeaders, sameOrigin, formsOnly, server.PlainText(nil))
 	g.GET("/login", c.loginPage)
 	g.POST("/login", c.login)
 	authed := g.Group("", c.requireSession, c.checkCSRF)
@@ -90,6 +92,54 @@ func securityHeaders(c *gin.Context) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
+	c.Next()
+}
+
+// crossOrigin refuses requests that a browser says come from another site (Sec-Fetch-Site),
+// or whose Origin is not the console's host.
+var crossOrigin = http.NewCrossOriginProtection()
+
+// sameOrigin refuses a state-changing request from another origin (403), beside the CSRF
+// token that every console form carries. A browser sends Origin with every form it posts;
+// without one, a Referer must name the console's host. A request with neither is let
+// through (an older browser, or a client that is not a browser) and the CSRF token alone
+// guards it. The host compared is the request's Host: a proxy in front must pass it on.
+func sameOrigin(c *gin.Context) {
+	r := c.Request
+	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions {
+		c.Next()
+		return
+	}
+	ok := crossOrigin.Check(r) == nil
+	if ok && r.Header.Get("Origin") == "" {
+		if ref := r.Header.Get("Referer"); ref != "" {
+			u, err := url.Parse(ref)
+			ok = err == nil && u.Host == r.Host && (u.Scheme == "http" || u.Scheme == "https")
+		}
+	}
+	if !ok {
+		server.Abort(c, problem.New(http.StatusForbidden, "cross_origin_request", "Cross-origin request refused").
+			WithDetail("the console accepts forms only from its own pages"))
+		return
+	}
+	c.Next()
+}
+
+// formsOnly refuses a state-changing request whose body is not a URL-encoded form (415),
+// before anything reads it. The console's forms are all URL-encoded; multipart/form-data
+// was parsed without a size limit, spooled files to disk and skipped the text checks, all
+// before authentication on the sign-in form.
+func formsOnly(c *gin.Context) {
+	r := c.Request
+	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions {
+		c.Next()
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
+		server.Abort(c, problem.New(http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type").
+			WithDetail("a console form must be application/x-www-form-urlencoded"))
+		return
+	}
 	c.Next()
 }
 

@@ -3,6 +3,7 @@ package admin_test
 import (
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -214,4 +215,137 @@ func TestPasswordChecksAreBounded(t *testing.T) {
 		t.Errorf("an unchecked sign-in kept %d slots", n)
 	}
 	mustSignIn(t, e, "", "ops@example.com", password, http.StatusSeeOther)
+}
+
+// send is browser.do with a raw body and headers (name, value pairs).
+func (b *browser) send(method, path, contentType, body string, headers ...string) page {
+	b.t.Helper()
+	req, _ := http.NewRequest(method, b.base+path, strings.NewReader(body))
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return page{status: resp.StatusCode, header: resp.Header, body: string(raw)}
+}
+
+// loginForm is the sign-in form, filled in, with the CSRF token of a fresh sign-in page.
+func (b *browser) loginForm(email, pw string) url.Values {
+	b.t.Helper()
+	csrf, _ := b.do("GET", "/admin/login", nil).doc.Find(`form[action="/admin/login"] input[name=csrf]`).Attr("value")
+	return url.Values{"csrf": {csrf}, "email": {email}, "password": {pw}, "next": {"/admin"}}
+}
+
+func multipartBody(t *testing.T, form url.Values) (string, string) {
+	t.Helper()
+	var buf strings.Builder
+	w := multipart.NewWriter(&buf)
+	for k, vs := range form {
+		for _, v := range vs {
+			_ = w.WriteField(k, v)
+		}
+	}
+	f, _ := w.CreateFormFile("upload", "big.bin")
+	_, _ = f.Write([]byte(strings.Repeat("x", 1<<20)))
+	_ = w.Close()
+	return w.FormDataContentType(), buf.String()
+}
+
+// TestConsoleTakesOnlyURLEncodedForms: the sign-in form parsed multipart/form-data without
+// a size limit, before authentication, and skipped the text checks. Every console form is
+// URL-encoded; anything else is refused with 415 before it is read, and nothing is stored.
+func TestConsoleTakesOnlyURLEncodedForms(t *testing.T) {
+	e := apptest.New(t)
+	newOperator(t, e, "ops@example.com", admin.RoleAdmin)
+	b := newBrowser(t, e)
+	form := b.loginForm("ops@example.com", password)
+	ct, body := multipartBody(t, form)
+	for _, tc := range []struct{ name, contentType, body string }{
+		{"multipart", ct, body},
+		{"multipart, bad text", ct, strings.Replace(body, password, "pass\x00word", 1)},
+		{"JSON", "application/json", `{"email":"ops@example.com"}`},
+		{"no type", "", form.Encode()},
+		{"text", "text/plain", form.Encode()},
+	} {
+		p := b.send("POST", "/admin/login", tc.contentType, tc.body)
+		if p.status != http.StatusUnsupportedMediaType || !strings.Contains(p.body, `"code":"unsupported_media_type"`) {
+			t.Errorf("%s sign-in: %d %.200s", tc.name, p.status, p.body)
+		}
+	}
+	for _, table := range []string{"operator_sessions", "login_failures", "login_throttle"} {
+		if n := countRows(t, e, `SELECT count(*) FROM `+table); n != 0 {
+			t.Errorf("%d rows in %s after refused sign-ins", n, table)
+		}
+	}
+	// Signed in, the console's own forms are refused the same way.
+	if p := b.login("ops@example.com", password); p.status != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d", p.status)
+	}
+	csrf, _ := b.do("GET", "/admin", nil).doc.Find(`form[action="/admin/logout"] input[name=csrf]`).Attr("value")
+	ct, body = multipartBody(t, url.Values{"csrf": {csrf}})
+	if p := b.send("POST", "/admin/logout", ct, body); p.status != http.StatusUnsupportedMediaType {
+		t.Errorf("multipart sign-out: %d", p.status)
+	}
+	if p := b.do("GET", "/admin", nil); p.status != http.StatusOK {
+		t.Errorf("the multipart sign-out signed out: %d", p.status)
+	}
+}
+
+// TestConsoleRefusesCrossOriginForms: the console checked only the CSRF token. A
+// state-changing request that the browser says comes from another origin is refused with
+// 403, even with a valid token.
+func TestConsoleRefusesCrossOriginForms(t *testing.T) {
+	e := apptest.New(t)
+	newOperator(t, e, "ops@example.com", admin.RoleAdmin)
+	const urlencoded = "application/x-www-form-urlencoded"
+	tests := []struct {
+		name    string
+		headers []string
+		want    int
+	}{
+		{"cross-origin Origin", []string{"Origin", "https://evil.example"}, http.StatusForbidden},
+		{"same host, other port", []string{"Origin", strings.Replace(e.URL, "127.0.0.1:", "127.0.0.1:1", 1)}, http.StatusForbidden},
+		{"opaque Origin", []string{"Origin", "null"}, http.StatusForbidden},
+		{"cross-site fetch", []string{"Sec-Fetch-Site", "cross-site"}, http.StatusForbidden},
+		{"no Origin, cross-origin Referer", []string{"Referer", "https://evil.example/page"}, http.StatusForbidden},
+		{"no Origin, Referer not a page", []string{"Referer", "javascript:alert(1)"}, http.StatusForbidden},
+		{"same Origin", []string{"Origin", e.URL}, http.StatusSeeOther},
+		{"same-origin fetch", []string{"Sec-Fetch-Site", "same-origin", "Origin", e.URL}, http.StatusSeeOther},
+		{"no Origin, same-origin Referer", []string{"Referer", e.URL + "/admin/login"}, http.StatusSeeOther},
+		{"no Origin, no Referer", nil, http.StatusSeeOther},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Signing in, then signing out, each with these headers.
+			b := newBrowser(t, e)
+			p := b.send("POST", "/admin/login", urlencoded, b.loginForm("ops@example.com", password).Encode(), tt.headers...)
+			if p.status != tt.want {
+				t.Fatalf("sign-in: %d, want %d %.200s", p.status, tt.want, p.body)
+			}
+			if tt.want == http.StatusForbidden {
+				if !strings.Contains(p.body, `"code":"cross_origin_request"`) {
+					t.Errorf("refusal: %.200s", p.body)
+				}
+				if p := b.login("ops@example.com", password); p.status != http.StatusSeeOther {
+					t.Fatalf("plain sign-in: %d", p.status)
+				}
+			}
+			csrf, _ := b.do("GET", "/admin", nil).doc.Find(`form[action="/admin/logout"] input[name=csrf]`).Attr("value")
+			p = b.send("POST", "/admin/logout", urlencoded, url.Values{"csrf": {csrf}}.Encode(), tt.headers...)
+			if p.status != tt.want {
+				t.Fatalf("sign-out: %d, want %d", p.status, tt.want)
+			}
+			signedIn := b.do("GET", "/admin", nil).status == http.StatusOK
+			if signedIn != (tt.want == http.StatusForbidden) {
+				t.Errorf("signed in after the sign-out: %v", signedIn)
+			}
+		})
+	}
 }
