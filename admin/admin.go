@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -163,14 +164,37 @@ func (a *console) setCookie(c *gin.Context, name, value string, maxAge int) {
 	})
 }
 
-// safeNext keeps a post-login redirect inside the console: no open redirect.
+// safeNext keeps a post-login redirect inside the console: no open redirect, and no path
+// that leaves /admin once cleaned (http.Redirect cleans "/admin/../x" to "/x"). The path,
+// decoded, is cleaned of dot segments and must then be /admin or under /admin/; a next with
+// a scheme, a host, "//", a backslash or a control character is refused. Anything refused
+// goes to /admin.
 func safeNext(next string) string {
-	u, err := url.Parse(next)
-	if err != nil || u.IsAbs() || u.Host != "" || !strings.HasPrefix(u.Path, "/admin") || strings.HasPrefix(next, "//") {
-		return "/admin"
+	const home = "/admin"
+	if !strings.HasPrefix(next, "/") || strings.Contains(next, "//") || strings.ContainsFunc(next, unsafeInNext) {
+		return home
 	}
-	return u.RequestURI()
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		strings.ContainsFunc(u.Path, unsafeInNext) {
+		return home
+	}
+	clean := path.Clean(u.Path)
+	if clean != home && !strings.HasPrefix(clean, home+"/") {
+		return home
+	}
+	if strings.HasSuffix(u.Path, "/") {
+		clean += "/"
+	}
+	out := &url.URL{Path: clean, RawQuery: u.RawQuery}
+	if u.Path == clean {
+		// Already clean: keep it as it was escaped (a key may hold an escaped "/").
+		out.Path, out.RawPath = u.Path, u.RawPath
+	}
+	return out.RequestURI()
 }
+
+func unsafeInNext(r rune) bool { return r == '\\' || r < 0x20 || r == 0x7f }
 
 func (a *console) loginPage(c *gin.Context) {
 	if s, err := LookupSession(c.Request.Context(), a.DB, cookie(c, sessionCookie), a.Now()); err == nil && s.Operator.ID != 0 {
