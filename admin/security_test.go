@@ -349,3 +349,31 @@ func TestConsoleRefusesCrossOriginForms(t *testing.T) {
 		})
 	}
 }
+
+// TestStaticListsNoDirectories: /static/ listed its files. A directory is not found; the
+// files are still served.
+func TestStaticListsNoDirectories(t *testing.T) {
+	e := apptest.New(t)
+	for _, tt := range []struct {
+		path string
+		want int
+	}{
+		{"/static/", http.StatusNotFound},
+		{"/static/css/", http.StatusNotFound},
+		{"/static/js/", http.StatusNotFound},
+		{"/static/css", http.StatusNotFound},
+		{"/static/js", http.StatusNotFound},
+		{"/static/.", http.StatusNotFound},
+		{"/static/css/tekrar.css", http.StatusOK},
+		{"/static/js/console.js", http.StatusOK},
+		{"/static/css/nothing.css", http.StatusNotFound},
+	} {
+		r := e.Do(t, "GET", tt.path, "", nil)
+		if r.Status != tt.want {
+			t.Errorf("GET %s: %d, want %d %.200s", tt.path, r.Status, tt.want, r.Body)
+		}
+		if tt.want == http.StatusNotFound && (strings.Contains(string(r.Body), "<a href") || !strings.Contains(string(r.Body), `"code":"not_found"`)) {
+			t.Errorf("GET %s: %.200s", tt.path, r.Body)
+		}
+	}
+}
