@@ -82,6 +82,9 @@ func Register(g *gin.RouterGroup, d Deps) {
 	acts.POST("/keys/:client/:key/release", c.release)
 	acts.GET("/keys/:client/:key/expire", c.expireForm)
 	acts.POST("/keys/:client/:key/expire", c.expire)
+	acts.GET("/operators", c.operators)
+	acts.GET("/operators/:id/end-sessions", c.endSessionsForm)
+	acts.POST("/operators/:id/end-sessions", c.endSessions)
 }
 
 // securityHeaders: a strict CSP (no inline script or style anywhere in the console), no

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/tekrar/tekrar/admin"
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/config"
@@ -375,5 +377,125 @@ func TestStaticListsNoDirectories(t *testing.T) {
 		if tt.want == http.StatusNotFound && (strings.Contains(string(r.Body), "<a href") || !strings.Contains(string(r.Body), `"code":"not_found"`)) {
 			t.Errorf("GET %s: %.200s", tt.path, r.Body)
 		}
+	}
+}
+
+// signedIn reports whether b's session cookie still opens the console.
+func signedIn(t *testing.T, b *browser) bool {
+	t.Helper()
+	switch p := b.do("GET", "/admin", nil); p.status {
+	case http.StatusOK:
+		return true
+	case http.StatusSeeOther:
+		return false
+	default:
+		t.Fatalf("GET /admin: %d", p.status)
+		return false
+	}
+}
+
+// TestPasswordResetEndsSessions: a reset kept the operator's sessions valid, so whoever
+// had signed in with the old password stayed signed in.
+func TestPasswordResetEndsSessions(t *testing.T) {
+	e := apptest.New(t)
+	ops1 := actSignIn(t, e, "ops@example.com", admin.RoleAdmin)
+	ops2 := newBrowser(t, e)
+	if p := ops2.login("ops@example.com", password); p.status != http.StatusSeeOther {
+		t.Fatalf("second sign-in: %d", p.status)
+	}
+	other := actSignIn(t, e, "other@example.com", admin.RoleViewer)
+	if err := admin.SetOperator(t.Context(), e.DB, "ops@example.com", "a new password!", admin.RoleAdmin, bcrypt.MinCost); err != nil {
+		t.Fatal(err)
+	}
+	if signedIn(t, ops1) || signedIn(t, ops2) {
+		t.Error("a session opened with the old password still works")
+	}
+	if !signedIn(t, other) {
+		t.Error("another operator's session ended")
+	}
+	if p := ops1.login("ops@example.com", "a new password!"); p.status != http.StatusSeeOther {
+		t.Fatalf("sign-in with the new password: %d", p.status)
+	}
+}
+
+// TestAdminEndsAnOperatorsSessions: nothing could revoke a session. An admin ends all of
+// an operator's sessions from the operators page, through a confirmation form that carries
+// the session's CSRF token and a nonce; it is recorded in the audit log, once per form.
+func TestAdminEndsAnOperatorsSessions(t *testing.T) {
+	e := apptest.New(t)
+	adm := actSignIn(t, e, "admin@example.com", admin.RoleAdmin)
+	viewer := actSignIn(t, e, "viewer@example.com", admin.RoleViewer)
+	viewer2 := newBrowser(t, e)
+	if p := viewer2.login("viewer@example.com", password); p.status != http.StatusSeeOther {
+		t.Fatalf("second sign-in: %d", p.status)
+	}
+	var viewerID int64
+	if err := e.DB.Get(&viewerID, `SELECT id FROM operators WHERE email = 'viewer@example.com'`); err != nil {
+		t.Fatal(err)
+	}
+	path := fmt.Sprintf("/admin/operators/%d/end-sessions", viewerID)
+
+	// A viewer may neither see the operators nor end sessions.
+	for _, p := range []page{viewer.do("GET", "/admin/operators", nil), viewer.do("GET", path, nil)} {
+		if p.status != http.StatusForbidden {
+			t.Errorf("a viewer: %d", p.status)
+		}
+	}
+	list := adm.do("GET", "/admin/operators", nil)
+	row := list.doc.Find(`tr:contains("viewer@example.com")`)
+	if href, _ := row.Find("a").Attr("href"); href != path || !strings.Contains(row.Text(), "2") {
+		t.Fatalf("operators page: link %q, row %q", href, row.Text())
+	}
+	confirm := adm.do("GET", path, nil)
+	form := actForm(t, confirm, path)
+	// Without the session's CSRF token, or from another origin, nothing ends.
+	for name, p := range map[string]page{
+		"without a token": adm.do("POST", path, url.Values{"nonce": form["nonce"]}),
+		"cross-origin": adm.send("POST", path, "application/x-www-form-urlencoded", form.Encode(),
+			"Origin", "https://evil.example"),
+	} {
+		if p.status != http.StatusForbidden {
+			t.Errorf("%s: %d", name, p.status)
+		}
+	}
+	if !signedIn(t, viewer) {
+		t.Fatal("a refused form ended the sessions")
+	}
+	p := adm.do("POST", path, form)
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/admin/operators?done=sessions-ended" {
+		t.Fatalf("end sessions: %d %s", p.status, p.header.Get("Location"))
+	}
+	if signedIn(t, viewer) || signedIn(t, viewer2) {
+		t.Error("an ended session still works")
+	}
+	if !signedIn(t, adm) {
+		t.Error("the admin's own session ended")
+	}
+	var audit []struct {
+		Operator int64  `db:"operator_id"`
+		Target   string `db:"target"`
+		Detail   string `db:"detail"`
+	}
+	if err := e.DB.Select(&audit, `SELECT operator_id, target, detail::text AS detail FROM audit_log WHERE action = 'end_sessions'`); err != nil {
+		t.Fatal(err)
+	}
+	if len(audit) != 1 || audit[0].Target != fmt.Sprintf("operator:%d", viewerID) || !strings.Contains(audit[0].Detail, `"sessions": 2`) {
+		t.Fatalf("audit %+v", audit)
+	}
+	// The same form again ends nothing more: the viewer, signed in again, stays signed in.
+	if p := viewer.login("viewer@example.com", password); p.status != http.StatusSeeOther {
+		t.Fatalf("sign in again: %d", p.status)
+	}
+	if p := adm.do("POST", path, form); p.header.Get("Location") != "/admin/operators?done=sessions-ended-already" {
+		t.Errorf("the form again: %d %s", p.status, p.header.Get("Location"))
+	}
+	if !signedIn(t, viewer) {
+		t.Error("the form posted again ended a new session")
+	}
+	if n := countRows(t, e, `SELECT count(*) FROM audit_log WHERE action = 'end_sessions'`); n != 1 {
+		t.Errorf("%d audit rows, want 1", n)
+	}
+	if p := adm.do("GET", "/admin/audit", nil); !strings.Contains(p.body, "end_sessions") {
+		t.Error("the audit page does not show the action")
 	}
 }
