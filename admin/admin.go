@@ -253,10 +253,13 @@ func (a *console) logout(c *gin.Context) {
 func (a *console) requireSession(c *gin.Context) {
 	s, err := LookupSession(c.Request.Context(), a.DB, cookie(c, sessionCookie), a.Now())
 	if err != nil {
-		if !errors.Is(err, ErrNoSession) {
-			a.Logger.Error("console session", "err", err, "request_id", server.RequestID(c))
-		}
 		c.Abort()
+		if !errors.Is(err, ErrNoSession) {
+			// Whether the operator is signed in is not known: sending them to sign in would
+			// tell them their session ended, and signing in would fail too.
+			a.fail(c, err)
+			return
+		}
 		c.Redirect(http.StatusSeeOther, "/admin/login?next="+url.QueryEscape(c.Request.URL.RequestURI()))
 		return
 	}

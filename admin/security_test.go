@@ -13,11 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/tekrar/tekrar/admin"
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/config"
+	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
 // The console's security review (docs/console.md, "Security"): each test here reproduces a
@@ -497,5 +499,62 @@ func TestAdminEndsAnOperatorsSessions(t *testing.T) {
 	}
 	if p := adm.do("GET", "/admin/audit", nil); !strings.Contains(p.body, "end_sessions") {
 		t.Error("the audit page does not show the action")
+	}
+}
+
+// storeDown makes the test's database refuse connections and ends those open; the returned
+// func lets them in again.
+func storeDown(t *testing.T, e *apptest.Env) (up func()) {
+	t.Helper()
+	u, err := url.Parse(e.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	adm, err := sqlx.Open("postgres", dbtest.AdminURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { adm.Close() })
+	set := func(allow bool) {
+		t.Helper()
+		// The name comes from the test helper, not from input; identifiers cannot be bound.
+		if _, err := adm.Exec(`ALTER DATABASE "` + name + `" WITH ALLOW_CONNECTIONS ` + fmt.Sprint(allow)); err != nil {
+			t.Fatal(err)
+		}
+		if !allow {
+			if _, err := adm.Exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, name); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	set(false)
+	return func() { set(true) }
+}
+
+// TestStoreDownIsSaidNotSignedOut: during a database outage a signed-in operator was sent
+// to the sign-in page, as if signed out. They are told the store is down (503), and are
+// still signed in once it is back.
+func TestStoreDownIsSaidNotSignedOut(t *testing.T) {
+	e := apptest.New(t)
+	b := actSignIn(t, e, "ops@example.com", admin.RoleAdmin)
+	up := storeDown(t, e)
+	for _, path := range []string{"/admin", "/admin/keys", "/admin/orders/1", "/admin/operators"} {
+		p := b.do("GET", path, nil)
+		if p.status != http.StatusServiceUnavailable || p.header.Get("Location") != "" || p.header.Get("Retry-After") == "" ||
+			!strings.Contains(p.doc.Find("h1").Text(), "Database unavailable") {
+			t.Errorf("GET %s with the store down: %d %q %.300s", path, p.status, p.header.Get("Location"), p.body)
+		}
+	}
+	up()
+	var ok bool
+	for range 50 { // the pool's dead connections are replaced as they fail
+		if ok = b.do("GET", "/admin", nil).status == http.StatusOK; ok {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !ok {
+		t.Fatal("not signed in once the store is back")
 	}
 }
