@@ -166,6 +166,15 @@ func TestThrottlePerAddressAndPerEmail(t *testing.T) {
 		}
 		mustSignIn(t, e, "203.0.113.9", "ops@example.com", password, http.StatusTooManyRequests)
 	})
+	t.Run("an IPv6 /64 is one address", func(t *testing.T) {
+		e := behindProxy(t)
+		newOperator(t, e, "ops@example.com", admin.RoleAdmin)
+		for i := range 5 {
+			mustSignIn(t, e, fmt.Sprintf("2001:db8:1:2::%x", i+1), "ops@example.com", "guess", http.StatusUnauthorized)
+		}
+		mustSignIn(t, e, "2001:db8:1:2:ffff::9", "ops@example.com", password, http.StatusTooManyRequests)
+		mustSignIn(t, e, "2001:db8:1:3::1", "ops@example.com", password, http.StatusSeeOther)
+	})
 	t.Run("a sign-in gives its slots back", func(t *testing.T) {
 		e := behindProxy(t)
 		newOperator(t, e, "ops@example.com", admin.RoleAdmin)

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -137,13 +138,32 @@ type throttleSlot struct {
 // throttleSlots are the counters of a sign-in, in the order they are taken: every sign-in
 // locks its rows in this order, so that two sign-ins never wait for each other's rows.
 func throttleSlots(email, addr string) []throttleSlot {
-	email, addr = pgtext.Clean(email, 254), pgtext.Clean(addr, 100)
+	email, addr = pgtext.Clean(email, 254), pgtext.Clean(throttleAddress(addr), 100)
 	return []throttleSlot{
 		// An address holds no space: the pair's subject is unambiguous.
 		{"pair", addr + " " + email, maxPairFailures},
 		{"address", addr, maxAddressFailures},
 		{"email", email, maxEmailFailures},
 	}
+}
+
+// throttleAddress is the address an attempt is counted under: an IPv4 address, or the /64
+// of an IPv6 one, which is what one subscriber is usually given (counted one by one, a
+// single host could try 2^64 addresses).
+func throttleAddress(addr string) string {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
+	}
+	ip = ip.Unmap()
+	if ip.Is4() {
+		return ip.String()
+	}
+	p, err := ip.WithZone("").Prefix(64)
+	if err != nil {
+		return addr
+	}
+	return p.String()
 }
 
 // takeSlots counts an attempt in each of its counters, or in none if one is full (false).
