@@ -252,6 +252,7 @@ func Login(ctx context.Context, db *sqlx.DB, email, password, userAgent, remoteA
 			pgtext.Clean(email, 254), remoteAddr, now); err != nil {
 			return "", fmt.Errorf("login: %w", err)
 		}
+		pruneThrottle(ctx, db, now)
 		return "", ErrBadLogin
 	}
 	token := randomToken()
@@ -265,8 +266,14 @@ func Login(ctx context.Context, db *sqlx.DB, email, password, userAgent, remoteA
 	// Signed in: the slots go back. Were that to fail, they would go with their window.
 	_ = giveSlots(ctx, db, slots)
 	_, _ = db.ExecContext(ctx, `DELETE FROM operator_sessions WHERE expires_at < $1`, now)
-	_, _ = db.ExecContext(ctx, `DELETE FROM login_throttle WHERE window_start < $1`, now.Add(-failureWindow))
+	pruneThrottle(ctx, db, now)
 	return token, nil
+}
+
+// pruneThrottle deletes the counters whose window has ended, which an attempt would reset
+// anyway, so that failed attempts from ever new addresses do not pile up. Best effort.
+func pruneThrottle(ctx context.Context, db *sqlx.DB, now time.Time) {
+	_, _ = db.ExecContext(ctx, `DELETE FROM login_throttle WHERE window_start <= $1`, now.Add(-failureWindow))
 }
 
 // LookupSession returns the session of a cookie value.
