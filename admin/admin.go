@@ -16,6 +16,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/problem"
 	"github.com/tekrar/tekrar/internal/server"
 	"github.com/tekrar/tekrar/views"
@@ -200,8 +201,13 @@ func safeNext(next string) string {
 func unsafeInNext(r rune) bool { return r == '\\' || r < 0x20 || r == 0x7f }
 
 func (a *console) loginPage(c *gin.Context) {
-	if s, err := LookupSession(c.Request.Context(), a.DB, cookie(c, sessionCookie), a.Now()); err == nil && s.Operator.ID != 0 {
+	s, err := LookupSession(c.Request.Context(), a.DB, cookie(c, sessionCookie), a.Now())
+	switch {
+	case err == nil && s.Operator.ID != 0:
 		c.Redirect(http.StatusSeeOther, "/admin")
+		return
+	case db.IsUnavailable(err):
+		a.fail(c, err) // a form that cannot work: say why instead
 		return
 	}
 	token := randomToken()

@@ -548,7 +548,7 @@ func TestStoreDownIsSaidNotSignedOut(t *testing.T) {
 	e := apptest.New(t)
 	b := actSignIn(t, e, "ops@example.com", admin.RoleAdmin)
 	up := storeDown(t, e)
-	for _, path := range []string{"/admin", "/admin/keys", "/admin/orders/1", "/admin/operators"} {
+	for _, path := range []string{"/admin", "/admin/keys", "/admin/orders/1", "/admin/operators", "/admin/login"} {
 		p := b.do("GET", path, nil)
 		if p.status != http.StatusServiceUnavailable || p.header.Get("Location") != "" || p.header.Get("Retry-After") == "" ||
 			!strings.Contains(p.doc.Find("h1").Text(), "Database unavailable") {
