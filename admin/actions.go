@@ -50,7 +50,9 @@ var flashes = map[string]views.FlashMsg{
 	"release-" + checkout.OutcomeProviderRefused: {Kind: "error", Text: "Not released: the payment provider refused. Nothing was changed; this needs a closer look."},
 	"release-" + checkout.OutcomeNotNeeded:       {Kind: "warn", Text: "Nothing to release: the key does not need attention (any more)."},
 
-	"expired": {Kind: "ok", Text: "The key has expired: retries with it are refused, and the sweeper removes it on its next pass."},
+	"expired":                {Kind: "ok", Text: "The key has expired: retries with it are refused, and the sweeper removes it on its next pass."},
+	"sessions-ended":         {Kind: "ok", Text: "The operator's sessions have ended: they must sign in again."},
+	"sessions-ended-already": {Kind: "warn", Text: "This form had been sent already: the sessions it ended stay ended, and nothing more was ended."},
 	"expire-" + checkout.OutcomeAlreadyExpired: {Kind: "warn", Text: "Nothing to do: the key had expired already."},
 }
 

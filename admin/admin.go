@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -14,6 +16,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/internal/db"
+	"github.com/tekrar/tekrar/internal/problem"
 	"github.com/tekrar/tekrar/internal/server"
 	"github.com/tekrar/tekrar/views"
 )
@@ -54,7 +58,8 @@ func Register(g *gin.RouterGroup, d Deps) {
 		d.DoubleTapWindow = defaultDoubleTapWindow
 	}
 	c := &console{Deps: d}
-	g.Use(securityHeaders, server.PlainText(nil))
+	go dummyHash() // made now, so that the first sign-in of an unknown email does not wait for it
+	g.Use(securityHeaders, sameOrigin, formsOnly, server.PlainText(nil))
 	g.GET("/login", c.loginPage)
 	g.POST("/login", c.login)
 	authed := g.Group("", c.requireSession, c.checkCSRF)
@@ -78,6 +83,9 @@ func Register(g *gin.RouterGroup, d Deps) {
 	acts.POST("/keys/:client/:key/release", c.release)
 	acts.GET("/keys/:client/:key/expire", c.expireForm)
 	acts.POST("/keys/:client/:key/expire", c.expire)
+	acts.GET("/operators", c.operators)
+	acts.GET("/operators/:id/end-sessions", c.endSessionsForm)
+	acts.POST("/operators/:id/end-sessions", c.endSessions)
 }
 
 // securityHeaders: a strict CSP (no inline script or style anywhere in the console), no
@@ -89,6 +97,54 @@ func securityHeaders(c *gin.Context) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
+	c.Next()
+}
+
+// crossOrigin refuses requests that a browser says come from another site (Sec-Fetch-Site),
+// or whose Origin is not the console's host.
+var crossOrigin = http.NewCrossOriginProtection()
+
+// sameOrigin refuses a state-changing request from another origin (403), beside the CSRF
+// token that every console form carries. A browser sends Origin with every form it posts;
+// without one, a Referer must name the console's host. A request with neither is let
+// through (an older browser, or a client that is not a browser) and the CSRF token alone
+// guards it. The host compared is the request's Host: a proxy in front must pass it on.
+func sameOrigin(c *gin.Context) {
+	r := c.Request
+	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions {
+		c.Next()
+		return
+	}
+	ok := crossOrigin.Check(r) == nil
+	if ok && r.Header.Get("Origin") == "" {
+		if ref := r.Header.Get("Referer"); ref != "" {
+			u, err := url.Parse(ref)
+			ok = err == nil && u.Host == r.Host && (u.Scheme == "http" || u.Scheme == "https")
+		}
+	}
+	if !ok {
+		server.Abort(c, problem.New(http.StatusForbidden, "cross_origin_request", "Cross-origin request refused").
+			WithDetail("the console accepts forms only from its own pages"))
+		return
+	}
+	c.Next()
+}
+
+// formsOnly refuses a state-changing request whose body is not a URL-encoded form (415),
+// before anything reads it. The console's forms are all URL-encoded; multipart/form-data
+// was parsed without a size limit, spooled files to disk and skipped the text checks, all
+// before authentication on the sign-in form.
+func formsOnly(c *gin.Context) {
+	r := c.Request
+	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions {
+		c.Next()
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
+		server.Abort(c, problem.New(http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type").
+			WithDetail("a console form must be application/x-www-form-urlencoded"))
+		return
+	}
 	c.Next()
 }
 
@@ -112,18 +168,46 @@ func (a *console) setCookie(c *gin.Context, name, value string, maxAge int) {
 	})
 }
 
-// safeNext keeps a post-login redirect inside the console: no open redirect.
+// safeNext keeps a post-login redirect inside the console: no open redirect, and no path
+// that leaves /admin once cleaned (http.Redirect cleans "/admin/../x" to "/x"). The path,
+// decoded, is cleaned of dot segments and must then be /admin or under /admin/; a next with
+// a scheme, a host, "//", a backslash or a control character is refused. Anything refused
+// goes to /admin.
 func safeNext(next string) string {
-	u, err := url.Parse(next)
-	if err != nil || u.IsAbs() || u.Host != "" || !strings.HasPrefix(u.Path, "/admin") || strings.HasPrefix(next, "//") {
-		return "/admin"
+	const home = "/admin"
+	if !strings.HasPrefix(next, "/") || strings.Contains(next, "//") || strings.ContainsFunc(next, unsafeInNext) {
+		return home
 	}
-	return u.RequestURI()
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		strings.ContainsFunc(u.Path, unsafeInNext) {
+		return home
+	}
+	clean := path.Clean(u.Path)
+	if clean != home && !strings.HasPrefix(clean, home+"/") {
+		return home
+	}
+	if strings.HasSuffix(u.Path, "/") {
+		clean += "/"
+	}
+	out := &url.URL{Path: clean, RawQuery: u.RawQuery}
+	if u.Path == clean {
+		// Already clean: keep it as it was escaped (a key may hold an escaped "/").
+		out.Path, out.RawPath = u.Path, u.RawPath
+	}
+	return out.RequestURI()
 }
 
+func unsafeInNext(r rune) bool { return r == '\\' || r < 0x20 || r == 0x7f }
+
 func (a *console) loginPage(c *gin.Context) {
-	if s, err := LookupSession(c.Request.Context(), a.DB, cookie(c, sessionCookie), a.Now()); err == nil && s.Operator.ID != 0 {
+	s, err := LookupSession(c.Request.Context(), a.DB, cookie(c, sessionCookie), a.Now())
+	switch {
+	case err == nil && s.Operator.ID != 0:
 		c.Redirect(http.StatusSeeOther, "/admin")
+		return
+	case db.IsUnavailable(err):
+		a.fail(c, err) // a form that cannot work: say why instead
 		return
 	}
 	token := randomToken()
@@ -145,6 +229,9 @@ func (a *console) login(c *gin.Context) {
 		switch {
 		case errors.Is(err, ErrThrottled):
 			status, msg = http.StatusTooManyRequests, err.Error()
+		case errors.Is(err, ErrBusy):
+			c.Header("Retry-After", "1")
+			status, msg = http.StatusServiceUnavailable, err.Error()
 		case !errors.Is(err, ErrBadLogin):
 			a.Logger.Error("sign-in failed", "err", err, "request_id", server.RequestID(c))
 			status, msg = http.StatusServiceUnavailable, "sign-in is unavailable right now"
@@ -172,10 +259,13 @@ func (a *console) logout(c *gin.Context) {
 func (a *console) requireSession(c *gin.Context) {
 	s, err := LookupSession(c.Request.Context(), a.DB, cookie(c, sessionCookie), a.Now())
 	if err != nil {
-		if !errors.Is(err, ErrNoSession) {
-			a.Logger.Error("console session", "err", err, "request_id", server.RequestID(c))
-		}
 		c.Abort()
+		if !errors.Is(err, ErrNoSession) {
+			// Whether the operator is signed in is not known: sending them to sign in would
+			// tell them their session ended, and signing in would fail too.
+			a.fail(c, err)
+			return
+		}
 		c.Redirect(http.StatusSeeOther, "/admin/login?next="+url.QueryEscape(c.Request.URL.RequestURI()))
 		return
 	}

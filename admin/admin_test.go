@@ -208,6 +208,23 @@ func TestNextIsKeptInsideTheConsole(t *testing.T) {
 		"https://evil.example/":         "/admin",
 		"//evil.example/admin":          "/admin",
 		"/v1/orders":                    "/admin",
+		// Cleaned, a path must stay under /admin/.
+		"/admin/../../x":              "/admin",
+		"/admin/%2e%2e/%2E%2E/x":      "/admin",
+		"/admin/..%2f..%2fx":          "/admin",
+		"/admin/keys/../orders?q=1":   "/admin/orders?q=1",
+		"/admin/./keys/":              "/admin/keys/",
+		"/adminx":                     "/admin",
+		"/admin/":                     "/admin/",
+		"/admin/keys/1/a%2Fb":         "/admin/keys/1/a%2Fb",
+		"/admin//evil.example":        "/admin",
+		"/\\evil.example/admin":       "/admin",
+		"/admin\\..\\..\\x":           "/admin",
+		"/admin/%5C%5Cevil":           "/admin",
+		"/admin/%0d%0aSet-Cookie:x=1": "/admin",
+		"http:/admin":                 "/admin",
+		"javascript:alert(1)//admin":  "/admin",
+		"admin/keys":                  "/admin",
 	} {
 		b := newBrowser(t, e)
 		page := b.do("GET", "/admin/login?next="+url.QueryEscape(next), nil)

@@ -48,6 +48,8 @@ func auditLines(rows []AuditEntry) []views.AuditLine {
 func targetLink(target string) views.Link {
 	orderID, clientID, key, ok := parseTarget(target)
 	switch {
+	case strings.HasPrefix(target, "operator:"):
+		return views.Link{Label: target, Href: "/admin/operators"}
 	case !ok:
 		return views.Link{Label: target}
 	case key != "":

@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/server"
 	"github.com/tekrar/tekrar/views"
 )
@@ -278,8 +279,15 @@ func utc(t time.Time) string {
 }
 
 // fail answers a console request that hit an error: the details go to the log under the
-// request id, never to the page.
+// request id, never to the page. With the database unreachable it is a 503 page that says
+// so, as the API's store_unavailable does.
 func (a *console) fail(c *gin.Context, err error) {
+	if db.IsUnavailable(err) {
+		a.Logger.Warn("console: store unavailable", "err", err, "request_id", server.RequestID(c))
+		c.Header("Retry-After", "2")
+		a.render(c, http.StatusServiceUnavailable, views.StoreDownPage(server.RequestID(c)))
+		return
+	}
 	a.Logger.Error("console", "err", err, "request_id", server.RequestID(c))
 	c.String(http.StatusInternalServerError, "something went wrong (request %s)", server.RequestID(c))
 }

@@ -71,6 +71,8 @@ func clientsCmd(ctx context.Context, e env, args []string) error {
 
 // operatorsCmd: `tekrar operators create EMAIL` sets a console password, read from the
 // first line of stdin unless --password is given (a flag shows up in ps and shell history).
+// For an existing operator it is the password reset: it also ends all their sessions
+// (admin.SetOperator).
 func operatorsCmd(ctx context.Context, e env, args []string) error {
 	if len(args) == 0 || args[0] != "create" {
 		return usageError("tekrar operators create EMAIL [--role viewer|admin] [--password P]")

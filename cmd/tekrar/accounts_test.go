@@ -192,3 +192,32 @@ func TestClientsCreateAndUpdateSettings(t *testing.T) {
 		t.Fatalf("a refused update changed the TTL to %vs", ttl)
 	}
 }
+
+// TestOperatorsResetEndsSessions: resetting a password kept the operator's sessions valid,
+// so whoever had signed in with the old password stayed signed in. Running create again
+// for an email resets the password and ends that operator's sessions, and no one else's.
+func TestOperatorsResetEndsSessions(t *testing.T) {
+	t.Parallel()
+	dbURL := dbtest.NewURL(t)
+	db := openDB(t, dbURL)
+	env := childEnv("DATABASE_URL=" + dbURL)
+	const password = "correct horse battery"
+	for _, email := range []string{"ops@example.com", "other@example.com"} {
+		mustRun(t, env, strings.NewReader(password+"\n"), "operators", "create", "--role", "admin", email)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, `
+		INSERT INTO operator_sessions (token_hash, operator_id, csrf_token, created_at, expires_at)
+		SELECT sha256(convert_to(o.email || n, 'UTF8')), o.id, 'csrf', now(), now() + interval '1 hour'
+		  FROM operators o, generate_series(1, 2) n`); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, env, strings.NewReader("a new password!\n"), "operators", "create", "--role", "viewer", "ops@example.com")
+	if n := countRows(t, db, `SELECT count(*) FROM operator_sessions s JOIN operators o ON o.id = s.operator_id WHERE o.email = 'ops@example.com'`); n != 0 {
+		t.Errorf("%d sessions of the reset operator left", n)
+	}
+	if n := countRows(t, db, `SELECT count(*) FROM operator_sessions s JOIN operators o ON o.id = s.operator_id WHERE o.email = 'other@example.com'`); n != 2 {
+		t.Errorf("%d sessions of the other operator, want 2", n)
+	}
+}

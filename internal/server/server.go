@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -51,10 +52,27 @@ func NewEngine(logger *slog.Logger, db *sqlx.DB, trustedProxies []string) (*gin.
 		}
 		c.JSON(http.StatusOK, gin.H{"status": "ready"})
 	})
-	e.StaticFS("/static", http.FS(static.Files))
+	e.StaticFS("/static", http.FS(filesOnly{static.Files}))
 	e.NoRoute(func(c *gin.Context) { Abort(c, problem.NotFound()) })
 	e.NoMethod(func(c *gin.Context) { Abort(c, problem.MethodNotAllowed()) })
 	return e, nil
+}
+
+// filesOnly serves an asset tree's files and hides its directories: http.FileServer would
+// list a directory's files. A directory is not found, so it is answered like any unknown
+// path (404 not_found).
+type filesOnly struct{ fs.FS }
+
+func (f filesOnly) Open(name string) (fs.File, error) {
+	file, err := f.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := file.Stat(); err != nil || st.IsDir() {
+		file.Close()
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return file, nil
 }
 
 // Abort writes p as the response and stops the handler chain.
