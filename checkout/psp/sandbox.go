@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -22,6 +23,9 @@ type SandboxOptions struct {
 	SlowDelay time.Duration
 	// Now stamps charges and refunds; nil means time.Now.
 	Now func() time.Time
+	// Logger, if set, hears of late charges (tok_late) as they arrive and of charges refused
+	// because their key was canceled: what a processor's own logs would show.
+	Logger *slog.Logger
 	// NoCancel makes the sandbox a processor that cannot fence a charge key: CancelCharge
 	// answers ErrCancelUnsupported. Tests use it to prove the refund tekrar then owes.
 	NoCancel bool
@@ -39,13 +43,17 @@ type Sandbox struct {
 	slow     time.Duration
 	now      func() time.Time
 	noCancel bool
+	logger   *slog.Logger
 }
 
 var _ Provider = (*Sandbox)(nil)
 
 // NewSandbox returns a sandbox over db, whose migrations must have been applied.
 func NewSandbox(d *sqlx.DB, opts SandboxOptions) *Sandbox {
-	s := &Sandbox{db: d, q: db.NewPrepared(d), slow: opts.SlowDelay, now: opts.Now, noCancel: opts.NoCancel}
+	s := &Sandbox{db: d, q: db.NewPrepared(d), slow: opts.SlowDelay, now: opts.Now, noCancel: opts.NoCancel, logger: opts.Logger}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
 	if s.slow <= 0 {
 		s.slow = 2 * time.Second
 	}
@@ -179,6 +187,8 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 			return Charge{}, fmt.Errorf("psp sandbox: slow charge abandoned before it was made: %w", ctx.Err())
 		}
 	case TokenLate:
+		s.logger.Info("psp sandbox: late charge received; it is made after the slow delay unless its key is canceled",
+			"key", req.Key, "delay", s.slow)
 		t := time.NewTimer(s.slow)
 		select {
 		case <-t.C:
@@ -209,6 +219,9 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 		existing, err := s.chargeByKey(pctx, req.Key)
 		if err != nil {
 			return Charge{}, err
+		}
+		if existing.Status == StatusCanceled {
+			s.logger.Info("psp sandbox: charge refused: its key was canceled", "key", req.Key)
 		}
 		return existing.replay(req, fp)
 	}

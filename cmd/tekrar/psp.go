@@ -38,7 +38,7 @@ func pspCmd(ctx context.Context, e env, args []string) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
-	h := psp.NewHandler(psp.NewSandbox(pool, psp.SandboxOptions{SlowDelay: slow, NoCancel: noCancel}), logger)
+	h := psp.NewHandler(psp.NewSandbox(pool, psp.SandboxOptions{SlowDelay: slow, NoCancel: noCancel, Logger: logger}), logger)
 	return server.Run(ctx, addr, endOnStop(ctx, grace/2, h), grace, logger, func(a net.Addr) {
 		logger.Info("tekrar psp: sandbox provider serving", "addr", a.String())
 	})

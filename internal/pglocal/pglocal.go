@@ -363,6 +363,12 @@ func (s *Server) Stop() error {
 // Restart shuts the server down and starts it again on the same directory and socket, so
 // URLs stay valid; tests use it to check how callers survive a database restart.
 func (s *Server) Restart(ctx context.Context) error {
+	return s.RestartAfter(ctx, func() {})
+}
+
+// RestartAfter is Restart with whileDown run while the server is stopped: tests use it to
+// make something happen during a database outage (a frozen worker waking, say).
+func (s *Server) RestartAfter(ctx context.Context, whileDown func()) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
@@ -371,6 +377,7 @@ func (s *Server) Restart(ctx context.Context) error {
 	if err := s.halt(); err != nil {
 		return fmt.Errorf("restart postgres: %w", err)
 	}
+	whileDown()
 	return s.startPostgres(ctx)
 }
 
