@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -37,7 +38,7 @@ func NewEngine(logger *slog.Logger, db *sqlx.DB, trustedProxies []string) (*gin.
 	// its segment; parameters are still unescaped.
 	e.UseRawPath = true
 	e.UnescapePathValues = true
-	e.Use(requestID(), accessLog(logger), recovery(logger))
+	e.Use(requestID(), noStore, accessLog(logger), recovery(logger))
 
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", func(c *gin.Context) {
@@ -55,6 +56,17 @@ func NewEngine(logger *slog.Logger, db *sqlx.DB, trustedProxies []string) (*gin.
 	e.NoRoute(func(c *gin.Context) { Abort(c, problem.NotFound()) })
 	e.NoMethod(func(c *gin.Context) { Abort(c, problem.MethodNotAllowed()) })
 	return e, nil
+}
+
+// noStore marks every response but a static file Cache-Control: no-store. API answers
+// (orders, replays, problems) carry customer data and idempotency state that a shared or
+// browser cache must not keep or serve to another request; set here, before routing, it
+// also covers 404, 405 and the refusals of middleware.
+func noStore(c *gin.Context) {
+	if !strings.HasPrefix(c.Request.URL.Path, "/static/") {
+		c.Header("Cache-Control", "no-store")
+	}
+	c.Next()
 }
 
 // Abort writes p as the response and stops the handler chain.
