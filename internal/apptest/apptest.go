@@ -61,7 +61,7 @@ func NewWith(t testing.TB, crash func(point string), change ...func(*config.Serv
 		c(&cfg)
 	}
 	url := dbtest.NewURL(t)
-	db, err := tdb.Open(context.Background(), url, cfg.DBMaxConns)
+	db, err := tdb.Open(context.Background(), url, cfg.DBMaxConns, tdb.StallTimeout(cfg.DBTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}

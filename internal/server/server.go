@@ -42,9 +42,20 @@ func NewEngine(logger *slog.Logger, db *sqlx.DB, trustedProxies []string) (*gin.
 
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", func(c *gin.Context) {
-		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+		// The ping runs on its own goroutine and is abandoned when the probe's time is up:
+		// a frozen server answers neither the ping nor lib/pq's cancel request, and the
+		// pool's stall timeout (db.StallTimeout) ends the goroutine later.
+		ctx, cancel := context.WithTimeout(c.Request.Context(), readyTimeout)
 		defer cancel()
-		if err := db.PingContext(ctx); err != nil {
+		pinged := make(chan error, 1)
+		go func() { pinged <- db.PingContext(ctx) }()
+		var err error
+		select {
+		case err = <-pinged:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		if err != nil {
 			logger.Warn("readiness: database unreachable", "err", err, "request_id", RequestID(c))
 			c.Header("Retry-After", "1")
 			Abort(c, problem.New(http.StatusServiceUnavailable, "store_unavailable", "Database unavailable"))
@@ -57,6 +68,9 @@ func NewEngine(logger *slog.Logger, db *sqlx.DB, trustedProxies []string) (*gin.
 	e.NoMethod(func(c *gin.Context) { Abort(c, problem.MethodNotAllowed()) })
 	return e, nil
 }
+
+// readyTimeout is how long /readyz waits for the database.
+const readyTimeout = 2 * time.Second
 
 // noStore marks every response but a static file Cache-Control: no-store. API answers
 // (orders, replays, problems) carry customer data and idempotency state that a shared or
