@@ -3,6 +3,7 @@ package api_test
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -146,5 +147,84 @@ func TestV1ResponsesAreNotStored(t *testing.T) {
 	r := e.Do(t, "GET", "/static/css/"+entries[0].Name(), "", nil)
 	if r.Status != 200 || r.Header.Get("Cache-Control") == "no-store" {
 		t.Errorf("static %s: %d Cache-Control %q", entries[0].Name(), r.Status, r.Header.Get("Cache-Control"))
+	}
+}
+
+// chunked encodes body as one chunk and the last chunk.
+func chunked(body []byte) string {
+	return fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+}
+
+// A request with both Content-Length and Transfer-Encoding is refused with 400 and its
+// connection closed, in any order and spelling of the two; a proxy in front may have
+// framed it by Content-Length, so whatever follows on the connection may be a request
+// smuggled past it. A chunked request alone is served on a kept-alive connection.
+func TestContentLengthWithTransferEncoding(t *testing.T) {
+	e := apptest.New(t)
+	body := orderBody(9000, "tok_visa")
+	head := func(key string, framing ...string) string {
+		return crlf(append([]string{"POST /v1/orders HTTP/1.1", "Host: tekrar", "Authorization: Bearer " + e.Secret,
+			"Idempotency-Key: " + key, "Content-Type: application/json"}, framing...)...)
+	}
+	for _, tt := range []struct{ name, req string }{
+		{"length then chunked", head("k-cl-te", "Content-Length: 4", "Transfer-Encoding: chunked") + chunked(body)},
+		{"chunked then length", head("k-te-cl", "Transfer-Encoding: chunked", "Content-Length: 4") + chunked(body)},
+		{"other spelling", head("k-te-cl-case", "transfer-encoding: chunked", "CONTENT-LENGTH: 4") + chunked(body)},
+		{"the length of the chunked body", head("k-cl-te-len", fmt.Sprintf("Content-Length: %d", len(chunked(body))), "Transfer-Encoding: chunked") + chunked(body)},
+		{"a GET", crlf("GET /v1/client HTTP/1.1", "Host: tekrar", "Authorization: Bearer "+e.Secret, "Content-Length: 0", "Transfer-Encoding: chunked") + "0\r\n\r\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := dialRaw(t, e)
+			// What a proxy that framed by Content-Length would take for a second request.
+			r := c.do(tt.req + crlf("GET /v1/client HTTP/1.1", "Host: tekrar", "Authorization: Bearer "+e.Secret))
+			problemOf(t, r, 400, "malformed_request")
+			if !c.closed() {
+				t.Fatal("the connection was kept open")
+			}
+		})
+	}
+	if n := count(t, e, `SELECT count(*) FROM idempotency_keys`); n != 0 {
+		t.Fatalf("%d keys stored by refused requests", n)
+	}
+	// Chunked alone is fine, and the connection serves the next request.
+	c := dialRaw(t, e)
+	if r := c.do(head("k-chunked", "Transfer-Encoding: chunked") + chunked(body)); r.Status != 201 {
+		t.Fatalf("chunked order: %d %s", r.Status, r.Body)
+	}
+	if r := c.do(head("k-length", fmt.Sprintf("Content-Length: %d", len(body))) + string(body)); r.Status != 201 {
+		t.Fatalf("then an order with Content-Length on the same connection: %d %s", r.Status, r.Body)
+	}
+}
+
+// The refusals net/http makes before tekrar sees the request are problem details too, and
+// close the connection.
+func TestProtocolRefusalsAreProblems(t *testing.T) {
+	e := apptest.New(t)
+	for _, tt := range []struct {
+		name, req string
+		status    int
+		code      string
+	}{
+		{"headers too large", crlf("GET /v1/client HTTP/1.1", "Host: tekrar", "X-Big: "+strings.Repeat("a", 80<<10)), 431, "headers_too_large"},
+		{"unknown transfer encoding", crlf("POST /v1/orders HTTP/1.1", "Host: tekrar", "Transfer-Encoding: gzip"), 501, "transfer_encoding_not_supported"},
+		{"two transfer encodings", crlf("POST /v1/orders HTTP/1.1", "Host: tekrar", "Transfer-Encoding: chunked", "Transfer-Encoding: chunked"), 501, "transfer_encoding_not_supported"},
+		{"HTTP version", crlf("GET /v1/client HTTP/3.0", "Host: tekrar"), 505, "http_version_not_supported"},
+		{"control byte in a header", crlf("GET /v1/client HTTP/1.1", "Host: tekrar", "X-Bad: a\x01b"), 400, "malformed_request"},
+		{"space in a header name", crlf("GET /v1/client HTTP/1.1", "Host: tekrar", "X Bad: a"), 400, "malformed_request"},
+		{"no Host", crlf("GET /v1/client HTTP/1.1"), 400, "malformed_request"},
+		{"two Content-Lengths", crlf("POST /v1/orders HTTP/1.1", "Host: tekrar", "Content-Length: 1", "Content-Length: 2"), 400, "malformed_request"},
+		{"malformed request line", crlf("GET  HTTP/1.1", "Host: tekrar"), 400, "malformed_request"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := dialRaw(t, e)
+			r := c.do(tt.req)
+			p := problemOf(t, r, tt.status, tt.code)
+			if p["detail"] == "" || r.Header.Get("Cache-Control") != "no-store" {
+				t.Errorf("problem %v, Cache-Control %q", p, r.Header.Get("Cache-Control"))
+			}
+			if !c.closed() {
+				t.Fatal("the connection was kept open")
+			}
+		})
 	}
 }

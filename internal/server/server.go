@@ -38,7 +38,7 @@ func NewEngine(logger *slog.Logger, db *sqlx.DB, trustedProxies []string) (*gin.
 	// its segment; parameters are still unescaped.
 	e.UseRawPath = true
 	e.UnescapePathValues = true
-	e.Use(requestID(), noStore, accessLog(logger), recovery(logger))
+	e.Use(requestID(), noStore, accessLog(logger), recovery(logger), refuseSmuggling)
 
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", func(c *gin.Context) {
@@ -99,14 +99,9 @@ func Run(ctx context.Context, addr string, h http.Handler, grace time.Duration, 
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	ln = WrapListener(ln)
+	srv := NewHTTPServer(h)
+	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	if ready != nil {
 		ready(ln.Addr())
 	}
