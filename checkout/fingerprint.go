@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 )
 
 // Fingerprint identifies a request's intent: SHA-256 over the method, the path and the
@@ -27,13 +28,18 @@ func Fingerprint(method, path string, body []byte) ([32]byte, error) {
 }
 
 // CanonicalJSON re-encodes a JSON document with object keys sorted and no insignificant
-// whitespace. Numbers keep their text (1.0 and 1 stay different), strings are re-escaped
-// one way, and for a repeated object key the last value wins, as it does when the body is
-// decoded.
+// whitespace. Numbers keep their text (1.0 and 1 stay different) and strings are re-escaped
+// one way.
 //
-// The output is byte for byte what encoding/json gives for the document decoded into an
-// interface{} (with UseNumber) and encoded again without HTML escaping; stored fingerprints
-// depend on it, and a fuzz test holds the two to it. It is written by hand because it runs
+// It refuses two documents whose canonical form would hide a difference a decoder sees: an
+// object that names a member twice (ErrDuplicateMember; a decoder that keeps the first, or
+// merges nested objects as encoding/json does into a struct, reads another request than
+// the last-wins canonical form says) and text that is not UTF-8 (ErrInvalidUTF8; decoding
+// turns it into U+FFFD, so it would share a fingerprint with a body that sent U+FFFD).
+//
+// For any other document the output is byte for byte what encoding/json gives for the
+// document decoded into an interface{} (with UseNumber) and encoded again without HTML
+// escaping; stored fingerprints depend on it, and a fuzz test holds the two to it. It is written by hand because it runs
 // on every keyed request, replays included, and decoding into maps cost several times more.
 func CanonicalJSON(body []byte) ([]byte, error) {
 	c := canonicalizer{in: body, out: make([]byte, 0, len(body))}
@@ -47,6 +53,13 @@ func CanonicalJSON(body []byte) ([]byte, error) {
 	}
 	return c.out, nil
 }
+
+// Errors that CanonicalJSON wraps for documents that are valid JSON syntax but cannot be
+// given one meaning.
+var (
+	ErrDuplicateMember = errors.New("an object names a member twice")
+	ErrInvalidUTF8     = errors.New("text is not valid UTF-8")
+)
 
 // maxDepth is encoding/json's nesting limit.
 const maxDepth = 10000
@@ -186,8 +199,11 @@ func (c *canonicalizer) str(emit bool) ([]byte, error) {
 		}
 		return raw[1 : len(raw)-1], nil
 	}
+	if !utf8.Valid(raw) {
+		return nil, fmt.Errorf("offset %d: %w", start, ErrInvalidUTF8)
+	}
 	// Escapes and non-ASCII text are rare: let encoding/json decode and re-encode them, so
-	// that its rules (invalid UTF-8, surrogates, U+2028) apply unchanged.
+	// that its rules (surrogates, U+2028) apply unchanged.
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, c.errorf("%v", err)
@@ -273,14 +289,16 @@ func (c *canonicalizer) object(depth int) error {
 		c.out = append(c.out, '}')
 		return nil
 	}
-	// Reorder: by name, the last of equal names winning, as a decoded map has it.
+	// Reorder by name; equal neighbours are a repeated member.
 	slices.SortStableFunc(members, func(a, b member) int { return bytes.Compare(a.name, b.name) })
+	for i := 1; i < len(members); i++ {
+		if bytes.Equal(members[i-1].name, members[i].name) {
+			return fmt.Errorf("member %q: %w", members[i].name, ErrDuplicateMember)
+		}
+	}
 	text := slices.Clone(c.out[base+1:])
 	c.out = c.out[:base+1]
-	for i, m := range members {
-		if i+1 < len(members) && bytes.Equal(members[i+1].name, m.name) {
-			continue
-		}
+	for _, m := range members {
 		if len(c.out) > base+1 {
 			c.out = append(c.out, ',')
 		}

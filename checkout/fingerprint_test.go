@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestCanonicalJSON(t *testing.T) {
@@ -16,7 +17,6 @@ func TestCanonicalJSON(t *testing.T) {
 		{"nested and whitespace", "{ \"z\" : [ {\"y\":1, \"x\":2} ],\n\"a\":null }", `{"a":null,"z":[{"x":2,"y":1}]}`},
 		{"numbers keep their text", `{"n":1.0,"m":10e2}`, `{"m":10e2,"n":1.0}`},
 		{"escapes are normalised", `{"s":"\u00e9\/<"}`, `{"s":"é/<"}`},
-		{"last duplicate wins", `{"a":1,"a":2}`, `{"a":2}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -32,6 +32,22 @@ func TestCanonicalJSON(t *testing.T) {
 	for _, bad := range []string{``, `{`, `{"a":1} {"b":2}`, `{"a":1}x`} {
 		if _, err := CanonicalJSON([]byte(bad)); err == nil {
 			t.Errorf("CanonicalJSON(%q): want an error", bad)
+		}
+	}
+	// Valid syntax that a decoder could read as another request than the canonical form.
+	for _, tt := range []struct {
+		in   string
+		want error
+	}{
+		{`{"a":1,"a":2}`, ErrDuplicateMember},
+		{`{"a":{"x":1},"a":{}}`, ErrDuplicateMember}, // encoding/json merges these into a struct
+		{`{"b":1,"a":[{"x":1,"y":2,"x":3}]}`, ErrDuplicateMember},
+		{`{"a\u0062":1,"ab":2}`, ErrDuplicateMember}, // equal once unescaped
+		{"{\"a\":\"\xff\"}", ErrInvalidUTF8},         // would read as U+FFFD
+		{"{\"\xc3\":1}", ErrInvalidUTF8},
+	} {
+		if _, err := CanonicalJSON([]byte(tt.in)); !errors.Is(err, tt.want) {
+			t.Errorf("CanonicalJSON(%q) = %v, want %v", tt.in, err, tt.want)
 		}
 	}
 }
@@ -61,8 +77,15 @@ func TestFingerprint(t *testing.T) {
 }
 
 // referenceCanonicalJSON is the definition CanonicalJSON must match byte for byte: the
-// document decoded by encoding/json (numbers as text) and encoded again, map keys sorted.
+// document decoded by encoding/json (numbers as text) and encoded again, map keys sorted;
+// refused when it is not UTF-8 or an object repeats a member.
 func referenceCanonicalJSON(body []byte) ([]byte, error) {
+	if !utf8.Valid(body) {
+		return nil, ErrInvalidUTF8
+	}
+	if err := referenceDuplicates(body); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
@@ -79,6 +102,57 @@ func referenceCanonicalJSON(body []byte) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// referenceDuplicates walks the document's tokens with encoding/json and reports a member
+// named twice in one object. A syntax error is left to the decoder.
+func referenceDuplicates(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	type frame struct {
+		object bool
+		names  map[string]bool
+		name   bool // the next token in this object is a member name
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			if len(stack) == 0 {
+				return nil
+			}
+			continue
+		}
+		if top != nil && top.object {
+			if top.name {
+				name := tok.(string)
+				if top.names[name] {
+					return ErrDuplicateMember
+				}
+				top.names[name] = true
+				top.name = false
+				continue
+			}
+			top.name = true
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, names: map[string]bool{}, name: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		default:
+			if len(stack) == 0 {
+				return nil
+			}
+		}
+	}
 }
 
 // canonicalSeeds are documents whose corners the two implementations must agree on.

@@ -2,7 +2,9 @@ package checkout
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/tekrar/tekrar/internal/problem"
@@ -44,10 +46,11 @@ var advice = map[string]Advice{
 	"store_unavailable":      {true, false},
 	"needs_attention":        {true, false},
 	"internal_error":         {true, false},
-	"request_canceled":       {true, false},
-	"refund_pending":         {true, false},
-	"provider_rejected":      {false, false},
 }
+
+// AdvisedCodes lists the codes the advice table knows, for the test that keeps it, the
+// codes raised and docs/problems.md in step.
+func AdvisedCodes() []string { return slices.Sorted(maps.Keys(advice)) }
 
 // AdviseKeyed adds retryable and safe_new_key to a problem answered to a keyed request.
 func AdviseKeyed(p *problem.Problem) *problem.Problem {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+
+	"github.com/tekrar/tekrar/internal/db"
 )
 
 // Replay answers a request that repeats a completed one from the stored response, before
@@ -24,13 +26,17 @@ func (s *Service) Replay(ctx context.Context, req *Request) (_ Result, ok bool) 
 	// The lookup does not follow the request's cancellation: it is one indexed SELECT,
 	// soon over if the client hangs up, while a cancellable context costs every query two
 	// watcher goroutines (database/sql's and lib/pq's); measured, replays took 4-5% less
-	// CPU without them. If the database stalls, the lookup waits for it as the claim and
-	// the completion do (they outlive the request on purpose).
+	// CPU without them. If the database stalls, the pool's stall timeout (db.StallTimeout)
+	// ends the lookup, as it ends the claim and the completion (they outlive the request on
+	// purpose), and the request fails at once instead of waiting as long again.
 	k, err := lookupReplay(context.WithoutCancel(ctx), s.q, req.Client.ID, req.Key)
 	if err != nil {
 		// errNoKey: a first arrival, which claims without looking again. Any other error
 		// is met again, and answered, on the ordinary path.
 		req.seen.absent = errors.Is(err, errNoKey)
+		if db.IsStalled(err) {
+			req.seen.stalled = err
+		}
 		return Result{}, false
 	}
 	if k.State != StateCompleted || !bytes.Equal(k.Fingerprint, fp[:]) || !s.cfg.Now().Before(k.ExpiresAt) {

@@ -132,6 +132,9 @@ type Request struct {
 		fp     [32]byte
 		ok     bool // fp is set
 		absent bool // the key did not exist when Replay looked
+		// stalled is Replay's lookup failing because the database did not answer in
+		// time: looking again would wait as long again, so the request fails at once.
+		stalled error
 	}
 }
 
@@ -169,6 +172,9 @@ func (s *Service) execute(ctx context.Context, req Request, op operation) (Resul
 		if fp, err = Fingerprint(req.Method, req.Path, req.Body); err != nil {
 			return Result{}, fmt.Errorf("fingerprint: %w", err)
 		}
+	}
+	if req.seen.stalled != nil {
+		return Result{}, fmt.Errorf("look up key: %w", req.seen.stalled)
 	}
 	// Waiting is measured on the wall clock even when tests inject a business clock.
 	wait := min(req.Wait, s.cfg.MaxWait)

@@ -17,9 +17,16 @@ import (
 const clientKey = "tekrar.client"
 
 // authenticate resolves "Authorization: Bearer <secret>" to a client, or answers 401.
+// Two Authorization headers are 401 too: which one a proxy, a log or tekrar reads first
+// differs, so no request may carry two credentials and be served as one of them.
 func authenticate(auth *clients.Authenticator, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		secret, ok := bearer(c.GetHeader("Authorization"))
+		vals := c.Request.Header.Values("Authorization")
+		if len(vals) != 1 {
+			unauthorized(c)
+			return
+		}
+		secret, ok := bearer(vals[0])
 		if !ok {
 			unauthorized(c)
 			return

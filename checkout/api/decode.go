@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -40,12 +43,35 @@ func readJSON(r *http.Request, max int64) ([]byte, *problem.Problem) {
 // decodeStrict decodes a valid JSON body into v. A field of the wrong type or a field the
 // API does not know is a validation error naming the field: a misspelt "amout" must not be
 // silently ignored in a payment.
+//
+// What it accepts is exactly what the body's fingerprint says, so that a stored response
+// is only ever replayed to a request that means the same: member names must be the
+// field's own, byte for byte (encoding/json would also take "AMOUNT" or "ſku" for them,
+// while the fingerprint tells them apart), and no object may name a member twice (the
+// fingerprint keeps the last, encoding/json merges nested objects). A property test holds
+// the two together.
 func decodeStrict(body []byte, v any) *problem.Problem {
 	// JSON is UTF-8 (RFC 8259); encoding/json would quietly turn invalid bytes into U+FFFD
 	// and store a name or a reason the client never sent.
 	if !utf8.Valid(body) {
 		return problem.New(http.StatusBadRequest, "malformed_json", "Request body is not valid JSON").
 			WithDetail("the body is not valid UTF-8")
+	}
+	// The canonical form is what the fingerprint hashes; its refusals are the decoder's.
+	_, canonErr := checkout.CanonicalJSON(body)
+	if errors.Is(canonErr, checkout.ErrDuplicateMember) {
+		return problem.New(http.StatusBadRequest, "malformed_json", "Request body is not valid JSON").
+			WithDetail("an object names the same member twice; send each member once")
+	}
+	if canonErr == nil {
+		var doc any
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		if err := dec.Decode(&doc); err == nil {
+			if field, ok := unknownMember(doc, reflect.TypeOf(v), ""); ok {
+				return checkout.ValidationFailed([]checkout.FieldError{{Field: field, Message: "is not a known field (names are case-sensitive)"}})
+			}
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -56,6 +82,9 @@ func decodeStrict(body []byte, v any) *problem.Problem {
 		if len(bytes.Trim(body[dec.InputOffset():], " \t\r\n")) > 0 {
 			return problem.New(http.StatusBadRequest, "malformed_json", "Request body is not valid JSON").
 				WithDetail("send exactly one JSON document")
+		}
+		if canonErr != nil { // never seen: whatever the fingerprint refuses, the decoder does too
+			return problem.New(http.StatusBadRequest, "malformed_json", "Request body is not valid JSON")
 		}
 		return nil
 	}
@@ -73,6 +102,87 @@ func decodeStrict(body []byte, v any) *problem.Problem {
 	default:
 		return problem.New(http.StatusBadRequest, "malformed_json", "Request body is not valid JSON")
 	}
+}
+
+// unknownMember walks a decoded document alongside the Go type it is to be decoded into
+// and returns the path of the first object member (in name order) that is not exactly the
+// JSON name of a field. Values of another shape than the type are left to the decoder,
+// which reports them as type errors.
+func unknownMember(doc any, t reflect.Type, path string) (string, bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch v := doc.(type) {
+	case map[string]any:
+		names := slices.Sorted(maps.Keys(v))
+		switch t.Kind() {
+		case reflect.Struct:
+			fields := jsonFields(t)
+			for _, name := range names {
+				ft, ok := fields[name]
+				if !ok {
+					return joinPath(path, name), true
+				}
+				if p, bad := unknownMember(v[name], ft, joinPath(path, name)); bad {
+					return p, true
+				}
+			}
+		case reflect.Map:
+			for _, name := range names {
+				if p, bad := unknownMember(v[name], t.Elem(), joinPath(path, name)); bad {
+					return p, true
+				}
+			}
+		}
+	case []any:
+		if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+			for i, e := range v {
+				if p, bad := unknownMember(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); bad {
+					return p, true
+				}
+			}
+		}
+	}
+	return "", false
+}
+
+// jsonFields maps the JSON names of a struct's fields, as encoding/json names them, to
+// their types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for f := range t.Fields() {
+		tag := f.Tag.Get("json")
+		if tag == "-" || !f.IsExported() && !f.Anonymous {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				for name, t := range jsonFields(ft) {
+					if _, shadowed := out[name]; !shadowed {
+						out[name] = t
+					}
+				}
+				continue
+			}
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func joinPath(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
 }
 
 func jsonKind(goKind string) string {

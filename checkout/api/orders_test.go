@@ -202,6 +202,12 @@ func TestRefusedRequestsAreNotStored(t *testing.T) {
 		{"not UTF-8", with(`"name":"Latte"`, "\"name\":\"Lat\xfe\xffte\""), nil, 400, "malformed_json", ""},
 		{"bad currency", bytes.Replace(valid, []byte(`"TRY"`), []byte(`"try"`), 1), nil, 422, "validation_failed", "currency"},
 		{"unknown field", bytes.Replace(valid, []byte(`"amount"`), []byte(`"amout"`), 1), nil, 422, "validation_failed", ""},
+		// Names are matched byte for byte, and once: the fingerprint tells these apart from the
+		// valid body, so accepting them would replay one order's response to another.
+		{"a name in capitals", with(`"amount":9000`, `"AMOUNT":4500,"amount":9000`), nil, 422, "validation_failed", "AMOUNT"},
+		{"a name folded by Unicode", with(`"sku":`, `"ſku":`), nil, 422, "validation_failed", "items[0].ſku"},
+		{"a member twice", with(`"amount":9000`, `"amount":4500,"amount":9000`), nil, 400, "malformed_json", ""},
+		{"a nested member twice", with(`"payment":{"card_token":"tok_visa"}`, `"payment":{"card_token":"tok_visa"},"payment":{"card_token":"tok_visa"}`), nil, 400, "malformed_json", ""},
 		{"wrong type", bytes.Replace(valid, []byte(`"amount":9000`), []byte(`"amount":"9000"`), 1), nil, 422, "validation_failed", ""},
 		{"malformed json", []byte(`{"currency":`), nil, 400, "malformed_json", ""},
 		{"data after the document", append(bytes.Clone(valid), []byte(` {"amount":1}`)...), nil, 400, "malformed_json", ""},

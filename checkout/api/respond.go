@@ -60,7 +60,7 @@ func (a *handlers) fail(c *gin.Context, k keyed, err error) {
 		p = problem.Internal()
 	}
 	switch p.Code {
-	case "idempotency_key_in_use", "payment_pending", "refund_pending", "needs_attention":
+	case "idempotency_key_in_use", "payment_pending", "needs_attention":
 		c.Header("Retry-After", "1")
 	}
 	setKeyHeaders(c, k, false, time.Time{})

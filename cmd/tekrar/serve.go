@@ -7,8 +7,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/tekrar/tekrar/internal/app"
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/db"
@@ -32,13 +30,13 @@ func serve(ctx context.Context, e env, args []string) error {
 // nil, is told the bound address.
 func runServer(ctx context.Context, cfg config.Server, logger *slog.Logger, ready func(net.Addr)) error {
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	pool, err := db.Open(pctx, cfg.DatabaseURL, cfg.DBMaxConns)
+	pool, err := db.Open(pctx, cfg.DatabaseURL, cfg.DBMaxConns, db.StallTimeout(cfg.DBTimeout))
 	cancel()
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if err := migrateIfAsked(ctx, cfg, pool); err != nil {
+	if err := migrateIfAsked(ctx, cfg); err != nil {
 		return err
 	}
 	a, err := app.New(cfg, pool, logger)
@@ -60,10 +58,17 @@ func runServer(ctx context.Context, cfg config.Server, logger *slog.Logger, read
 	return server.Run(ctx, cfg.Addr, a.Handler, cfg.ShutdownTimeout, logger, ready)
 }
 
-func migrateIfAsked(ctx context.Context, cfg config.Server, pool *sqlx.DB) error {
+// migrateIfAsked migrates on a pool of its own, without the serving pool's stall timeout:
+// a migration may wait for another replica's lock or build an index for minutes.
+func migrateIfAsked(ctx context.Context, cfg config.Server) error {
 	if !cfg.AutoMigrate {
 		return nil
 	}
+	pool, err := db.Open(ctx, cfg.DatabaseURL, 2)
+	if err != nil {
+		return fmt.Errorf("auto-migrate: %w", err)
+	}
+	defer pool.Close()
 	if err := migrations.Up(ctx, pool.DB); err != nil {
 		return fmt.Errorf("auto-migrate: %w", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/tekrar/tekrar/internal/config"
 	tdb "github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/dbtest"
+	"github.com/tekrar/tekrar/internal/server"
 )
 
 // Env is one running tekrar and its database.
@@ -61,7 +62,7 @@ func NewWith(t testing.TB, crash func(point string), change ...func(*config.Serv
 		c(&cfg)
 	}
 	url := dbtest.NewURL(t)
-	db, err := tdb.Open(context.Background(), url, cfg.DBMaxConns)
+	db, err := tdb.Open(context.Background(), url, cfg.DBMaxConns, tdb.StallTimeout(cfg.DBTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,11 @@ func NewWith(t testing.TB, crash func(point string), change ...func(*config.Serv
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(a.Handler)
+	// Served as `tekrar serve` serves it: its http.Server settings and connections.
+	srv := httptest.NewUnstartedServer(a.Handler)
+	srv.Config = server.NewHTTPServer(a.Handler)
+	srv.Listener = server.WrapListener(srv.Listener)
+	srv.Start()
 	t.Cleanup(func() {
 		srv.Close()
 		a.Close()

@@ -14,6 +14,7 @@ type Server struct {
 	LogLevel        slog.Level
 	ShutdownTimeout time.Duration
 	DBMaxConns      int
+	DBTimeout       time.Duration
 	AutoMigrate     bool
 	AuthCacheTTL    time.Duration
 	PSPURL          string
@@ -70,6 +71,7 @@ func LoadServer(command string, args []string, getenv func(string) string, outpu
 	s.Level(&c.LogLevel, "log-level", "TEKRAR_LOG_LEVEL", "info", "lowest level logged")
 	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", "TEKRAR_SHUTDOWN_TIMEOUT", "15s", "how long in-flight requests may finish after SIGTERM", 0, 10*time.Minute)
 	s.Int(&c.DBMaxConns, "db-max-conns", "TEKRAR_DB_MAX_CONNS", "32", "most open Postgres connections", 2, 1000)
+	s.Duration(&c.DBTimeout, "db-timeout", "TEKRAR_DB_TIMEOUT", "5s", "longest a database call waits for Postgres to answer; past it the request fails closed with 503 store_unavailable", 100*time.Millisecond, 10*time.Minute)
 	s.Bool(&c.AutoMigrate, "auto-migrate", "TEKRAR_AUTO_MIGRATE", "true", "apply pending migrations at start (safe with many replicas: a Postgres lock serialises them)")
 	s.Duration(&c.AuthCacheTTL, "auth-cache-ttl", "TEKRAR_AUTH_CACHE_TTL", "30s", "how long a client secret lookup is cached (a disabled client is refused after at most this)", 0, time.Hour)
 	s.URL(&c.PSPURL, "psp-url", "TEKRAR_PSP_URL", "payment provider base URL (a `tekrar psp` process); unset: the sandbox provider runs in-process")

@@ -4,6 +4,7 @@ package db
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -18,12 +19,33 @@ import (
 	"github.com/lib/pq/pqerror"
 )
 
+// Option changes how Open connects.
+type Option func(*options)
+
+type options struct{ stall time.Duration }
+
+// StallTimeout bounds every database call, connecting included: when the server sends
+// nothing for d (it is frozen, or the network drops packets), the call fails with a
+// network error that IsUnavailable and IsStalled recognise, instead of waiting for as
+// long as the server is gone. See stall.go for why a context deadline is not enough.
+// Without it a call waits as long as the server; migrations, which may wait on a lock or
+// build an index for minutes, run so.
+func StallTimeout(d time.Duration) Option { return func(o *options) { o.stall = d } }
+
 // Open returns a pool on url and checks that the server answers within the context.
-func Open(ctx context.Context, url string, maxConns int) (*sqlx.DB, error) {
-	d, err := sqlx.Open("postgres", DSN(url))
+func Open(ctx context.Context, url string, maxConns int, opts ...Option) (*sqlx.DB, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	connector, err := pq.NewConnector(DSN(url))
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
+	if o.stall > 0 {
+		connector.Dialer(stallDialer{timeout: o.stall})
+	}
+	d := sqlx.NewDb(sql.OpenDB(connector), "postgres")
 	d.SetMaxOpenConns(maxConns)
 	d.SetMaxIdleConns(maxConns)
 	// Recycle connections now and then so that a failover or a pgbouncer restart is

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -38,13 +39,24 @@ func NewEngine(logger *slog.Logger, db *sqlx.DB, trustedProxies []string) (*gin.
 	// its segment; parameters are still unescaped.
 	e.UseRawPath = true
 	e.UnescapePathValues = true
-	e.Use(requestID(), accessLog(logger), recovery(logger))
+	e.Use(requestID(), noStore, accessLog(logger), recovery(logger), refuseSmuggling)
 
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", func(c *gin.Context) {
-		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+		// The ping runs on its own goroutine and is abandoned when the probe's time is up:
+		// a frozen server answers neither the ping nor lib/pq's cancel request, and the
+		// pool's stall timeout (db.StallTimeout) ends the goroutine later.
+		ctx, cancel := context.WithTimeout(c.Request.Context(), readyTimeout)
 		defer cancel()
-		if err := db.PingContext(ctx); err != nil {
+		pinged := make(chan error, 1)
+		go func() { pinged <- db.PingContext(ctx) }()
+		var err error
+		select {
+		case err = <-pinged:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		if err != nil {
 			logger.Warn("readiness: database unreachable", "err", err, "request_id", RequestID(c))
 			c.Header("Retry-After", "1")
 			Abort(c, problem.New(http.StatusServiceUnavailable, "store_unavailable", "Database unavailable"))
@@ -75,6 +87,20 @@ func (f filesOnly) Open(name string) (fs.File, error) {
 	return file, nil
 }
 
+// readyTimeout is how long /readyz waits for the database.
+const readyTimeout = 2 * time.Second
+
+// noStore marks every response but a static file Cache-Control: no-store. API answers
+// (orders, replays, problems) carry customer data and idempotency state that a shared or
+// browser cache must not keep or serve to another request; set here, before routing, it
+// also covers 404, 405 and the refusals of middleware.
+func noStore(c *gin.Context) {
+	if !strings.HasPrefix(c.Request.URL.Path, "/static/") {
+		c.Header("Cache-Control", "no-store")
+	}
+	c.Next()
+}
+
 // Abort writes p as the response and stops the handler chain.
 func Abort(c *gin.Context, p *problem.Problem) {
 	c.Abort()
@@ -91,14 +117,9 @@ func Run(ctx context.Context, addr string, h http.Handler, grace time.Duration, 
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	ln = WrapListener(ln)
+	srv := NewHTTPServer(h)
+	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	if ready != nil {
 		ready(ln.Addr())
 	}
