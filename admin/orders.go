@@ -88,7 +88,7 @@ func (a *console) doubleTaps(ctx context.Context, p *views.OrdersPage, f checkou
 	}
 	var orders []checkout.OrderRow
 	for _, t := range taps {
-		orders = append(orders, t.First, t.Second)
+		orders = append(orders, t.Orders...)
 	}
 	arrivals, err := checkout.OrderArrivals(ctx, a.DB, orders)
 	if err != nil {
@@ -102,8 +102,16 @@ func (a *console) doubleTaps(ctx context.Context, p *views.OrdersPage, f checkou
 		return s
 	}
 	for _, t := range taps {
-		p.Pairs = append(p.Pairs, views.PairLine{Gap: gapText(t.Gap), Compare: pairHref(t.First.ID, t.Second.ID),
-			First: side(t.First), Second: side(t.Second)})
+		first := t.Orders[0]
+		l := views.PairLine{Gap: gapText(t.Gap), Compare: pairHref(first.ID, t.Orders[1].ID)}
+		for i, o := range t.Orders {
+			l.Sides = append(l.Sides, side(o))
+			if i >= 2 {
+				l.CompareMore = append(l.CompareMore, views.Link{Label: fmt.Sprintf("Compare the first with order %d", o.ID),
+					Href: pairHref(first.ID, o.ID)})
+			}
+		}
+		p.Pairs = append(p.Pairs, l)
 	}
 	return nil
 }
