@@ -58,7 +58,7 @@ func Register(g *gin.RouterGroup, d Deps) {
 	g.GET("/login", c.loginPage)
 	g.POST("/login", c.login)
 	authed := g.Group("", c.requireSession, c.checkCSRF)
-	authed.Use(flash)
+	authed.Use(flash, zone)
 	authed.POST("/logout", c.logout)
 	authed.GET("", c.overview)
 	authed.GET("/", c.overview)

@@ -198,7 +198,7 @@ func (a *console) loadOrder(ctx context.Context, id int64) (orderStory, error) {
 			}
 		}
 		if k.ForgetAt != nil {
-			b.Note = "Expired and swept: a retry with this key is refused until " + utc(*k.ForgetAt) + ", then the key is forgotten."
+			b.Note = "Expired and swept: a retry with this key is refused until " + views.InZone(ctx, *k.ForgetAt) + ", then the key is forgotten."
 		}
 		s.card.Keys = append(s.card.Keys, b)
 	}

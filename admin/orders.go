@@ -34,7 +34,7 @@ func (a *console) orders(c *gin.Context) {
 		Amount: q("amount"), Currency: strings.ToUpper(q("currency")), From: q("from"), To: q("to"), Window: q("window")}
 	after := c.Query("after")
 	p := views.OrdersPage{Nav: nav(c, "Orders"), Filter: f, DefaultWindow: durationText(a.DoubleTapWindow), FirstPage: after == ""}
-	of, window, err := a.orderFilter(f)
+	of, window, err := a.orderFilter(f, views.ZoneOf(c.Request.Context()))
 	if err != nil {
 		p.Error = err.Error()
 		a.render(c, http.StatusBadRequest, views.OrdersList(p))
@@ -122,7 +122,7 @@ func pairHref(first, second int64) string {
 
 // orderFilter turns the search form into a query filter and the double-tap window,
 // refusing with a sentence what cannot be a value.
-func (a *console) orderFilter(f views.OrderFilter) (checkout.OrderFilter, time.Duration, error) {
+func (a *console) orderFilter(f views.OrderFilter, loc *time.Location) (checkout.OrderFilter, time.Duration, error) {
 	of := checkout.OrderFilter{CustomerID: f.Customer, CustomerEmail: f.Email}
 	var err error
 	if f.Client != "" {
@@ -142,10 +142,10 @@ func (a *console) orderFilter(f views.OrderFilter) (checkout.OrderFilter, time.D
 			return of, 0, err
 		}
 	}
-	if of.From, err = formTime(f.From); err != nil {
+	if of.From, err = formTime(f.From, loc); err != nil {
 		return of, 0, err
 	}
-	if of.To, err = formTime(f.To); err != nil {
+	if of.To, err = formTime(f.To, loc); err != nil {
 		return of, 0, err
 	}
 	if !of.From.IsZero() && !of.To.IsZero() && !of.From.Before(of.To) {

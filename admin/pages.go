@@ -64,13 +64,13 @@ func (a *console) overview(c *gin.Context) {
 	if n := counts[checkout.CountRequests]; n > 0 {
 		o.Rate = fmt.Sprintf("%.1f%%", 100*float64(counts[checkout.EventReplayed])/float64(n))
 	}
-	o.Bars, o.BarW = chartBars(rate)
+	o.Bars, o.BarW = chartBars(rate, views.ZoneOf(c.Request.Context()))
 	a.render(c, http.StatusOK, views.OverviewPage(o))
 }
 
 // chartBars lays the replay chart out: per bucket, first executions under replays, scaled
 // to the tallest bucket, in a 600×150 drawing area.
-func chartBars(rate []checkout.RateBucket) ([]views.Bar, int) {
+func chartBars(rate []checkout.RateBucket, loc *time.Location) ([]views.Bar, int) {
 	if len(rate) == 0 {
 		return nil, 0
 	}
@@ -85,7 +85,7 @@ func chartBars(rate []checkout.RateBucket) ([]views.Bar, int) {
 		ch := int(140 * b.Created / peak)
 		rh := int(140 * b.Replayed / peak)
 		bars[i] = views.Bar{
-			Label: b.Start.UTC().Format("Jan 2 15:04 UTC"), X: i * step,
+			Label: b.Start.In(loc).Format("Jan 2 15:04 ") + loc.String(), X: i * step,
 			CreatedY: 150 - ch, CreatedH: ch, ReplayedY: 150 - ch - rh, ReplayedH: rh,
 			Created: b.Created, Replayed: b.Replayed,
 		}
@@ -96,7 +96,7 @@ func chartBars(rate []checkout.RateBucket) ([]views.Bar, int) {
 func (a *console) keys(c *gin.Context) {
 	f := queryFilter(c)
 	p := views.KeysPage{Nav: nav(c, "Keys"), Filter: f}
-	kf, err := keyFilter(f)
+	kf, err := keyFilter(f, views.ZoneOf(c.Request.Context()))
 	if err != nil {
 		p.Error = err.Error()
 		a.render(c, http.StatusBadRequest, views.KeysList(p))
@@ -145,7 +145,7 @@ func keyHref(clientID int64, key string) string {
 }
 
 // keyFilter turns the form into a query filter, refusing what cannot be a value.
-func keyFilter(f views.KeyFilter) (checkout.KeyFilter, error) {
+func keyFilter(f views.KeyFilter, loc *time.Location) (checkout.KeyFilter, error) {
 	kf := checkout.KeyFilter{Key: f.Key, CustomerID: f.Customer, State: f.State}
 	var err error
 	if f.Client != "" {
@@ -158,26 +158,28 @@ func keyFilter(f views.KeyFilter) (checkout.KeyFilter, error) {
 			return kf, errors.New("order id must be a number")
 		}
 	}
-	if kf.From, err = formTime(f.From); err != nil {
+	if kf.From, err = formTime(f.From, loc); err != nil {
 		return kf, err
 	}
-	if kf.To, err = formTime(f.To); err != nil {
+	if kf.To, err = formTime(f.To, loc); err != nil {
 		return kf, err
 	}
 	return kf, nil
 }
 
-// formTime reads a time field of a search form (datetime-local, read as UTC); "" is the
-// zero time, no bound.
-func formTime(in string) (time.Time, error) {
+// formTime reads a time field of a search form (datetime-local, with or without seconds)
+// in the operator's zone loc, the zone every time on the page is shown in; "" is the zero
+// time.
+func formTime(in string, loc *time.Location) (time.Time, error) {
 	if in == "" {
 		return time.Time{}, nil
 	}
-	v, err := time.Parse("2006-01-02T15:04", in)
-	if err != nil {
-		return time.Time{}, errors.New("times must look like 2026-12-02T14:00")
+	for _, layout := range []string{"2006-01-02T15:04", "2006-01-02T15:04:05"} {
+		if v, err := time.ParseInLocation(layout, in, loc); err == nil {
+			return v.UTC(), nil
+		}
 	}
-	return v.UTC(), nil
+	return time.Time{}, errors.New("times must look like 2026-12-02T14:00, in " + loc.String())
 }
 
 func (a *console) key(c *gin.Context) {
@@ -207,20 +209,20 @@ func (a *console) key(c *gin.Context) {
 		field("Request", d.Method+" "+d.Path),
 		field("Fingerprint", d.Fingerprint),
 		field("Recovery point", d.RecoveryPoint),
-		field("First seen", utc(d.CreatedAt)),
-		field("Expires", utc(d.ExpiresAt)),
+		{Label: "First seen", At: d.CreatedAt},
+		{Label: "Expires", At: d.ExpiresAt},
 		field("Replays", strconv.FormatInt(d.Replays, 10)),
 	}
 	if d.AttentionReason != "" {
 		v.Fields = append(v.Fields, field("Needs attention", d.AttentionReason))
 	}
 	if d.Tombstone != nil {
-		v.Fields = append(v.Fields, field("Refused until", utc(d.Tombstone.ForgetAt)))
+		v.Fields = append(v.Fields, views.Field{Label: "Refused until", At: d.Tombstone.ForgetAt})
 	}
 	if o := d.Order; o != nil {
 		v.Order = []views.Field{
 			{Label: "Order", Value: fmt.Sprintf("%d (%s)", o.ID, o.Status), Href: orderHref(o.ID)},
-			field("Amount", fmt.Sprintf("%d %s (refunded %d)", o.Amount, o.Currency, o.RefundedAmount)),
+			field("Amount", fmt.Sprintf("%s (refunded %s)", checkout.FormatAmount(o.Amount, o.Currency), checkout.FormatAmount(o.RefundedAmount, o.Currency))),
 			field("Customer", o.CustomerID+" "+o.CustomerEmail),
 			field("Items", string(o.Items)),
 		}
@@ -269,13 +271,6 @@ func timelineEntries(events []checkout.EventRow) []views.TimelineEntry {
 }
 
 func field(label, value string) views.Field { return views.Field{Label: label, Value: value} }
-
-func utc(t time.Time) string {
-	if t.IsZero() {
-		return "—"
-	}
-	return t.UTC().Format("2006-01-02 15:04:05 UTC")
-}
 
 // fail answers a console request that hit an error: the details go to the log under the
 // request id, never to the page.
