@@ -28,8 +28,7 @@ import (
 // refuses the URLs themselves, the confirmation page as well as the form's post.
 func (a *console) requireAdmin(c *gin.Context) {
 	if !session(c).Operator.CanAct() {
-		c.Abort()
-		c.String(http.StatusForbidden, "only an admin may take actions")
+		a.errorPage(c, http.StatusForbidden, "Only an admin may take actions; you are signed in as a viewer. Ask an admin of this console to do it.")
 		return
 	}
 	c.Next()
@@ -189,12 +188,12 @@ func (a *console) refund(c *gin.Context) {
 func (a *console) refundTarget(c *gin.Context) (checkout.RefundTarget, bool) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
-		c.String(http.StatusNotFound, "no such order")
+		a.errorPage(c, http.StatusNotFound, "There is no such order.")
 		return checkout.RefundTarget{}, false
 	}
 	t, err := checkout.GetRefundTarget(c.Request.Context(), a.DB, id)
 	if errors.Is(err, checkout.ErrOrderNotFound) {
-		c.String(http.StatusNotFound, "no such order")
+		a.errorPage(c, http.StatusNotFound, "There is no such order.")
 		return checkout.RefundTarget{}, false
 	}
 	if err != nil {

@@ -24,12 +24,12 @@ import (
 func (a *console) order(c *gin.Context) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
-		c.String(http.StatusNotFound, "no such order")
+		a.errorPage(c, http.StatusNotFound, "There is no such order.")
 		return
 	}
 	s, err := a.loadOrder(c.Request.Context(), id)
 	if errors.Is(err, checkout.ErrOrderNotFound) {
-		c.String(http.StatusNotFound, "no such order")
+		a.errorPage(c, http.StatusNotFound, "There is no such order.")
 		return
 	}
 	if err != nil {
@@ -114,7 +114,7 @@ func (a *console) orderPair(c *gin.Context) {
 	for i, name := range []string{"first", "second"} {
 		id, err := strconv.ParseInt(c.Query(name), 10, 64)
 		if err != nil || id <= 0 {
-			c.String(http.StatusBadRequest, "%s must be an order id: /admin/orders/pair?first=ID&second=ID", name)
+			a.errorPage(c, http.StatusBadRequest, name+" must be an order id: /admin/orders/pair?first=ID&second=ID")
 			return
 		}
 		ids[i] = id
@@ -124,7 +124,7 @@ func (a *console) orderPair(c *gin.Context) {
 		var err error
 		s[i], err = a.loadOrder(c.Request.Context(), id)
 		if errors.Is(err, checkout.ErrOrderNotFound) {
-			c.String(http.StatusNotFound, "no order %d", id)
+			a.errorPage(c, http.StatusNotFound, fmt.Sprintf("There is no order %d.", id))
 			return
 		}
 		if err != nil {

@@ -185,13 +185,13 @@ func formTime(in string, loc *time.Location) (time.Time, error) {
 func (a *console) key(c *gin.Context) {
 	clientID, err := strconv.ParseInt(c.Param("client"), 10, 64)
 	if err != nil {
-		c.String(http.StatusNotFound, "no such key")
+		a.errorPage(c, http.StatusNotFound, "There is no such key: it may have been forgotten after its grace period.")
 		return
 	}
 	ctx := c.Request.Context()
 	d, err := checkout.GetKey(ctx, a.DB, clientID, c.Param("key"))
 	if errors.Is(err, checkout.ErrKeyNotFound) {
-		c.String(http.StatusNotFound, "no such key")
+		a.errorPage(c, http.StatusNotFound, "There is no such key: it may have been forgotten after its grace period.")
 		return
 	}
 	if err != nil {
@@ -276,5 +276,27 @@ func field(label, value string) views.Field { return views.Field{Label: label, V
 // request id, never to the page.
 func (a *console) fail(c *gin.Context, err error) {
 	a.Logger.Error("console", "err", err, "request_id", server.RequestID(c))
-	c.String(http.StatusInternalServerError, "something went wrong (request %s)", server.RequestID(c))
+	a.errorPage(c, http.StatusInternalServerError, "The page could not be shown. Nothing was changed by showing it; try again, and if it keeps failing, report the request id below.")
+}
+
+// errorTitles are the titles of the console's error pages by status.
+var errorTitles = map[int]string{
+	http.StatusBadRequest:          "Bad request",
+	http.StatusForbidden:           "Not allowed",
+	http.StatusNotFound:            "Not found",
+	http.StatusInternalServerError: "Something went wrong",
+}
+
+// errorPage answers with an error page inside the console's layout (styled, with the
+// navigation when signed in): the status, msg, and the request id.
+func (a *console) errorPage(c *gin.Context, status int, msg string) {
+	c.Abort()
+	v := views.ErrorView{Status: status, Title: errorTitles[status], Message: msg, RequestID: server.RequestID(c)}
+	if v.Title == "" {
+		v.Title = http.StatusText(status)
+	}
+	if _, ok := c.Get(sessionKey); ok {
+		v.Nav = nav(c, "")
+	}
+	a.render(c, status, views.ErrorPage(v))
 }
