@@ -96,6 +96,10 @@ func TestTimeZoneInABrowser(t *testing.T) {
 	if got := c.text("main"); !strings.Contains(got, want) || strings.Contains(got, " UTC") {
 		t.Errorf("the key page does not show %q, or shows UTC: %s", want, got)
 	}
+	// The proof is on the first screen of the key page, not below the fold.
+	if top, err := chromedp.Run(c.ctx, chromedp.Evaluate[float64](`document.querySelector("#timeline tbody").getBoundingClientRect().top`)); err != nil || top > desktopHeight {
+		t.Errorf("the key's timeline starts at %.0f px (%v), below the %d px screen", top, err, desktopHeight)
+	}
 	for _, p := range c.problems() {
 		t.Errorf("console: %s", p)
 	}
