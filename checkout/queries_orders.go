@@ -208,7 +208,7 @@ func FindOrders(ctx context.Context, db sqlx.QueryerContext, f OrderFilter, page
 		return nil, Page{}, fmt.Errorf("find orders: %w", err)
 	}
 	n := page.size()
-	nx := nextPage(n, len(rows), func() pageCursor { return pageCursor{rows[n-1].CreatedAt, rows[n-1].ID} })
+	nx := nextPage(n, len(rows), func() pageCursor { return pageCursor{at: rows[n-1].CreatedAt, id: rows[n-1].ID} })
 	if len(rows) > n {
 		rows = rows[:n]
 	}

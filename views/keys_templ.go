@@ -172,7 +172,7 @@ func KeysList(p KeysPage) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				for _, s := range []string{"", "in_progress", "completed", "needs_attention"} {
+				for _, s := range []string{"", "in_progress", "completed", "needs_attention", "expired"} {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "<option value=\"")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
@@ -489,8 +489,11 @@ func KeyRows(p KeysPage) templ.Component {
 }
 
 func stateLabel(s string) string {
-	if s == "" {
-		return "any state"
+	switch s {
+	case "":
+		return "any state (but expired)"
+	case "expired":
+		return "expired (swept)"
 	}
 	return s
 }
