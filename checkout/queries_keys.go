@@ -20,8 +20,7 @@ type KeyFilter struct {
 	CustomerID string // keys whose order (or whose refund's order) has this customer id
 	OrderID    int64  // the order's key and the keys of its refunds
 	State      string // in_progress, completed, needs_attention, or KeyStateExpired: swept keys
-
-	From, To time.Time
+	From, To   time.Time
 }
 
 // KeyRow is a key as the console lists it.
