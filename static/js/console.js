@@ -10,6 +10,8 @@
   function check() {
     var shown = document.body && document.body.getAttribute("data-zone");
     if (!shown || shown === zone) return;
+    // A page without times (the sign-in page) is not loaded again: the cookie is set for the next.
+    if (!document.querySelector("time, input[type=datetime-local], svg")) return;
     // Reload once per zone: if the server cannot use this zone it stays in UTC, labelled.
     var tried = "tekrar_tz_reloaded";
     try {
