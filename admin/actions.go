@@ -28,8 +28,7 @@ import (
 // refuses the URLs themselves, the confirmation page as well as the form's post.
 func (a *console) requireAdmin(c *gin.Context) {
 	if !session(c).Operator.CanAct() {
-		c.Abort()
-		c.String(http.StatusForbidden, "only an admin may take actions")
+		a.errorPage(c, http.StatusForbidden, "Only an admin may take actions; you are signed in as a viewer. Ask an admin of this console to do it.")
 		return
 	}
 	c.Next()
@@ -88,7 +87,34 @@ func (a *console) refundForm(c *gin.Context) {
 	if !ok {
 		return
 	}
-	a.render(c, http.StatusOK, refundPage(c, t, "", "", ""))
+	partners, err := a.refundedPartners(c.Request.Context(), t.OrderID)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	a.render(c, http.StatusOK, refundPage(c, t, partners, "", "", ""))
+}
+
+// refundedPartners are the orders of the suspected double tap of order id (see
+// checkout.DoubleTapsOf) that are refunded already, in part or in full. Refunding this
+// order as well may refund the customer for the purchase twice: the refund page says so
+// and asks for the order's id typed out.
+func (a *console) refundedPartners(ctx context.Context, id int64) ([]checkout.OrderRow, error) {
+	d, err := checkout.GetOrderDetail(ctx, a.DB, id)
+	if err != nil {
+		return nil, fmt.Errorf("refund: %w", err)
+	}
+	g, ok, err := checkout.DoubleTapsOf(ctx, a.DB, d.OrderRow, a.DoubleTapWindow)
+	if err != nil || !ok {
+		return nil, err
+	}
+	var out []checkout.OrderRow
+	for _, o := range g.Orders {
+		if o.ID != id && o.RefundedAmount > 0 {
+			out = append(out, o)
+		}
+	}
+	return out, nil
 }
 
 func (a *console) refund(c *gin.Context) {
@@ -96,10 +122,20 @@ func (a *console) refund(c *gin.Context) {
 	if !ok {
 		return
 	}
+	partners, err := a.refundedPartners(c.Request.Context(), t.OrderID)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
 	amountText, reason := strings.TrimSpace(c.PostForm("amount")), strings.TrimSpace(c.PostForm("reason"))
 	amount, err := checkout.ParseAmount(amountText, t.Currency)
 	if err != nil {
-		a.render(c, http.StatusUnprocessableEntity, refundPage(c, t, amountText, reason, err.Error()))
+		a.render(c, http.StatusUnprocessableEntity, refundPage(c, t, partners, amountText, reason, err.Error()))
+		return
+	}
+	if len(partners) > 0 && strings.TrimSpace(c.PostForm("confirm")) != strconv.FormatInt(t.OrderID, 10) {
+		a.render(c, http.StatusUnprocessableEntity, refundPage(c, t, partners, amountText, reason,
+			"Nothing was refunded: type this order's id to confirm that the customer is to be refunded again."))
 		return
 	}
 	nonce := c.PostForm("nonce")
@@ -110,7 +146,7 @@ func (a *console) refund(c *gin.Context) {
 	var p *problem.Problem
 	switch {
 	case errors.Is(err, checkout.ErrInvalidNonce):
-		a.render(c, http.StatusBadRequest, refundPage(c, t, amountText, reason, "The form was incomplete; check it and confirm again."))
+		a.render(c, http.StatusBadRequest, refundPage(c, t, partners, amountText, reason, "The form was incomplete; check it and confirm again."))
 		return
 	case errors.As(err, &p):
 		// Refused before anything was stored (over-refund, not refundable, a changed form):
@@ -118,7 +154,7 @@ func (a *console) refund(c *gin.Context) {
 		if fresh, err := checkout.GetRefundTarget(c.Request.Context(), a.DB, t.OrderID); err == nil {
 			t = fresh
 		}
-		a.render(c, p.Status, refundPage(c, t, amountText, reason, problemText(p)))
+		a.render(c, p.Status, refundPage(c, t, partners, amountText, reason, problemText(p)))
 		return
 	case err != nil:
 		a.fail(c, err)
@@ -154,12 +190,12 @@ func (a *console) refund(c *gin.Context) {
 func (a *console) refundTarget(c *gin.Context) (checkout.RefundTarget, bool) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
-		c.String(http.StatusNotFound, "no such order")
+		a.errorPage(c, http.StatusNotFound, "There is no such order.")
 		return checkout.RefundTarget{}, false
 	}
 	t, err := checkout.GetRefundTarget(c.Request.Context(), a.DB, id)
 	if errors.Is(err, checkout.ErrOrderNotFound) {
-		c.String(http.StatusNotFound, "no such order")
+		a.errorPage(c, http.StatusNotFound, "There is no such order.")
 		return checkout.RefundTarget{}, false
 	}
 	if err != nil {
@@ -170,8 +206,10 @@ func (a *console) refundTarget(c *gin.Context) (checkout.RefundTarget, bool) {
 }
 
 // refundPage is the refund's confirmation page, with a new nonce. amount and reason are
-// what the operator typed ("" on a first visit: a full refund of what is left).
-func refundPage(c *gin.Context, t checkout.RefundTarget, amount, reason, errText string) templ.Component {
+// what the operator typed ("" on a first visit: a full refund of what is left). partners
+// are the refunded orders of the order's suspected double tap: the page warns and asks for
+// the order's id typed out.
+func refundPage(c *gin.Context, t checkout.RefundTarget, partners []checkout.OrderRow, amount, reason, errText string) templ.Component {
 	left := t.Refundable()
 	v := views.ConfirmView{
 		Nav:   nav(c, "Orders"),
@@ -195,15 +233,27 @@ func refundPage(c *gin.Context, t checkout.RefundTarget, amount, reason, errText
 		Cancel: orderHref(t.OrderID),
 	}
 	switch {
-	case t.Status != "paid":
+	case !checkout.WasPaid(t.Status):
 		v.Refused = "Only a paid order can be refunded; this one is " + t.Status + "."
 	case left <= 0:
 		v.Refused = "This order is refunded in full: nothing is left to refund."
 	}
+	confirmID := ""
+	if len(partners) > 0 {
+		confirmID = strconv.FormatInt(t.OrderID, 10)
+		var done []string
+		for _, o := range partners {
+			done = append(done, fmt.Sprintf("order %d (%s refunded of %s)", o.ID,
+				checkout.FormatAmount(o.RefundedAmount, o.Currency), checkout.FormatAmount(o.Amount, o.Currency)))
+			v.Links = append(v.Links, views.Link{Label: fmt.Sprintf("Compare with order %d", o.ID), Href: pairHref(min(o.ID, t.OrderID), max(o.ID, t.OrderID))})
+		}
+		v.Warning = "This order looks like a double tap of " + strings.Join(done, " and ") +
+			": the same customer, amount, items and card, under another key. That order is refunded already, so refunding this one as well may refund the customer for the purchase twice. Compare the orders first; to refund anyway, type this order's id (" + confirmID + ")."
+	}
 	if amount == "" {
 		amount = strings.TrimSuffix(checkout.FormatAmount(left, t.Currency), " "+t.Currency)
 	}
-	return views.RefundConfirmPage(v, amount, t.Currency, reason)
+	return views.RefundConfirmPage(v, amount, t.Currency, reason, confirmID)
 }
 
 // problemText is a problem as an operator reads it, with its code for the API's docs.

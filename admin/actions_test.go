@@ -339,7 +339,7 @@ func TestReleaseAKeyThatNeedsAttention(t *testing.T) {
 	if n := actInt(t, e, `SELECT count(*) FROM audit_log`); n != 0 {
 		t.Fatal("a release that changed nothing was recorded")
 	}
-	if f := b.do("GET", p.header.Get("Location"), nil); f.doc.Find("#key-actions .flash.error").Length() != 1 {
+	if f := b.do("GET", p.header.Get("Location"), nil); f.doc.Find("main .flash.error").Length() != 1 {
 		t.Fatal("the key page does not say the release failed")
 	}
 

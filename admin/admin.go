@@ -63,7 +63,7 @@ func Register(g *gin.RouterGroup, d Deps) {
 	g.GET("/login", c.loginPage)
 	g.POST("/login", c.login)
 	authed := g.Group("", c.requireSession, c.checkCSRF)
-	authed.Use(flash)
+	authed.Use(flash, zone)
 	authed.POST("/logout", c.logout)
 	authed.GET("", c.overview)
 	authed.GET("/", c.overview)
@@ -220,7 +220,7 @@ func (a *console) login(c *gin.Context) {
 	// The login form has no session yet: its CSRF token is a cookie that a cross-site form
 	// cannot read or set, repeated in the form.
 	if !sameToken(cookie(c, loginCSRFCookie), c.PostForm("csrf")) {
-		c.String(http.StatusForbidden, "form expired or forged: reload the sign-in page")
+		a.errorPage(c, http.StatusForbidden, "The sign-in form expired or was not this console's: reload the sign-in page and sign in again.")
 		return
 	}
 	token, err := Login(c.Request.Context(), a.DB, email, c.PostForm("password"), c.Request.UserAgent(), c.ClientIP(), a.Now())
@@ -286,7 +286,7 @@ func (a *console) checkCSRF(c *gin.Context) {
 		token = c.PostForm("csrf")
 	}
 	if !sameToken(token, s.CSRF) {
-		c.AbortWithStatus(http.StatusForbidden)
+		a.errorPage(c, http.StatusForbidden, "The form expired or was not sent from this console: nothing was done. Go back, reload the page and try again.")
 		return
 	}
 	c.Next()

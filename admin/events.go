@@ -59,7 +59,7 @@ func (a *console) conflicts(c *gin.Context) {
 // eventList renders a page of the events of kinds that match the request's filter form.
 func (a *console) eventList(c *gin.Context, p views.EventsPage, kinds []string) {
 	p.Filter = eventFilterForm(c)
-	kf, err := keyFilter(p.Filter)
+	kf, err := keyFilter(p.Filter, views.ZoneOf(c.Request.Context()))
 	if err != nil {
 		p.Error = err.Error()
 		a.render(c, http.StatusBadRequest, views.EventsList(p))

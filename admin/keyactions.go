@@ -17,12 +17,12 @@ import (
 func (a *console) keyParams(c *gin.Context) (checkout.KeyDetail, bool) {
 	clientID, err := strconv.ParseInt(c.Param("client"), 10, 64)
 	if err != nil {
-		c.String(http.StatusNotFound, "no such key")
+		a.errorPage(c, http.StatusNotFound, "There is no such key: it may have been forgotten after its grace period.")
 		return checkout.KeyDetail{}, false
 	}
 	d, err := checkout.GetKey(c.Request.Context(), a.DB, clientID, c.Param("key"))
 	if errors.Is(err, checkout.ErrKeyNotFound) {
-		c.String(http.StatusNotFound, "no such key")
+		a.errorPage(c, http.StatusNotFound, "There is no such key: it may have been forgotten after its grace period.")
 		return checkout.KeyDetail{}, false
 	}
 	if err != nil {
@@ -165,7 +165,7 @@ func (a *console) expire(c *gin.Context) {
 		a.recorder(c, ActionExpireKey, keyTarget(d.ClientID, d.Key), nonce, base))
 	switch {
 	case errors.Is(err, checkout.ErrKeyNotFound):
-		c.String(http.StatusNotFound, "no such key")
+		a.errorPage(c, http.StatusNotFound, "There is no such key: it may have been forgotten after its grace period.")
 		return
 	case errors.Is(err, checkout.ErrKeyBusy):
 		d.State = res.State

@@ -24,20 +24,89 @@ import (
 func (a *console) order(c *gin.Context) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
-		c.String(http.StatusNotFound, "no such order")
+		a.errorPage(c, http.StatusNotFound, "There is no such order.")
 		return
 	}
 	s, err := a.loadOrder(c.Request.Context(), id)
 	if errors.Is(err, checkout.ErrOrderNotFound) {
-		c.String(http.StatusNotFound, "no such order")
+		a.errorPage(c, http.StatusNotFound, "There is no such order.")
 		return
 	}
 	if err != nil {
 		a.fail(c, err)
 		return
 	}
-	a.render(c, http.StatusOK, views.OrderDetailPage(views.OrderPage{Nav: nav(c, "Orders"), Verdict: orderVerdict(s), Order: s.card}))
+	v := orderVerdict(s)
+	g, ok, err := checkout.DoubleTapsOf(c.Request.Context(), a.DB, s.d.OrderRow, a.DoubleTapWindow)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	if ok {
+		v = withDoubleTap(v, s.d, g)
+	}
+	n := nav(c, "Orders")
+	a.render(c, http.StatusOK, views.OrderDetailPage(views.OrderPage{Nav: n, Verdict: forRole(v, n), Order: s.card}))
 }
+
+// withDoubleTap adds to an order's verdict the other orders of its suspected double tap: on
+// its own the order was "charged once", and the operator was not told of the charge beside
+// it.
+func withDoubleTap(v views.Verdict, d checkout.OrderDetail, g checkout.DoubleTap) views.Verdict {
+	v.Kind = verdictTwice
+	others := len(g.Orders) - 1
+	v.Headline = fmt.Sprintf("Charged once for this order, but %s of the same customer, amount, items and card %s charged too, under %s: a suspected double tap.",
+		plural(others, "other order", "other orders"), map[bool]string{true: "was", false: "were"}[others == 1],
+		map[bool]string{true: "another key", false: "other keys"}[others == 1])
+	group := make([]checkout.OrderDetail, len(g.Orders))
+	for i, o := range g.Orders {
+		group[i] = checkout.OrderDetail{OrderRow: o}
+		if o.ID == d.ID {
+			continue
+		}
+		when := "after"
+		if o.CreatedAt.Before(d.CreatedAt) {
+			when = "before"
+		}
+		v.Facts = append(v.Facts, fmt.Sprintf("Order %d was charged %s %s this one (%s, key %s).",
+			o.ID, gapText(o.CreatedAt.Sub(d.CreatedAt)), when, statusWords(o.Status), strings.Join(o.Keys, ", ")))
+		first, second := min(o.ID, d.ID), max(o.ID, d.ID)
+		v.Related = append(v.Related, views.Link{Label: fmt.Sprintf("Compare with order %d", o.ID), Href: pairHref(first, second)})
+	}
+	advice := refundAdvice(group)
+	for _, a := range v.Advice {
+		if !strings.HasPrefix(a, "If the customer sees two charges") {
+			advice = append(advice, a)
+		}
+	}
+	v.Advice = advice
+	return v
+}
+
+// forRole fits a verdict's advice to who reads it: a viewer cannot refund, so where the
+// advice says to refund an order it is told to ask an admin instead of being sent to a
+// button it does not have.
+func forRole(v views.Verdict, n views.Nav) views.Verdict {
+	if n.CanAct {
+		return v
+	}
+	asks := false
+	for i, a := range v.Advice {
+		for _, from := range []string{", each from its page.", ", from its page."} {
+			if strings.HasSuffix(a, from) {
+				v.Advice[i] = strings.TrimSuffix(a, from) + "."
+			}
+		}
+		asks = asks || strings.Contains(a, "meant to pay once, refund")
+	}
+	if asks {
+		v.Advice = append(v.Advice, "Refunds are made by an admin of this console; a viewer cannot make them. Ask an admin, with the order ids above.")
+	}
+	return v
+}
+
+// statusWords is an order status as a sentence says it: "partially refunded".
+func statusWords(s string) string { return strings.ReplaceAll(s, "_", " ") }
 
 // orderPair compares two orders: one purchase charged twice, or not?
 func (a *console) orderPair(c *gin.Context) {
@@ -45,7 +114,7 @@ func (a *console) orderPair(c *gin.Context) {
 	for i, name := range []string{"first", "second"} {
 		id, err := strconv.ParseInt(c.Query(name), 10, 64)
 		if err != nil || id <= 0 {
-			c.String(http.StatusBadRequest, "%s must be an order id: /admin/orders/pair?first=ID&second=ID", name)
+			a.errorPage(c, http.StatusBadRequest, name+" must be an order id: /admin/orders/pair?first=ID&second=ID")
 			return
 		}
 		ids[i] = id
@@ -55,7 +124,7 @@ func (a *console) orderPair(c *gin.Context) {
 		var err error
 		s[i], err = a.loadOrder(c.Request.Context(), id)
 		if errors.Is(err, checkout.ErrOrderNotFound) {
-			c.String(http.StatusNotFound, "no order %d", id)
+			a.errorPage(c, http.StatusNotFound, fmt.Sprintf("There is no order %d.", id))
 			return
 		}
 		if err != nil {
@@ -66,8 +135,9 @@ func (a *console) orderPair(c *gin.Context) {
 	if s[1].d.CreatedAt.Before(s[0].d.CreatedAt) {
 		s[0], s[1] = s[1], s[0]
 	}
-	a.render(c, http.StatusOK, views.OrderPairPage(views.PairPage{Nav: nav(c, "Orders"),
-		Verdict: pairVerdict(s[0], s[1]), First: s[0].card, Second: s[1].card}))
+	n := nav(c, "Orders")
+	a.render(c, http.StatusOK, views.OrderPairPage(views.PairPage{Nav: n,
+		Verdict: forRole(pairVerdict(s[0], s[1]), n), First: s[0].card, Second: s[1].card}))
 }
 
 // orderStory is an order with what its keys saw: the page's card, and the requests of the
@@ -128,7 +198,7 @@ func (a *console) loadOrder(ctx context.Context, id int64) (orderStory, error) {
 			}
 		}
 		if k.ForgetAt != nil {
-			b.Note = "Expired and swept: a retry with this key is refused until " + utc(*k.ForgetAt) + ", then the key is forgotten."
+			b.Note = "Expired and swept: a retry with this key is refused until " + views.InZone(ctx, *k.ForgetAt) + ", then the key is forgotten."
 		}
 		s.card.Keys = append(s.card.Keys, b)
 	}
@@ -139,6 +209,15 @@ func (a *console) loadOrder(ctx context.Context, id int64) (orderStory, error) {
 func orderCard(d checkout.OrderDetail) views.OrderCard {
 	money := func(n int64) string { return checkout.FormatAmount(n, d.Currency) }
 	o := views.OrderCard{ID: strconv.FormatInt(d.ID, 10), Status: d.Status}
+	// A charged order's capture is its amount (checkout.RefundTarget has it for the refund).
+	switch left := d.Amount - d.RefundedAmount; {
+	case !checkout.WasPaid(d.Status):
+		o.NotRefundable = "Only a paid order can be refunded; this one is " + statusWords(d.Status) + "."
+	case left <= 0:
+		o.NotRefundable = "This order is refunded in full (or being refunded): nothing is left to refund."
+	default:
+		o.Refundable = true
+	}
 	o.Fields = []views.Field{
 		field("Client", fmt.Sprintf("%s (%d)", d.ClientName, d.ClientID)),
 		{Label: "Created", At: d.CreatedAt},

@@ -34,7 +34,7 @@ func (a *console) orders(c *gin.Context) {
 		Amount: q("amount"), Currency: strings.ToUpper(q("currency")), From: q("from"), To: q("to"), Window: q("window")}
 	after := c.Query("after")
 	p := views.OrdersPage{Nav: nav(c, "Orders"), Filter: f, DefaultWindow: durationText(a.DoubleTapWindow), FirstPage: after == ""}
-	of, window, err := a.orderFilter(f)
+	of, window, err := a.orderFilter(f, views.ZoneOf(c.Request.Context()))
 	if err != nil {
 		p.Error = err.Error()
 		a.render(c, http.StatusBadRequest, views.OrdersList(p))
@@ -88,7 +88,7 @@ func (a *console) doubleTaps(ctx context.Context, p *views.OrdersPage, f checkou
 	}
 	var orders []checkout.OrderRow
 	for _, t := range taps {
-		orders = append(orders, t.First, t.Second)
+		orders = append(orders, t.Orders...)
 	}
 	arrivals, err := checkout.OrderArrivals(ctx, a.DB, orders)
 	if err != nil {
@@ -102,8 +102,16 @@ func (a *console) doubleTaps(ctx context.Context, p *views.OrdersPage, f checkou
 		return s
 	}
 	for _, t := range taps {
-		p.Pairs = append(p.Pairs, views.PairLine{Gap: gapText(t.Gap), Compare: pairHref(t.First.ID, t.Second.ID),
-			First: side(t.First), Second: side(t.Second)})
+		first := t.Orders[0]
+		l := views.PairLine{Gap: gapText(t.Gap), Compare: pairHref(first.ID, t.Orders[1].ID)}
+		for i, o := range t.Orders {
+			l.Sides = append(l.Sides, side(o))
+			if i >= 2 {
+				l.CompareMore = append(l.CompareMore, views.Link{Label: fmt.Sprintf("Compare the first with order %d", o.ID),
+					Href: pairHref(first.ID, o.ID)})
+			}
+		}
+		p.Pairs = append(p.Pairs, l)
 	}
 	return nil
 }
@@ -114,7 +122,7 @@ func pairHref(first, second int64) string {
 
 // orderFilter turns the search form into a query filter and the double-tap window,
 // refusing with a sentence what cannot be a value.
-func (a *console) orderFilter(f views.OrderFilter) (checkout.OrderFilter, time.Duration, error) {
+func (a *console) orderFilter(f views.OrderFilter, loc *time.Location) (checkout.OrderFilter, time.Duration, error) {
 	of := checkout.OrderFilter{CustomerID: f.Customer, CustomerEmail: f.Email}
 	var err error
 	if f.Client != "" {
@@ -134,10 +142,10 @@ func (a *console) orderFilter(f views.OrderFilter) (checkout.OrderFilter, time.D
 			return of, 0, err
 		}
 	}
-	if of.From, err = formTime(f.From); err != nil {
+	if of.From, err = formTime(f.From, loc); err != nil {
 		return of, 0, err
 	}
-	if of.To, err = formTime(f.To); err != nil {
+	if of.To, err = formTime(f.To, loc); err != nil {
 		return of, 0, err
 	}
 	if !of.From.IsZero() && !of.To.IsZero() && !of.From.Before(of.To) {

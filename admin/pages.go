@@ -65,13 +65,13 @@ func (a *console) overview(c *gin.Context) {
 	if n := counts[checkout.CountRequests]; n > 0 {
 		o.Rate = fmt.Sprintf("%.1f%%", 100*float64(counts[checkout.EventReplayed])/float64(n))
 	}
-	o.Bars, o.BarW = chartBars(rate)
+	o.Bars, o.BarW = chartBars(rate, views.ZoneOf(c.Request.Context()))
 	a.render(c, http.StatusOK, views.OverviewPage(o))
 }
 
 // chartBars lays the replay chart out: per bucket, first executions under replays, scaled
 // to the tallest bucket, in a 600×150 drawing area.
-func chartBars(rate []checkout.RateBucket) ([]views.Bar, int) {
+func chartBars(rate []checkout.RateBucket, loc *time.Location) ([]views.Bar, int) {
 	if len(rate) == 0 {
 		return nil, 0
 	}
@@ -86,7 +86,7 @@ func chartBars(rate []checkout.RateBucket) ([]views.Bar, int) {
 		ch := int(140 * b.Created / peak)
 		rh := int(140 * b.Replayed / peak)
 		bars[i] = views.Bar{
-			Label: b.Start.UTC().Format("Jan 2 15:04 UTC"), X: i * step,
+			Label: b.Start.In(loc).Format("Jan 2 15:04 ") + loc.String(), X: i * step,
 			CreatedY: 150 - ch, CreatedH: ch, ReplayedY: 150 - ch - rh, ReplayedH: rh,
 			Created: b.Created, Replayed: b.Replayed,
 		}
@@ -97,7 +97,7 @@ func chartBars(rate []checkout.RateBucket) ([]views.Bar, int) {
 func (a *console) keys(c *gin.Context) {
 	f := queryFilter(c)
 	p := views.KeysPage{Nav: nav(c, "Keys"), Filter: f}
-	kf, err := keyFilter(f)
+	kf, err := keyFilter(f, views.ZoneOf(c.Request.Context()))
 	if err != nil {
 		p.Error = err.Error()
 		a.render(c, http.StatusBadRequest, views.KeysList(p))
@@ -146,7 +146,7 @@ func keyHref(clientID int64, key string) string {
 }
 
 // keyFilter turns the form into a query filter, refusing what cannot be a value.
-func keyFilter(f views.KeyFilter) (checkout.KeyFilter, error) {
+func keyFilter(f views.KeyFilter, loc *time.Location) (checkout.KeyFilter, error) {
 	kf := checkout.KeyFilter{Key: f.Key, CustomerID: f.Customer, State: f.State}
 	var err error
 	if f.Client != "" {
@@ -159,38 +159,40 @@ func keyFilter(f views.KeyFilter) (checkout.KeyFilter, error) {
 			return kf, errors.New("order id must be a number")
 		}
 	}
-	if kf.From, err = formTime(f.From); err != nil {
+	if kf.From, err = formTime(f.From, loc); err != nil {
 		return kf, err
 	}
-	if kf.To, err = formTime(f.To); err != nil {
+	if kf.To, err = formTime(f.To, loc); err != nil {
 		return kf, err
 	}
 	return kf, nil
 }
 
-// formTime reads a time field of a search form (datetime-local, read as UTC); "" is the
-// zero time, no bound.
-func formTime(in string) (time.Time, error) {
+// formTime reads a time field of a search form (datetime-local, with or without seconds)
+// in the operator's zone loc, the zone every time on the page is shown in; "" is the zero
+// time.
+func formTime(in string, loc *time.Location) (time.Time, error) {
 	if in == "" {
 		return time.Time{}, nil
 	}
-	v, err := time.Parse("2006-01-02T15:04", in)
-	if err != nil {
-		return time.Time{}, errors.New("times must look like 2026-12-02T14:00")
+	for _, layout := range []string{"2006-01-02T15:04", "2006-01-02T15:04:05"} {
+		if v, err := time.ParseInLocation(layout, in, loc); err == nil {
+			return v.UTC(), nil
+		}
 	}
-	return v.UTC(), nil
+	return time.Time{}, errors.New("times must look like 2026-12-02T14:00, in " + loc.String())
 }
 
 func (a *console) key(c *gin.Context) {
 	clientID, err := strconv.ParseInt(c.Param("client"), 10, 64)
 	if err != nil {
-		c.String(http.StatusNotFound, "no such key")
+		a.errorPage(c, http.StatusNotFound, "There is no such key: it may have been forgotten after its grace period.")
 		return
 	}
 	ctx := c.Request.Context()
 	d, err := checkout.GetKey(ctx, a.DB, clientID, c.Param("key"))
 	if errors.Is(err, checkout.ErrKeyNotFound) {
-		c.String(http.StatusNotFound, "no such key")
+		a.errorPage(c, http.StatusNotFound, "There is no such key: it may have been forgotten after its grace period.")
 		return
 	}
 	if err != nil {
@@ -208,20 +210,20 @@ func (a *console) key(c *gin.Context) {
 		field("Request", d.Method+" "+d.Path),
 		field("Fingerprint", d.Fingerprint),
 		field("Recovery point", d.RecoveryPoint),
-		field("First seen", utc(d.CreatedAt)),
-		field("Expires", utc(d.ExpiresAt)),
+		{Label: "First seen", At: d.CreatedAt},
+		{Label: "Expires", At: d.ExpiresAt},
 		field("Replays", strconv.FormatInt(d.Replays, 10)),
 	}
 	if d.AttentionReason != "" {
 		v.Fields = append(v.Fields, field("Needs attention", d.AttentionReason))
 	}
 	if d.Tombstone != nil {
-		v.Fields = append(v.Fields, field("Refused until", utc(d.Tombstone.ForgetAt)))
+		v.Fields = append(v.Fields, views.Field{Label: "Refused until", At: d.Tombstone.ForgetAt})
 	}
 	if o := d.Order; o != nil {
 		v.Order = []views.Field{
 			{Label: "Order", Value: fmt.Sprintf("%d (%s)", o.ID, o.Status), Href: orderHref(o.ID)},
-			field("Amount", fmt.Sprintf("%d %s (refunded %d)", o.Amount, o.Currency, o.RefundedAmount)),
+			field("Amount", fmt.Sprintf("%s (refunded %s)", checkout.FormatAmount(o.Amount, o.Currency), checkout.FormatAmount(o.RefundedAmount, o.Currency))),
 			field("Customer", o.CustomerID+" "+o.CustomerEmail),
 			field("Items", string(o.Items)),
 		}
@@ -271,13 +273,6 @@ func timelineEntries(events []checkout.EventRow) []views.TimelineEntry {
 
 func field(label, value string) views.Field { return views.Field{Label: label, Value: value} }
 
-func utc(t time.Time) string {
-	if t.IsZero() {
-		return "—"
-	}
-	return t.UTC().Format("2006-01-02 15:04:05 UTC")
-}
-
 // fail answers a console request that hit an error: the details go to the log under the
 // request id, never to the page. With the database unreachable it is a 503 page that says
 // so, as the API's store_unavailable does.
@@ -289,5 +284,27 @@ func (a *console) fail(c *gin.Context, err error) {
 		return
 	}
 	a.Logger.Error("console", "err", err, "request_id", server.RequestID(c))
-	c.String(http.StatusInternalServerError, "something went wrong (request %s)", server.RequestID(c))
+	a.errorPage(c, http.StatusInternalServerError, "The page could not be shown. Nothing was changed by showing it; try again, and if it keeps failing, report the request id below.")
+}
+
+// errorTitles are the titles of the console's error pages by status.
+var errorTitles = map[int]string{
+	http.StatusBadRequest:          "Bad request",
+	http.StatusForbidden:           "Not allowed",
+	http.StatusNotFound:            "Not found",
+	http.StatusInternalServerError: "Something went wrong",
+}
+
+// errorPage answers with an error page inside the console's layout (styled, with the
+// navigation when signed in): the status, msg, and the request id.
+func (a *console) errorPage(c *gin.Context, status int, msg string) {
+	c.Abort()
+	v := views.ErrorView{Status: status, Title: errorTitles[status], Message: msg, RequestID: server.RequestID(c)}
+	if v.Title == "" {
+		v.Title = http.StatusText(status)
+	}
+	if _, ok := c.Get(sessionKey); ok {
+		v.Nav = nav(c, "")
+	}
+	a.render(c, status, views.ErrorPage(v))
 }

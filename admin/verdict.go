@@ -7,6 +7,7 @@ package admin
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tekrar/tekrar/checkout"
@@ -184,6 +185,15 @@ func pairVerdict(a, b orderStory) views.Verdict {
 	} else {
 		differ("Different items: %s and %s.", itemsSummary(a.d.Items), itemsSummary(b.d.Items))
 	}
+	if a.d.Payment != nil && b.d.Payment != nil {
+		cardA, cardB := cardText(a.d.Payment), cardText(b.d.Payment)
+		if cardA == cardB {
+			v.Facts = append(v.Facts, fmt.Sprintf("Same card: %s.", cardA))
+		} else {
+			// Two cards are two payments the customer chose to make, not one sent twice.
+			differ("Paid with different cards: %s and %s.", cardA, cardB)
+		}
+	}
 	var charges []string
 	switch {
 	case ca && cb && same:
@@ -217,14 +227,7 @@ func pairVerdict(a, b orderStory) views.Verdict {
 	}
 	switch {
 	case ca && cb && same:
-		switch refunded := checkout.FormatAmount(b.d.RefundedAmount, b.d.Currency); {
-		case b.d.RefundedAmount >= b.d.Amount:
-			v.Advice = append(v.Advice, fmt.Sprintf("Order %d is refunded already (%s): nothing more to refund.", b.d.ID, refunded))
-		case b.d.RefundedAmount > 0:
-			v.Advice = append(v.Advice, fmt.Sprintf("Order %d is partly refunded (%s of %s): if the customer meant to pay once, refund the rest, from its page.", b.d.ID, refunded, amountB))
-		default:
-			v.Advice = append(v.Advice, fmt.Sprintf("If the customer meant to pay once, refund the second order (%d) in full, from its page.", b.d.ID))
-		}
+		v.Advice = append(v.Advice, refundAdvice([]checkout.OrderDetail{a.d, b.d})...)
 		if shared != "" {
 			v.Advice = append(v.Advice, "Tell the app's team: the app sent a key again long after its first use (past the key's lifetime and grace). A key must name one purchase only.")
 		} else {
@@ -236,6 +239,63 @@ func pairVerdict(a, b orderStory) views.Verdict {
 		v.Advice = append(v.Advice, "There is no double charge to refund. If the customer still sees two charges, search their card's last 4 digits and the amount over a wider time window.")
 	}
 	return v
+}
+
+// refundAdvice says what is left to refund of one purchase charged on every order of
+// group (the same amount each, oldest first), from what was refunded on every one of them:
+// one charge stands, the others are refunded. Looking at one order alone, an operator who
+// had refunded the first in full was told to refund the second too, and the customer was
+// refunded twice.
+func refundAdvice(group []checkout.OrderDetail) []string {
+	if len(group) < 2 {
+		return nil
+	}
+	cur := group[0].Currency
+	money := func(n int64) string { return checkout.FormatAmount(n, cur) }
+	var refunded, extra int64 // refunded on all; the charges beyond the first
+	var parts []string
+	for i, o := range group {
+		refunded += o.RefundedAmount
+		if i > 0 {
+			extra += o.Amount
+		}
+		if o.RefundedAmount > 0 {
+			parts = append(parts, fmt.Sprintf("%s on order %d", money(o.RefundedAmount), o.ID))
+		}
+	}
+	last := group[len(group)-1]
+	if refunded == 0 {
+		if len(group) == 2 {
+			return []string{fmt.Sprintf("If the customer meant to pay once, refund the second order (%d) in full, from its page.", last.ID)}
+		}
+		var ids []string
+		for _, o := range group[1:] {
+			ids = append(ids, strconv.FormatInt(o.ID, 10))
+		}
+		return []string{fmt.Sprintf("If the customer meant to pay once, refund every order but the first in full (%s), each from its page.", strings.Join(ids, ", "))}
+	}
+	so := "Refunded (or being refunded) so far: " + strings.Join(parts, " and ") + "."
+	switch left := extra - refunded; {
+	case left == 0:
+		return []string{so + " That is every charge but one: the customer has paid once. Nothing more to refund; do not refund any of these orders again."}
+	case left < 0:
+		return []string{so + fmt.Sprintf(" That is %s more than the charges beyond the first: the customer has been refunded for the purchase itself. Do not refund again; ask the customer whether they meant to buy it.", money(-left))}
+	default:
+		// The rest comes from the latest order that has enough left, else the latest with any.
+		from := last
+		for i := len(group) - 1; i >= 0; i-- {
+			if o := group[i]; o.Amount-o.RefundedAmount >= left {
+				from = o
+				break
+			}
+		}
+		return []string{so + fmt.Sprintf(" If the customer meant to pay once, refund %s more (not a full refund), from order %d.", money(left), from.ID)}
+	}
+}
+
+// cardText names a charge's card: "visa ••4242".
+func cardText(p *checkout.PaymentRow) string {
+	return strings.TrimSpace(p.CardBrand + " ••" + p.CardLast4)
 }
 
 func customerText(d checkout.OrderDetail) string {

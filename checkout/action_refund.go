@@ -33,12 +33,31 @@ type RefundTarget struct {
 	CustomerEmail string `db:"customer_email"`
 }
 
-// Refundable is what may still be refunded: only a paid order's capture can be.
+// Refundable is what may still be refunded: only the capture of a paid (or partially
+// refunded) order can be.
 func (t RefundTarget) Refundable() int64 {
-	if t.Status != "paid" {
+	if !WasPaid(t.Status) {
 		return 0
 	}
 	return t.Captured - t.Refunded
+}
+
+// Order statuses after a successful charge: paid, then partially_refunded and refunded as
+// refunds of it finish. Each keeps the capture, so each may be refunded (up to what is
+// left) and counts as a charge of the customer.
+const (
+	StatusPaid              = "paid"
+	StatusPartiallyRefunded = "partially_refunded"
+	StatusRefunded          = "refunded"
+)
+
+// paidStatusesSQL is WasPaid in SQL, for "o.status IN "+paidStatusesSQL.
+const paidStatusesSQL = `('paid', 'partially_refunded', 'refunded')`
+
+// WasPaid reports whether an order of this status was charged successfully: paid, or
+// refunded in part or whole since.
+func WasPaid(status string) bool {
+	return status == StatusPaid || status == StatusPartiallyRefunded || status == StatusRefunded
 }
 
 // GetRefundTarget returns the order an operator means to refund; ErrOrderNotFound if there

@@ -266,7 +266,7 @@ func TestReleaseKey(t *testing.T) {
 				}
 				e.needsAttention("k")
 			},
-			done: true, outcome: OutcomeRefunded, state: StateCompleted, orderStatus: "paid", charges: 1, refunded: 2500, storedStatus: 201,
+			done: true, outcome: OutcomeRefunded, state: StateCompleted, orderStatus: "partially_refunded", charges: 1, refunded: 2500, storedStatus: 201,
 		},
 		{
 			name: "refund made, answer lost: finished, not made twice",
@@ -276,7 +276,7 @@ func TestReleaseKey(t *testing.T) {
 				e.refund("k", id, 2500)
 				e.needsAttention("k")
 			},
-			done: true, outcome: OutcomeRefunded, state: StateCompleted, orderStatus: "paid", charges: 1, refunded: 2500, storedStatus: 201,
+			done: true, outcome: OutcomeRefunded, state: StateCompleted, orderStatus: "partially_refunded", charges: 1, refunded: 2500, storedStatus: 201,
 		},
 		{
 			name: "a key that does not need attention is left alone",

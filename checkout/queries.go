@@ -29,11 +29,13 @@ package checkout
 //     indexes be probed once per client.
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Page sizes of the console's lists.
@@ -72,14 +74,21 @@ func (p Page) size() int {
 	return p.Limit
 }
 
-// pageCursor is the sort key of the last row of a page: a time and the row id that breaks ties.
+// pageCursor is the sort key of the last row of a page: a time and the row id that breaks
+// ties; rows without an id of their own (a swept key's tombstone) break ties with their
+// client's id and their key.
 type pageCursor struct {
-	at time.Time
-	id int64
+	at  time.Time
+	id  int64
+	key string
 }
 
 func (c pageCursor) String() string {
-	return strconv.FormatInt(c.at.UnixMicro(), 10) + "_" + strconv.FormatInt(c.id, 10)
+	s := strconv.FormatInt(c.at.UnixMicro(), 10) + "_" + strconv.FormatInt(c.id, 10)
+	if c.key != "" {
+		s += "_" + base64.RawURLEncoding.EncodeToString([]byte(c.key))
+	}
+	return s
 }
 
 // decode returns the page's cursor, or nil on the first page.
@@ -87,16 +96,24 @@ func (p Page) decode() (*pageCursor, error) {
 	if p.After == "" {
 		return nil, nil
 	}
-	us, id, ok := strings.Cut(p.After, "_")
-	if !ok {
+	parts := strings.SplitN(p.After, "_", 3)
+	if len(parts) < 2 {
 		return nil, invalidQuery("malformed page cursor")
 	}
-	u, err1 := strconv.ParseInt(us, 10, 64)
-	n, err2 := strconv.ParseInt(id, 10, 64)
+	u, err1 := strconv.ParseInt(parts[0], 10, 64)
+	n, err2 := strconv.ParseInt(parts[1], 10, 64)
 	if err1 != nil || err2 != nil {
 		return nil, invalidQuery("malformed page cursor")
 	}
-	return &pageCursor{at: time.UnixMicro(u).UTC(), id: n}, nil
+	c := &pageCursor{at: time.UnixMicro(u).UTC(), id: n}
+	if len(parts) == 3 {
+		key, err := base64.RawURLEncoding.DecodeString(parts[2])
+		if err != nil || len(key) == 0 || !utf8.Valid(key) {
+			return nil, invalidQuery("malformed page cursor")
+		}
+		c.key = string(key)
+	}
+	return c, nil
 }
 
 // nextPage returns the page after rows (fetched with one row more than n, to know there is one).

@@ -264,7 +264,7 @@ func ListEvents(ctx context.Context, db sqlx.QueryerContext, f EventFilter, page
 		return nil, Page{}, fmt.Errorf("list events: %w", err)
 	}
 	n := page.size()
-	nx := nextPage(n, len(rows), func() pageCursor { return pageCursor{rows[n-1].At, rows[n-1].ID} })
+	nx := nextPage(n, len(rows), func() pageCursor { return pageCursor{at: rows[n-1].At, id: rows[n-1].ID} })
 	if len(rows) > n {
 		rows = rows[:n]
 	}

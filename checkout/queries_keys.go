@@ -19,7 +19,7 @@ type KeyFilter struct {
 	Key        string // exact
 	CustomerID string // keys whose order (or whose refund's order) has this customer id
 	OrderID    int64  // the order's key and the keys of its refunds
-	State      string // in_progress, completed or needs_attention
+	State      string // in_progress, completed, needs_attention, or KeyStateExpired: swept keys
 	From, To   time.Time
 }
 
@@ -71,6 +71,9 @@ func listKeysSQL(f KeyFilter, page Page) (string, []any, error) {
 	cur, err := page.decode()
 	if err != nil {
 		return "", nil, err
+	}
+	if f.State == KeyStateExpired {
+		return expiredKeysSQL(f, cur, page)
 	}
 	if f.State != "" && !slices.Contains(keyStates, f.State) {
 		return "", nil, invalidQuery("unknown key state %q", f.State)
@@ -130,6 +133,56 @@ func listKeysSQL(f KeyFilter, page Page) (string, []any, error) {
 	return fmt.Sprintf(keyRowsSQL, inner, "p.created_at DESC, p.id DESC"), a, nil
 }
 
+// expiredKeysSQL lists the swept keys (their tombstones, alias k like a key row: they
+// have client_id, key, order_id and refund_id), most recently expired first. A tombstone
+// has no id of its own once its row is deleted: a page ends on (expired_at, client_id,
+// key). CreatedAt is when the key first arrived, ExpiresAt when it expired; a retry is
+// refused until the tombstone is forgotten.
+func expiredKeysSQL(f KeyFilter, cur *pageCursor, page Page) (string, []any, error) {
+	var a sqlArgs
+	var preds []string
+	client := allClients
+	if f.ClientID != 0 {
+		client = a.p(f.ClientID)
+		preds = append(preds, "k.client_id = "+client)
+	}
+	if f.Key != "" {
+		preds = append(preds, "k.key = "+a.p(f.Key))
+	}
+	var order, customer string
+	if f.OrderID != 0 {
+		order = a.p(f.OrderID)
+	}
+	if f.CustomerID != "" {
+		customer = a.p(f.CustomerID)
+	}
+	preds = append(preds, keyOwnerPreds(client, order, customer)...)
+	if !f.From.IsZero() {
+		preds = append(preds, "k.first_seen >= "+a.t(f.From))
+	}
+	if !f.To.IsZero() {
+		preds = append(preds, "k.first_seen < "+a.t(f.To))
+	}
+	if cur != nil {
+		preds = append(preds, "(k.expired_at, k.client_id, k.key) < ("+a.p(cur.at)+"::timestamptz, "+
+			a.p(cur.id)+"::bigint, "+a.p(cur.key)+"::text)")
+	}
+	q := `
+	SELECT coalesce(k.key_id, 0) AS id, k.client_id, c.name AS client_name, k.key,
+	       '` + KeyStateExpired + `' AS state, '` + PointFinished + `' AS recovery_point, k.method, k.path,
+	       k.order_id, k.refund_id, r.order_id AS refund_order_id, NULL::int AS response_status,
+	       k.first_seen AS created_at, k.expired_at AS expires_at,
+	       (SELECT count(*) FROM key_events e
+	         WHERE e.client_id = k.client_id AND e.key = k.key AND e.at >= k.first_seen
+	           AND e.kind = 'replayed') AS replays
+	  FROM key_tombstones k
+	  JOIN clients c ON c.id = k.client_id
+	  LEFT JOIN refunds r ON r.id = k.refund_id` + sqlWhere(preds) + `
+	 ORDER BY k.expired_at DESC, k.client_id DESC, k.key DESC
+	 LIMIT ` + a.p(page.size()+1)
+	return q, a, nil
+}
+
 // keyOwnerPreds returns the predicates that tie a key row or a tombstone (alias k: both have
 // order_id and refund_id) to an order, or to the orders of a customer of client: the
 // order's own key and the keys of its refunds. order and customer are placeholders; ""
@@ -162,11 +215,24 @@ func ListKeys(ctx context.Context, db sqlx.QueryerContext, f KeyFilter, page Pag
 	if err := sqlx.SelectContext(ctx, db, &rows, q, a...); err != nil {
 		return nil, Page{}, fmt.Errorf("list keys: %w", err)
 	}
+	if f.State == KeyStateExpired {
+		n := page.size()
+		nx := nextPage(n, len(rows), func() pageCursor {
+			return pageCursor{at: rows[n-1].ExpiresAt, id: rows[n-1].ClientID, key: rows[n-1].Key}
+		})
+		if len(rows) > n {
+			rows = rows[:n]
+		}
+		for i := range rows {
+			rows[i].CreatedAt, rows[i].ExpiresAt = rows[i].CreatedAt.UTC(), rows[i].ExpiresAt.UTC()
+		}
+		return rows, nx, nil
+	}
 	return pageOfKeys(rows, page.size(), func(r KeyRow) time.Time { return r.CreatedAt })
 }
 
 func pageOfKeys(rows []KeyRow, n int, at func(KeyRow) time.Time) ([]KeyRow, Page, error) {
-	nx := nextPage(n, len(rows), func() pageCursor { return pageCursor{at(rows[n-1]), rows[n-1].ID} })
+	nx := nextPage(n, len(rows), func() pageCursor { return pageCursor{at: at(rows[n-1]), id: rows[n-1].ID} })
 	if len(rows) > n {
 		rows = rows[:n]
 	}

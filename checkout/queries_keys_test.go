@@ -80,6 +80,20 @@ func testListKeys(t *testing.T, f *consoleFixture) {
 		}
 	}
 
+	// Swept keys page by (expired_at, client, key): every one once, in order, at any page size.
+	for _, limit := range []int{1, 2, 3} {
+		got := keyNames(collectPages(t, limit, func(p Page) ([]KeyRow, Page, error) {
+			return ListKeys(ctx, f.db, KeyFilter{State: KeyStateExpired}, p)
+		}))
+		if want := []string{"same-key", "k-r2", "k-settle", "k-swept"}; !slices.Equal(got, want) {
+			t.Errorf("expired keys by pages of %d: %v, want %v", limit, got, want)
+		}
+	}
+	if rows := list(KeyFilter{State: KeyStateExpired, Key: "k-swept"}); len(rows) != 1 || rows[0].State != KeyStateExpired ||
+		!rows[0].CreatedAt.Equal(at0.Add(-48*h)) || !rows[0].ExpiresAt.Equal(at0.Add(-24*h)) || rows[0].OrderID == nil {
+		t.Errorf("k-swept = %+v", rows)
+	}
+
 	// The row itself.
 	rows := list(KeyFilter{Key: "k-a1"})
 	if len(rows) != 1 {

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -207,19 +208,21 @@ func FindOrders(ctx context.Context, db sqlx.QueryerContext, f OrderFilter, page
 		return nil, Page{}, fmt.Errorf("find orders: %w", err)
 	}
 	n := page.size()
-	nx := nextPage(n, len(rows), func() pageCursor { return pageCursor{rows[n-1].CreatedAt, rows[n-1].ID} })
+	nx := nextPage(n, len(rows), func() pageCursor { return pageCursor{at: rows[n-1].CreatedAt, id: rows[n-1].ID} })
 	if len(rows) > n {
 		rows = rows[:n]
 	}
 	return rows, nx, nil
 }
 
-// DoubleTap is a pair of paid orders that look like one purchase charged twice: the same
-// client, the same customer (id, or email regardless of case), the same amount and items,
-// Gap apart, under different idempotency keys.
+// DoubleTap is a group of charged orders that look like one purchase charged again and
+// again: the same client, the same customer (id, or email regardless of case), the same
+// amount, currency and items, paid with the same card (brand and last 4), each under its
+// own idempotency key and each at most the window after another of the group. Three taps
+// are one group of three, not two pairs.
 type DoubleTap struct {
-	First, Second OrderRow
-	Gap           time.Duration
+	Orders []OrderRow    // oldest first; two or more
+	Gap    time.Duration // from the first order to the last
 }
 
 // MaxDoubleTapWindow bounds SuspectedDoubleTaps' window.
@@ -237,15 +240,13 @@ func doubleTapsSQL(f OrderFilter, window time.Duration) (string, []any, error) {
 		return "", nil, invalidQuery("a double-tap search needs a time range or a customer")
 	}
 	var a sqlArgs
-	preds, join, _ := orderPreds(&a, f)
+	preds, _, _ := orderPreds(&a, f) // payments p is joined anyway
 	if f.ClientID == 0 && f.CustomerID == "" && f.Amount == 0 && f.CustomerEmail == "" && f.CardLast4 == "" {
 		// Only a time range: read orders_client_created_idx once per client.
 		preds = append(preds, "o.client_id = "+allClients)
 	}
-	from := ` FROM orders o`
-	if join {
-		from += ` JOIN payments p ON p.order_id = o.id`
-	}
+	// The card is compared, so the first order's payment is always read (by its key).
+	from := ` FROM orders o JOIN payments p ON p.order_id = o.id`
 	w := a.p(window.Microseconds())
 	// The partners of an order are read from orders_client_amount_idx: same client and
 	// amount, in the window after it. OFFSET 0 keeps the subquery a probe per first order
@@ -255,15 +256,19 @@ func doubleTapsSQL(f OrderFilter, window time.Duration) (string, []any, error) {
 	q := `
 		SELECT o.id AS first_id, o2.id AS second_id` + from + `
 		 CROSS JOIN LATERAL (
-		       SELECT o2.id, o2.created_at, o2.customer_id, o2.customer_email FROM orders o2
-		        WHERE o2.client_id = o.client_id AND o2.amount = o.amount
+		       SELECT o2.id, o2.created_at, o2.customer_id, o2.customer_email,
+		              p2.card_brand, p2.card_last4
+		         FROM orders o2 JOIN payments p2 ON p2.order_id = o2.id
+		        WHERE o2.client_id = o.client_id AND o2.amount = o.amount AND o2.currency = o.currency
 		          AND o2.created_at >= o.created_at
 		          AND o2.created_at <= o.created_at + ` + w + `::bigint * interval '1 microsecond'
 		          AND (o2.created_at, o2.id) > (o.created_at, o.id)
-		          AND o2.status = 'paid' AND o2.items = o.items
+		          AND o2.status IN ` + paidStatusesSQL + ` AND o2.items = o.items
 		       OFFSET 0
-		       ) o2` + sqlWhere(append(preds, "o.status = 'paid'",
+		       ) o2` + sqlWhere(append(preds, "o.status IN "+paidStatusesSQL,
 		"(o2.customer_id = o.customer_id OR lower(o2.customer_email) = lower(o.customer_email))",
+		// Two cards are two payments the customer chose to make, not one tapped twice.
+		"o2.card_brand IS NOT DISTINCT FROM p.card_brand AND o2.card_last4 IS NOT DISTINCT FROM p.card_last4",
 		`NOT (ARRAY(SELECT k.key FROM idempotency_keys k WHERE k.order_id = o.id
 		             UNION ALL SELECT t.key FROM key_tombstones t WHERE t.order_id = o.id)
 		      && ARRAY(SELECT k.key FROM idempotency_keys k WHERE k.order_id = o2.id
@@ -273,11 +278,12 @@ func doubleTapsSQL(f OrderFilter, window time.Duration) (string, []any, error) {
 	return q, a, nil
 }
 
-// SuspectedDoubleTaps returns up to MaxPageLimit pairs of paid orders that look like a
-// customer charged twice for one purchase under two idempotency keys (two taps, two keys:
-// what keys cannot catch), newest first. The first order of a pair matches f; the second
-// came at most window (up to MaxDoubleTapWindow) after it. f needs a time range (From and
-// To) or a customer; the cost grows with the number of orders f selects.
+// SuspectedDoubleTaps returns the groups of charged orders (paid, or refunded since) that
+// look like a customer charged more than once for one purchase under several idempotency
+// keys (several taps, several keys: what keys cannot catch), newest first. The first order
+// of each pair in a group matches f, the next came at most window (up to
+// MaxDoubleTapWindow) after it; up to MaxPageLimit pairs are read. f needs a time range
+// (From and To) or a customer; the cost grows with the number of orders f selects.
 func SuspectedDoubleTaps(ctx context.Context, db sqlx.QueryerContext, f OrderFilter, window time.Duration) ([]DoubleTap, error) {
 	q, a, err := doubleTapsSQL(f, window)
 	if err != nil {
@@ -293,26 +299,78 @@ func SuspectedDoubleTaps(ctx context.Context, db sqlx.QueryerContext, f OrderFil
 	if len(pairs) == 0 {
 		return nil, nil
 	}
+	// Pairs sharing an order are one group: join them (union-find on order ids).
+	parent := map[int64]int64{}
+	var find func(int64) int64
+	find = func(id int64) int64 {
+		p, ok := parent[id]
+		if !ok {
+			parent[id] = id
+			return id
+		}
+		if p == id {
+			return id
+		}
+		root := find(p)
+		parent[id] = root
+		return root
+	}
 	ids := make([]int64, 0, 2*len(pairs))
 	for _, p := range pairs {
+		ra, rb := find(p.First), find(p.Second)
+		if ra != rb {
+			parent[rb] = ra
+		}
 		ids = append(ids, p.First, p.Second)
 	}
-	orders, err := loadOrderRows(ctx, db, ids)
+	orders, err := loadOrderRows(ctx, db, ids) // newest first
 	if err != nil {
 		return nil, fmt.Errorf("suspected double taps: %w", err)
 	}
-	byID := make(map[int64]OrderRow, len(orders))
+	byRoot := map[int64][]OrderRow{}
+	var roots []int64 // by each group's newest order, newest first
 	for _, o := range orders {
-		byID[o.ID] = o
+		r := find(o.ID)
+		if _, ok := byRoot[r]; !ok {
+			roots = append(roots, r)
+		}
+		byRoot[r] = append(byRoot[r], o)
 	}
-	out := make([]DoubleTap, 0, len(pairs))
-	for _, p := range pairs {
-		first, ok1 := byID[p.First]
-		second, ok2 := byID[p.Second]
-		if !ok1 || !ok2 {
+	out := make([]DoubleTap, 0, len(roots))
+	for _, r := range roots {
+		g := byRoot[r]
+		if len(g) < 2 {
 			continue // cannot happen: orders are never deleted
 		}
-		out = append(out, DoubleTap{First: first, Second: second, Gap: second.CreatedAt.Sub(first.CreatedAt)})
+		slices.Reverse(g)
+		out = append(out, DoubleTap{Orders: g, Gap: g[len(g)-1].CreatedAt.Sub(g[0].CreatedAt)})
 	}
 	return out, nil
+}
+
+// DoubleTapsOf returns the suspected double tap (see SuspectedDoubleTaps) that order o is
+// part of, if any: the orders of its customer that look like the same purchase, charged
+// within window of it (or of another of them). ok is false when there is none.
+func DoubleTapsOf(ctx context.Context, db sqlx.QueryerContext, o OrderRow, window time.Duration) (DoubleTap, bool, error) {
+	if !WasPaid(o.Status) || (o.CustomerID == "" && o.CustomerEmail == "") {
+		return DoubleTap{}, false, nil
+	}
+	// The group's first order is at most a few windows before o; a longer chain of taps is
+	// seen from its own orders.
+	const reach = 4
+	f := OrderFilter{ClientID: o.ClientID, CustomerID: o.CustomerID, Amount: o.Amount,
+		From: o.CreatedAt.Add(-reach * window), To: o.CreatedAt.Add(reach * window)}
+	if o.CustomerID == "" {
+		f.CustomerEmail = o.CustomerEmail
+	}
+	taps, err := SuspectedDoubleTaps(ctx, db, f, window)
+	if err != nil {
+		return DoubleTap{}, false, fmt.Errorf("double taps of order %d: %w", o.ID, err)
+	}
+	for _, t := range taps {
+		if slices.ContainsFunc(t.Orders, func(x OrderRow) bool { return x.ID == o.ID }) {
+			return t, true, nil
+		}
+	}
+	return DoubleTap{}, false, nil
 }

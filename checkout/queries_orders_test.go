@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -102,29 +103,55 @@ func testDoubleTaps(t *testing.T, f *consoleFixture) {
 	ctx := context.Background()
 	h := time.Hour
 	dt := at0.Add(48 * h)
+	name := func(id int64) string {
+		for n, oid := range f.orders {
+			if oid == id {
+				return n
+			}
+		}
+		return fmt.Sprint(id)
+	}
 	names := func(taps []DoubleTap) []string {
 		var out []string
-		for _, p := range taps {
-			var a, b string
-			for name, id := range f.orders {
-				if id == p.First.ID {
-					a = name
-				}
-				if id == p.Second.ID {
-					b = name
-				}
+		for _, g := range taps {
+			var ns []string
+			for _, o := range g.Orders {
+				ns = append(ns, name(o.ID))
 			}
-			out = append(out, a+"+"+b)
+			out = append(out, strings.Join(ns, "+"))
 		}
 		return out
 	}
+	// Cases of their own, three hours after the others: two cards, three taps, a refunded
+	// order, two currencies.
+	g := dt.Add(3 * h)
+	s := time.Second
+	f.order(fixtureOrder{name: "cd1", client: f.shop, key: "tap-cd1", status: "paid", amount: 4500, cust: "cus_CD", at: g, brand: "visa", last4: "4242"})
+	f.order(fixtureOrder{name: "cd2", client: f.shop, key: "tap-cd2", status: "paid", amount: 4500, cust: "cus_CD", at: g.Add(20 * s), brand: "mastercard", last4: "4444"})
+	f.order(fixtureOrder{name: "cd3", client: f.shop, key: "tap-cd3", status: "paid", amount: 4500, cust: "cus_CD", at: g.Add(40 * s), brand: "mastercard", last4: "4242"})
+	f.order(fixtureOrder{name: "tr1", client: f.shop, key: "tap-tr1", status: "paid", amount: 4500, cust: "cus_TR", at: g.Add(10 * time.Minute)})
+	f.order(fixtureOrder{name: "tr2", client: f.shop, key: "tap-tr2", status: "paid", amount: 4500, cust: "cus_TR", at: g.Add(10*time.Minute + 20*s)})
+	f.order(fixtureOrder{name: "tr3", client: f.shop, key: "tap-tr3", status: "paid", amount: 4500, cust: "cus_TR", at: g.Add(10*time.Minute + 40*s)})
+	f.order(fixtureOrder{name: "rf1", client: f.shop, key: "tap-rf1", status: "paid", amount: 4500, cust: "cus_RF", at: g.Add(20 * time.Minute)})
+	f.order(fixtureOrder{name: "rf2", client: f.shop, key: "tap-rf2", status: "paid", amount: 4500, cust: "cus_RF", at: g.Add(20*time.Minute + 20*s)})
+	f.exec(`UPDATE orders SET status = 'refunded', refunded_amount = amount WHERE id = $1`, f.orders["rf1"])
+	f.order(fixtureOrder{name: "cu1", client: f.shop, key: "tap-cu1", status: "paid", amount: 4500, cust: "cus_CU", at: g.Add(30 * time.Minute)})
+	f.order(fixtureOrder{name: "cu2", client: f.shop, key: "tap-cu2", status: "paid", amount: 4500, cust: "cus_CU", at: g.Add(30*time.Minute + 20*s)})
+	f.exec(`UPDATE orders SET currency = 'EUR' WHERE id = $1`, f.orders["cu2"])
+	f.exec(`UPDATE payments SET currency = 'EUR' WHERE order_id = $1`, f.orders["cu2"])
 	tests := []struct {
 		name   string
 		f      OrderFilter
 		window time.Duration
 		want   []string
 	}{
-		{"a day", OrderFilter{From: at0.Add(-7 * 24 * h), To: dt.Add(24 * h)}, 2 * time.Minute, []string{"em1+em2", "dt1+dt2"}},
+		{"a day", OrderFilter{From: at0.Add(-7 * 24 * h), To: dt.Add(24 * h)}, 2 * time.Minute,
+			[]string{"rf1+rf2", "tr1+tr2+tr3", "em1+em2", "dt1+dt2"}},
+		{"two cards of one customer are two payments", OrderFilter{CustomerID: "cus_CD"}, time.Minute, nil},
+		{"three taps are one group", OrderFilter{CustomerID: "cus_TR"}, time.Minute, []string{"tr1+tr2+tr3"}},
+		{"three taps, the window of one tap", OrderFilter{CustomerID: "cus_TR"}, 20 * time.Second, []string{"tr1+tr2+tr3"}},
+		{"a refunded order stays in its group", OrderFilter{CustomerID: "cus_RF"}, time.Minute, []string{"rf1+rf2"}},
+		{"two currencies", OrderFilter{CustomerID: "cus_CU"}, time.Minute, nil},
 		{"a client", OrderFilter{ClientID: f.shop, From: dt, To: dt.Add(h)}, 2 * time.Minute, []string{"dt1+dt2"}},
 		{"another client", OrderFilter{ClientID: f.pos, From: dt, To: dt.Add(h)}, 2 * time.Minute, nil},
 		{"a customer, no range", OrderFilter{CustomerID: "cus_DT"}, time.Minute, []string{"dt1+dt2"}},
@@ -145,9 +172,24 @@ func testDoubleTaps(t *testing.T, f *consoleFixture) {
 		}
 	}
 	taps, _ := SuspectedDoubleTaps(ctx, f.db, OrderFilter{CustomerID: "cus_DT"}, time.Minute)
-	if len(taps) != 1 || taps[0].Gap != 30*time.Second || !slices.Equal(taps[0].First.Keys, []string{"tap-1"}) ||
-		!slices.Equal(taps[0].Second.Keys, []string{"tap-2"}) || taps[0].Second.Payment == nil {
+	if len(taps) != 1 || len(taps[0].Orders) != 2 || taps[0].Gap != 30*time.Second || !slices.Equal(taps[0].Orders[0].Keys, []string{"tap-1"}) ||
+		!slices.Equal(taps[0].Orders[1].Keys, []string{"tap-2"}) || taps[0].Orders[1].Payment == nil {
 		t.Errorf("dt1+dt2 = %+v", taps)
+	}
+	for _, n := range []string{"tr1", "tr2", "tr3"} {
+		o, err := GetOrderDetail(ctx, f.db, f.orders[n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, ok, err := DoubleTapsOf(ctx, f.db, o.OrderRow, time.Minute)
+		if err != nil || !ok || names([]DoubleTap{g})[0] != "tr1+tr2+tr3" {
+			t.Errorf("DoubleTapsOf(%s) = %v %v %v, want tr1+tr2+tr3", n, names([]DoubleTap{g}), ok, err)
+		}
+	}
+	if o, err := GetOrderDetail(ctx, f.db, f.orders["cd2"]); err != nil {
+		t.Fatal(err)
+	} else if _, ok, err := DoubleTapsOf(ctx, f.db, o.OrderRow, time.Minute); ok || err != nil {
+		t.Errorf("DoubleTapsOf(cd2) = %v, %v: another card is another payment", ok, err)
 	}
 	for _, bad := range []struct {
 		f OrderFilter

@@ -52,7 +52,7 @@ var (
 	}
 	errNotRefundable = func(status string) *problem.Problem {
 		return AdviseKeyed(problem.New(http.StatusConflict, "order_not_refundable", "Order cannot be refunded").
-			WithDetail("only a paid order can be refunded; this one is " + status))
+			WithDetail("only a paid order (or one refunded in part) can be refunded; this one is " + status))
 	}
 	errExceedsCaptured = func() *problem.Problem {
 		return AdviseKeyed(problem.New(http.StatusUnprocessableEntity, "refund_exceeds_captured",

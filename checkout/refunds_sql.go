@@ -49,7 +49,7 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderID int64, in Refu
 	var currency string
 	err = tx.GetContext(ctx, &currency, `
 		UPDATE orders SET refunded_amount = refunded_amount + $3, updated_at = $4
-		 WHERE id = $1 AND client_id = $2 AND status = 'paid'
+		 WHERE id = $1 AND client_id = $2 AND status IN `+paidStatusesSQL+` -- a refunded one: the CHECK refuses
 		RETURNING currency`, orderID, k.ClientID, in.Amount, k.CreatedAt)
 	switch {
 	case db.IsCheckViolation(err, "orders_refund_within_capture"):
@@ -106,6 +106,11 @@ func loadRefund(ctx context.Context, d sqlx.QueryerContext, id int64) (refundRow
 }
 
 // completeRefund marks the refund done and stores the response, fenced like completeOrder.
+// The same statement sets the order's status from its refunds: refunded once its refunds
+// (this one and any other, finished or under way: refunded_amount reserves them) cover the
+// capture, partially_refunded before. It reads the order row's own columns, so two refunds
+// of one order finishing at once leave the status of the later one, read under its row
+// lock, not of a snapshot taken before the other committed.
 func completeRefund(ctx context.Context, d sqlx.QueryerContext, k *Key, resp Response, now time.Time, providerRefundID string) error {
 	headers, err := jsonHeaders(resp)
 	if err != nil {
@@ -117,6 +122,12 @@ func completeRefund(ctx context.Context, d sqlx.QueryerContext, k *Key, resp Res
 		), r AS (
 		    UPDATE refunds SET status = 'succeeded', provider_refund_id = $7, updated_at = $6
 		     WHERE id = (SELECT refund_id FROM k)
+		    RETURNING order_id
+		), o AS (
+		    UPDATE orders
+		       SET status = CASE WHEN refunded_amount >= captured_amount THEN 'refunded' ELSE 'partially_refunded' END,
+		           updated_at = $6
+		     WHERE id = (SELECT order_id FROM r) AND status IN `+paidStatusesSQL+`
 		)
 		SELECT count(*) FROM k`,
 		k.ID, k.LeaseToken, resp.Status, string(headers), resp.Body, now, providerRefundID)

@@ -570,7 +570,7 @@ func checkCrashInvariants(t *testing.T, db *sqlx.DB, intents []*crashIntent) {
 		  FROM orders o LEFT JOIN payments p ON p.order_id = o.id
 		 WHERE o.status = 'pending'
 		    OR (p.order_id IS NOT NULL AND p.amount <> o.amount)
-		    OR (o.status = 'paid' AND (p.status IS DISTINCT FROM 'succeeded' OR o.captured_amount <> o.amount))
+		    OR (o.status IN ('paid', 'partially_refunded', 'refunded') AND (p.status IS DISTINCT FROM 'succeeded' OR o.captured_amount <> o.amount))
 		    OR (o.status = 'declined' AND (p.status IS DISTINCT FROM 'declined' OR o.captured_amount <> 0))
 		    OR (o.status = 'canceled' AND (p.order_id IS NOT NULL OR o.captured_amount <> 0))`)
 	violations("an order has no key, or more than one", `
@@ -588,7 +588,7 @@ func checkCrashInvariants(t *testing.T, db *sqlx.DB, intents []*crashIntent) {
 		SELECT k.id, k.key, k.response_status, o.id AS order_id, o.status
 		  FROM idempotency_keys k JOIN orders o ON o.id = k.order_id
 		 WHERE k.state = 'completed' AND NOT (
-		       (k.response_status = 201 AND o.status = 'paid')
+		       (k.response_status = 201 AND o.status IN ('paid', 'partially_refunded', 'refunded'))
 		    OR (k.response_status = 402 AND o.status = 'declined')
 		    OR (k.response_status = 409 AND o.status = 'canceled'))`)
 
