@@ -22,12 +22,7 @@ import (
 // "was I charged twice?".
 
 func (a *console) order(c *gin.Context) {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id <= 0 {
-		c.String(http.StatusNotFound, "no such order")
-		return
-	}
-	s, err := a.loadOrder(c.Request.Context(), id)
+	s, err := a.loadOrder(c.Request.Context(), c.Param("id"))
 	if errors.Is(err, checkout.ErrOrderNotFound) {
 		c.String(http.StatusNotFound, "no such order")
 		return
@@ -41,21 +36,20 @@ func (a *console) order(c *gin.Context) {
 
 // orderPair compares two orders: one purchase charged twice, or not?
 func (a *console) orderPair(c *gin.Context) {
-	var ids [2]int64
+	var ids [2]string
 	for i, name := range []string{"first", "second"} {
-		id, err := strconv.ParseInt(c.Query(name), 10, 64)
-		if err != nil || id <= 0 {
-			c.String(http.StatusBadRequest, "%s must be an order id: /admin/orders/pair?first=ID&second=ID", name)
+		ids[i] = c.Query(name)
+		if !checkout.ValidOrderID(ids[i]) {
+			c.String(http.StatusBadRequest, "%s must be an order id: /admin/orders/pair?first=ord_...&second=ord_...", name)
 			return
 		}
-		ids[i] = id
 	}
 	var s [2]orderStory
 	for i, id := range ids {
 		var err error
 		s[i], err = a.loadOrder(c.Request.Context(), id)
 		if errors.Is(err, checkout.ErrOrderNotFound) {
-			c.String(http.StatusNotFound, "no order %d", id)
+			c.String(http.StatusNotFound, "no order %s", id)
 			return
 		}
 		if err != nil {
@@ -105,7 +99,12 @@ func incarnation(events []checkout.EventRow, since time.Time) []checkout.EventRo
 	return out
 }
 
-func (a *console) loadOrder(ctx context.Context, id int64) (orderStory, error) {
+// loadOrder reads the order whose public id is publicID; ErrOrderNotFound if there is none.
+func (a *console) loadOrder(ctx context.Context, publicID string) (orderStory, error) {
+	id, err := checkout.OrderIDOf(ctx, a.DB, publicID)
+	if err != nil {
+		return orderStory{}, err
+	}
 	d, err := checkout.GetOrderDetail(ctx, a.DB, id)
 	if err != nil {
 		return orderStory{}, err
@@ -120,7 +119,7 @@ func (a *console) loadOrder(ctx context.Context, id int64) (orderStory, error) {
 		b := views.KeyBlock{Key: views.Link{Label: k.Key, Href: keyHref(k.ClientID, k.Key)}, State: k.State,
 			Role: "created the order", Timeline: timelineEntries(events)}
 		if k.RefundID != nil {
-			b.Role = "refund " + strconv.FormatInt(*k.RefundID, 10)
+			b.Role = "refund " + k.RefundPublicID
 		} else if s.arrival == nil {
 			s.requests = events
 			if i := slices.IndexFunc(events, func(e checkout.EventRow) bool { return e.Kind == checkout.EventCreated }); i >= 0 {
@@ -138,7 +137,7 @@ func (a *console) loadOrder(ctx context.Context, id int64) (orderStory, error) {
 // orderCard lays an order out for its page.
 func orderCard(d checkout.OrderDetail) views.OrderCard {
 	money := func(n int64) string { return checkout.FormatAmount(n, d.Currency) }
-	o := views.OrderCard{ID: strconv.FormatInt(d.ID, 10), Status: d.Status}
+	o := views.OrderCard{ID: d.PublicID, Status: d.Status}
 	o.Fields = []views.Field{
 		field("Client", fmt.Sprintf("%s (%d)", d.ClientName, d.ClientID)),
 		{Label: "Created", At: d.CreatedAt},
@@ -177,7 +176,7 @@ func orderCard(d checkout.OrderDetail) views.OrderCard {
 		}
 	}
 	for _, r := range d.Refunds {
-		line := views.RefundLine{ID: strconv.FormatInt(r.ID, 10), Amount: checkout.FormatAmount(r.Amount, r.Currency),
+		line := views.RefundLine{ID: r.PublicID, Amount: checkout.FormatAmount(r.Amount, r.Currency),
 			Status: r.Status, Reason: r.Reason, ProviderID: r.ProviderRefundID, Created: r.CreatedAt}
 		if r.Key != "" {
 			line.Key = views.Link{Label: r.Key, Href: keyHref(d.ClientID, r.Key)}

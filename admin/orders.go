@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -24,7 +25,8 @@ const (
 	maxDoubleTapWindow     = checkout.MaxDoubleTapWindow
 )
 
-func orderHref(id int64) string { return "/admin/orders/" + strconv.FormatInt(id, 10) }
+// orderHref links an order's page by its public id: the console never shows the internal one.
+func orderHref(publicID string) string { return "/admin/orders/" + publicID }
 
 // orders is the complaint search: the orders matching what the customer said, and above
 // them the pairs that look like one purchase charged twice.
@@ -102,14 +104,14 @@ func (a *console) doubleTaps(ctx context.Context, p *views.OrdersPage, f checkou
 		return s
 	}
 	for _, t := range taps {
-		p.Pairs = append(p.Pairs, views.PairLine{Gap: gapText(t.Gap), Compare: pairHref(t.First.ID, t.Second.ID),
+		p.Pairs = append(p.Pairs, views.PairLine{Gap: gapText(t.Gap), Compare: pairHref(t.First.PublicID, t.Second.PublicID),
 			First: side(t.First), Second: side(t.Second)})
 	}
 	return nil
 }
 
-func pairHref(first, second int64) string {
-	return fmt.Sprintf("/admin/orders/pair?first=%d&second=%d", first, second)
+func pairHref(first, second string) string {
+	return "/admin/orders/pair?first=" + url.QueryEscape(first) + "&second=" + url.QueryEscape(second)
 }
 
 // orderFilter turns the search form into a query filter and the double-tap window,
@@ -156,7 +158,7 @@ func (a *console) orderFilter(f views.OrderFilter) (checkout.OrderFilter, time.D
 
 // orderLine is an order as a line of the search results.
 func orderLine(o checkout.OrderRow, refunds []checkout.RefundRow) views.OrderLine {
-	l := views.OrderLine{ID: strconv.FormatInt(o.ID, 10), Href: orderHref(o.ID), Created: o.CreatedAt,
+	l := views.OrderLine{ID: o.PublicID, Href: orderHref(o.PublicID), Created: o.CreatedAt,
 		Client: o.ClientName, Customer: o.CustomerID, Email: o.CustomerEmail,
 		Amount: checkout.FormatAmount(o.Amount, o.Currency), Status: o.Status, Keys: keyLinks(o.ClientID, o.Keys)}
 	if p := o.Payment; p != nil {

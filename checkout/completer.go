@@ -212,7 +212,7 @@ func (s *Service) orderView(ctx context.Context, orderID int64) (OrderView, erro
 
 // abandoned is the stored answer of an order the completer canceled: nothing was charged,
 // and the client may pay with a new key.
-func abandoned(orderID int64) *problem.Problem {
+func abandoned(orderID string) *problem.Problem {
 	return problem.New(http.StatusConflict, "payment_abandoned", "Payment abandoned").
 		WithDetail("the request was interrupted before the card was charged and was not retried in time; nothing was charged and the order is canceled. Pay again with a new key").
 		With("order_id", orderID).With("retryable", false).With("safe_new_key", true)
@@ -221,7 +221,7 @@ func abandoned(orderID int64) *problem.Problem {
 // cancelOrder settles an order that was never charged: canceled, with the abandoned answer
 // stored on its key, fenced by the lease token.
 func cancelOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.Time) error {
-	p := abandoned(k.OrderID.Int64)
+	p := abandoned(k.OrderPublicID)
 	var n int
 	err := sqlx.GetContext(ctx, db, &n, `
 		WITH k AS (`+completeKeySQL+`
