@@ -77,8 +77,9 @@ func (a *handlers) createOrder(c *gin.Context) {
 }
 
 func (a *handlers) createRefund(c *gin.Context) {
-	orderID, ok := pathOrderID(c)
-	if !ok {
+	orderID := c.Param("id")
+	if !checkout.ValidOrderID(orderID) {
+		a.fail(c, keyed{}, orderNotFound()) // with the advice every keyed request gets
 		return
 	}
 	req, k, ok := a.begin(c)
@@ -107,13 +108,11 @@ func (a *handlers) createRefund(c *gin.Context) {
 }
 
 func (a *handlers) getOrder(c *gin.Context) {
-	id, ok := pathOrderID(c)
-	if !ok {
-		return
-	}
-	v, err := a.svc.GetOrder(c.Request.Context(), client(c).ID, id)
+	// Anything that is not an order's public id, an internal integer id included, is an
+	// order that does not exist: 404, as for another client's order.
+	v, err := a.svc.GetOrder(c.Request.Context(), client(c).ID, c.Param("id"))
 	if errors.Is(err, checkout.ErrOrderNotFound) {
-		server.Abort(c, problem.New(http.StatusNotFound, "order_not_found", "Order not found"))
+		server.Abort(c, orderNotFound())
 		return
 	}
 	if err != nil {
@@ -160,13 +159,6 @@ func queryInt(c *gin.Context, name string, def int64) (int64, error) {
 	return strconv.ParseInt(v, 10, 64)
 }
 
-// pathOrderID is the order's public id in the path. Anything else, an internal integer id
-// included, is an order that does not exist: 404, as for another client's order.
-func pathOrderID(c *gin.Context) (string, bool) {
-	id := c.Param("id")
-	if !checkout.ValidOrderID(id) {
-		server.Abort(c, problem.New(http.StatusNotFound, "order_not_found", "Order not found"))
-		return "", false
-	}
-	return id, true
+func orderNotFound() *problem.Problem {
+	return problem.New(http.StatusNotFound, "order_not_found", "Order not found")
 }
