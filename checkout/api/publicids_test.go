@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tekrar/tekrar/internal/apptest"
+	"github.com/tekrar/tekrar/internal/db"
 )
 
 var (
@@ -53,6 +54,10 @@ func TestPublicIDsRevealNothing(t *testing.T) {
 	}
 	if len(slices.Compact(slices.Sorted(slices.Values(mine)))) != len(mine) {
 		t.Errorf("two orders share an id: %v", mine)
+	}
+	// The database itself refuses two orders (or refunds) one id.
+	if _, err := e.DB.Exec(`UPDATE orders SET public_id = $1 WHERE public_id = $2`, mine[0], mine[1]); !db.IsUniqueViolation(err, "orders_public_id_uq") {
+		t.Errorf("two orders given one public id: %v", err)
 	}
 
 	// GET by the public id; an internal id, an unknown id or another client's is 404.
