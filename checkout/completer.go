@@ -221,6 +221,9 @@ func abandoned(orderID string) *problem.Problem {
 // cancelOrder settles an order that was never charged: canceled, with the abandoned answer
 // stored on its key, fenced by the lease token.
 func cancelOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.Time) error {
+	if err := publicIDs(ctx, db, k); err != nil { // no query when the key was read with them
+		return err
+	}
 	p := abandoned(k.OrderPublicID)
 	var n int
 	err := sqlx.GetContext(ctx, db, &n, `

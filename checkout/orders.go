@@ -219,6 +219,9 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 	}
 
 	o.s.crash(CrashAfterProvider)
+	if err := publicIDs(ctx, o.s.q, k); err != nil { // no query: the claim and takeOver read it
+		return Response{}, err
+	}
 	view := OrderView{
 		ID: k.OrderPublicID, Amount: o.in.Amount, Currency: o.in.Currency, Items: o.in.Items,
 		Customer: o.in.Customer, Metadata: o.in.Metadata, CreatedAt: k.CreatedAt.UTC(),

@@ -11,6 +11,11 @@
 -- impossible) fail the claim rather than give two orders one id, and is the index that
 -- GET /v1/orders/{id} looks an order up by.
 --
+-- Responses stored before this migration keep the integer ids they were answered with (a
+-- replay is byte for byte the first answer); they go with their keys' expiry. Paths of
+-- those ids are now 404: a client that kept one looks the order up by its key instead
+-- (GET /v1/idempotency-keys/{key} names the public id).
+--
 -- Adding a column with a volatile default rewrites the table under an exclusive lock,
 -- giving each existing row its own id: apply it before the tables are large, or in a
 -- quiet hour.
