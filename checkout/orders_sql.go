@@ -128,18 +128,13 @@ func nullJSON(b []byte) any {
 	return string(b)
 }
 
-// Public ids: a prefix and 32 lower-case hex digits (migrations/00013_public_ids.sql).
-var (
-	orderIDSyntax  = regexp.MustCompile(`^ord_[0-9a-f]{32}$`)
-	refundIDSyntax = regexp.MustCompile(`^rf_[0-9a-f]{32}$`)
-)
+// orderIDSyntax is the shape of an order's public id: "ord_" and 32 lower-case hex digits,
+// as the domain order_public_id (migrations/00013_public_ids.sql) says.
+var orderIDSyntax = regexp.MustCompile(`^ord_[0-9a-f]{32}$`)
 
 // ValidOrderID reports whether s has the shape of an order's public id, so that a path
 // holding anything else (an internal integer id among them) is answered 404 without a query.
 func ValidOrderID(s string) bool { return orderIDSyntax.MatchString(s) }
-
-// ValidRefundID is ValidOrderID for refunds.
-func ValidRefundID(s string) bool { return refundIDSyntax.MatchString(s) }
 
 func nullTime(t time.Time) sql.NullTime { return sql.NullTime{Time: t, Valid: true} }
 
