@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/a-h/templ"
@@ -133,14 +132,14 @@ func (a *console) refund(c *gin.Context) {
 		a.render(c, http.StatusUnprocessableEntity, refundPage(c, t, partners, amountText, reason, err.Error()))
 		return
 	}
-	if len(partners) > 0 && strings.TrimSpace(c.PostForm("confirm")) != strconv.FormatInt(t.OrderID, 10) {
+	if len(partners) > 0 && strings.TrimSpace(c.PostForm("confirm")) != t.PublicID {
 		a.render(c, http.StatusUnprocessableEntity, refundPage(c, t, partners, amountText, reason,
 			"Nothing was refunded: type this order's id to confirm that the customer is to be refunded again."))
 		return
 	}
 	nonce := c.PostForm("nonce")
 	res, err := a.Service.RefundAsOperator(c.Request.Context(), checkout.OperatorRefund{
-		OrderID: t.OrderID, RefundInput: checkout.RefundInput{Amount: amount, Reason: reason},
+		OrderID: t.PublicID, RefundInput: checkout.RefundInput{Amount: amount, Reason: reason},
 		Nonce: nonce, Meta: operatorMeta(c),
 	})
 	var p *problem.Problem
@@ -151,7 +150,7 @@ func (a *console) refund(c *gin.Context) {
 	case errors.As(err, &p):
 		// Refused before anything was stored (over-refund, not refundable, a changed form):
 		// the page comes back with a new nonce, for a new attempt.
-		if fresh, err := checkout.GetRefundTarget(c.Request.Context(), a.DB, t.OrderID); err == nil {
+		if fresh, err := checkout.GetRefundTarget(c.Request.Context(), a.DB, t.PublicID); err == nil {
 			t = fresh
 		}
 		a.render(c, p.Status, refundPage(c, t, partners, amountText, reason, problemText(p)))
@@ -165,15 +164,15 @@ func (a *console) refund(c *gin.Context) {
 		outcome = "pending"
 	}
 	_, err = RecordAuditOnce(c.Request.Context(), a.DB, AuditRecord{
-		At: a.Now(), OperatorID: session(c).Operator.ID, Action: ActionRefund, Target: orderTarget(t.OrderID), Nonce: nonce,
-		Detail: map[string]any{"outcome": outcome, "order_id": t.OrderID, "client_id": res.ClientID, "key": res.Key,
+		At: a.Now(), OperatorID: session(c).Operator.ID, Action: ActionRefund, Target: orderTarget(t.PublicID), Nonce: nonce,
+		Detail: map[string]any{"outcome": outcome, "order_id": t.PublicID, "client_id": res.ClientID, "key": res.Key,
 			"refund_id": res.Refund.ID, "amount": res.Refund.Amount, "currency": res.Refund.Currency,
 			"reason": res.Refund.Reason},
 	})
 	if err != nil {
 		// The refund is made; only its record is missing. Posting the same form again
 		// replays the refund (nothing more is refunded) and records it.
-		a.fail(c, fmt.Errorf("refund %d of order %d made, but not recorded: %w", res.Refund.ID, t.OrderID, err))
+		a.fail(c, fmt.Errorf("refund %s of order %s made, but not recorded: %w", res.Refund.ID, t.PublicID, err))
 		return
 	}
 	done := "refunded"
@@ -183,17 +182,12 @@ func (a *console) refund(c *gin.Context) {
 	case res.Replayed:
 		done = "refund-replayed"
 	}
-	c.Redirect(http.StatusSeeOther, orderHref(t.OrderID)+"?done="+done)
+	c.Redirect(http.StatusSeeOther, orderHref(t.PublicID)+"?done="+done)
 }
 
 // refundTarget reads the order of /orders/:id/refund, answering 404 itself.
 func (a *console) refundTarget(c *gin.Context) (checkout.RefundTarget, bool) {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id <= 0 {
-		a.errorPage(c, http.StatusNotFound, "There is no such order.")
-		return checkout.RefundTarget{}, false
-	}
-	t, err := checkout.GetRefundTarget(c.Request.Context(), a.DB, id)
+	t, err := checkout.GetRefundTarget(c.Request.Context(), a.DB, c.Param("id"))
 	if errors.Is(err, checkout.ErrOrderNotFound) {
 		a.errorPage(c, http.StatusNotFound, "There is no such order.")
 		return checkout.RefundTarget{}, false
@@ -213,9 +207,9 @@ func refundPage(c *gin.Context, t checkout.RefundTarget, partners []checkout.Ord
 	left := t.Refundable()
 	v := views.ConfirmView{
 		Nav:   nav(c, "Orders"),
-		Title: "Refund order " + strconv.FormatInt(t.OrderID, 10),
+		Title: "Refund order " + t.PublicID,
 		Subject: []views.Field{
-			{Label: "Order", Value: fmt.Sprintf("%d (%s)", t.OrderID, t.Status), Href: orderHref(t.OrderID)},
+			{Label: "Order", Value: fmt.Sprintf("%s (%s)", t.PublicID, t.Status), Href: orderHref(t.PublicID)},
 			field("Client", fmt.Sprintf("%s (%d)", t.ClientName, t.ClientID)),
 			field("Customer", strings.TrimSpace(t.CustomerID+" "+t.CustomerEmail)),
 			field("Captured", checkout.FormatAmount(t.Captured, t.Currency)),
@@ -227,10 +221,10 @@ func refundPage(c *gin.Context, t checkout.RefundTarget, partners []checkout.Ord
 			"Confirming twice (a double click, a resent form) refunds once. A refund cannot be undone.",
 		},
 		Error:  errText,
-		Action: "/admin/orders/" + strconv.FormatInt(t.OrderID, 10) + "/refund",
+		Action: orderHref(t.PublicID) + "/refund",
 		Nonce:  randomToken(),
 		Button: "Refund",
-		Cancel: orderHref(t.OrderID),
+		Cancel: orderHref(t.PublicID),
 	}
 	switch {
 	case !checkout.WasPaid(t.Status):
@@ -240,12 +234,12 @@ func refundPage(c *gin.Context, t checkout.RefundTarget, partners []checkout.Ord
 	}
 	confirmID := ""
 	if len(partners) > 0 {
-		confirmID = strconv.FormatInt(t.OrderID, 10)
+		confirmID = t.PublicID
 		var done []string
 		for _, o := range partners {
-			done = append(done, fmt.Sprintf("order %d (%s refunded of %s)", o.ID,
+			done = append(done, fmt.Sprintf("order %s (%s refunded of %s)", o.PublicID,
 				checkout.FormatAmount(o.RefundedAmount, o.Currency), checkout.FormatAmount(o.Amount, o.Currency)))
-			v.Links = append(v.Links, views.Link{Label: fmt.Sprintf("Compare with order %d", o.ID), Href: pairHref(min(o.ID, t.OrderID), max(o.ID, t.OrderID))})
+			v.Links = append(v.Links, views.Link{Label: "Compare with order " + o.PublicID, Href: pairHref(o.PublicID, t.PublicID)})
 		}
 		v.Warning = "This order looks like a double tap of " + strings.Join(done, " and ") +
 			": the same customer, amount, items and card, under another key. That order is refunded already, so refunding this one as well may refund the customer for the purchase twice. Compare the orders first; to refund anyway, type this order's id (" + confirmID + ")."

@@ -69,10 +69,16 @@ func actInt(t *testing.T, e *apptest.Env, q string, args ...any) int64 {
 }
 
 // actOrder pays amount through the API under key and returns the order's id.
-func actOrder(t *testing.T, e *apptest.Env, key string, amount int64) int64 {
+// actOrder pays and returns the order's public id.
+func actOrder(t *testing.T, e *apptest.Env, key string, amount int64) string {
 	t.Helper()
 	order(t, e, key, "Latte", amount)
-	return actInt(t, e, `SELECT order_id FROM idempotency_keys WHERE client_id = $1 AND key = $2`, e.ClientID, key)
+	var id string
+	if err := e.DB.Get(&id, `SELECT o.public_id FROM idempotency_keys k JOIN orders o ON o.id = k.order_id
+		 WHERE k.client_id = $1 AND k.key = $2`, e.ClientID, key); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 func keyPath(e *apptest.Env, key string) string {
@@ -83,11 +89,12 @@ func keyPath(e *apptest.Env, key string) string {
 // the provider's refunds, and the audit log.
 type ledger struct{ refunds, refunded, providerRefunds, providerRefunded, audit int64 }
 
-func ledgerOf(t *testing.T, e *apptest.Env, orderID int64) ledger {
+func ledgerOf(t *testing.T, e *apptest.Env, orderID string) ledger {
 	t.Helper()
 	return ledger{
-		refunds:          actInt(t, e, `SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'succeeded'`, orderID),
-		refunded:         actInt(t, e, `SELECT refunded_amount FROM orders WHERE id = $1`, orderID),
+		refunds: actInt(t, e, `SELECT count(*) FROM refunds r JOIN orders o ON o.id = r.order_id
+			 WHERE o.public_id = $1 AND r.status = 'succeeded'`, orderID),
+		refunded:         actInt(t, e, `SELECT refunded_amount FROM orders WHERE public_id = $1`, orderID),
 		providerRefunds:  actInt(t, e, `SELECT count(*) FROM psp_refunds`),
 		providerRefunded: actInt(t, e, `SELECT coalesce(sum(amount), 0) FROM psp_refunds`),
 		audit:            actInt(t, e, `SELECT count(*) FROM audit_log`),
@@ -98,7 +105,7 @@ func TestAdminRefundsAnOrder(t *testing.T) {
 	e := apptest.New(t)
 	b := actSignIn(t, e, "admin@example.com", admin.RoleAdmin)
 	id := actOrder(t, e, "k-refund-me", 9000)
-	orderPage := "/admin/orders/" + strconv.FormatInt(id, 10)
+	orderPage := "/admin/orders/" + id
 	refundPage := orderPage + "/refund"
 
 	op := b.do("GET", orderPage, nil)
@@ -123,7 +130,8 @@ func TestAdminRefundsAnOrder(t *testing.T) {
 	if got := ledgerOf(t, e, id); got != want {
 		t.Fatalf("after the partial refund: %+v, want %+v", got, want)
 	}
-	if r := actInt(t, e, `SELECT count(*) FROM refunds WHERE order_id = $1 AND amount = 2500 AND reason = 'cold coffee' AND client_id = $2`, id, e.ClientID); r != 1 {
+	if r := actInt(t, e, `SELECT count(*) FROM refunds r JOIN orders o ON o.id = r.order_id
+		 WHERE o.public_id = $1 AND r.amount = 2500 AND r.reason = 'cold coffee' AND r.client_id = $2`, id, e.ClientID); r != 1 {
 		t.Fatal("the refund is not the one asked for, or not the order's client's")
 	}
 	done := b.do("GET", p.header.Get("Location"), nil)
@@ -182,7 +190,7 @@ func TestAdminRefundsAnOrder(t *testing.T) {
 			t.Errorf("audit row %q (target %s)", r.Text(), href)
 		}
 	})
-	if f := b.do("GET", "/admin/audit?target=order:"+strconv.FormatInt(id+1, 10), nil); f.doc.Find("table.audit tbody tr").Length() != 0 {
+	if f := b.do("GET", "/admin/audit?target=order:"+actOrder(t, e, "k-another", 100), nil); f.doc.Find("table.audit tbody tr").Length() != 0 {
 		t.Fatal("the target filter lets other orders through")
 	}
 }
@@ -192,7 +200,7 @@ func TestViewerCannotAct(t *testing.T) {
 	id := actOrder(t, e, "k-viewer", 9000)
 	// An admin opens the forms, so that the viewer has real ones to replay.
 	adm := actSignIn(t, e, "admin@example.com", admin.RoleAdmin)
-	refundPage := "/admin/orders/" + strconv.FormatInt(id, 10) + "/refund"
+	refundPage := "/admin/orders/" + id + "/refund"
 	expirePage := keyPath(e, "k-viewer") + "/expire"
 	releasePage := keyPath(e, "k-viewer") + "/release"
 	forms := map[string]url.Values{
@@ -220,7 +228,7 @@ func TestViewerCannotAct(t *testing.T) {
 	if n := actInt(t, e, `SELECT count(*) FROM idempotency_keys WHERE key = 'k-viewer' AND expires_at > now()`); n != 1 {
 		t.Fatal("a viewer expired the key")
 	}
-	for _, path := range []string{"/admin/orders/" + strconv.FormatInt(id, 10), keyPath(e, "k-viewer")} {
+	for _, path := range []string{"/admin/orders/" + id, keyPath(e, "k-viewer")} {
 		p := v.do("GET", path, nil)
 		if p.status != 200 || p.doc.Find("a.button").Length() != 0 ||
 			p.doc.Find(`a[href$="/refund"], a[href$="/release"], a[href$="/expire"]`).Length() != 0 {
@@ -237,7 +245,7 @@ func TestActionsNeedTheCSRFToken(t *testing.T) {
 	e := apptest.New(t)
 	id := actOrder(t, e, "k-csrf", 9000)
 	b := actSignIn(t, e, "admin@example.com", admin.RoleAdmin)
-	refundPage := "/admin/orders/" + strconv.FormatInt(id, 10) + "/refund"
+	refundPage := "/admin/orders/" + id + "/refund"
 	expirePage := keyPath(e, "k-csrf") + "/expire"
 	before := ledgerOf(t, e, id)
 	for _, path := range []string{refundPage, expirePage, keyPath(e, "k-csrf") + "/release"} {

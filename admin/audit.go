@@ -37,24 +37,25 @@ type AuditRecord struct {
 }
 
 // orderTarget and keyTarget name what an action acted on.
-func orderTarget(id int64) string { return "order:" + strconv.FormatInt(id, 10) }
+// An order is named by its public id (records made before migration 00013 name the
+// internal one, and show without a link).
+func orderTarget(publicID string) string { return "order:" + publicID }
 
 func keyTarget(clientID int64, key string) string {
 	return "key:" + strconv.FormatInt(clientID, 10) + "/" + key
 }
 
 // parseTarget is the inverse of orderTarget and keyTarget; ok is false for anything else.
-func parseTarget(target string) (orderID, clientID int64, key string, ok bool) {
+func parseTarget(target string) (orderID string, clientID int64, key string, ok bool) {
 	if v, found := strings.CutPrefix(target, "order:"); found {
-		id, err := strconv.ParseInt(v, 10, 64)
-		return id, 0, "", err == nil
+		return v, 0, "", checkout.ValidOrderID(v)
 	}
 	if v, found := strings.CutPrefix(target, "key:"); found {
 		c, k, cut := strings.Cut(v, "/")
 		id, err := strconv.ParseInt(c, 10, 64)
-		return 0, id, k, cut && err == nil && k != ""
+		return "", id, k, cut && err == nil && k != ""
 	}
-	return 0, 0, "", false
+	return "", 0, "", false
 }
 
 const insertAuditSQL = `

@@ -55,5 +55,5 @@ func targetLink(target string) views.Link {
 	case key != "":
 		return views.Link{Label: key + " (client " + strconv.FormatInt(clientID, 10) + ")", Href: keyHref(clientID, key)}
 	}
-	return views.Link{Label: "order " + strconv.FormatInt(orderID, 10), Href: orderHref(orderID)}
+	return views.Link{Label: "order " + orderID, Href: orderHref(orderID)}
 }

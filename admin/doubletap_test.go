@@ -2,7 +2,6 @@ package admin_test
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -22,7 +21,7 @@ func TestDoubleTapRefundedOnce(t *testing.T) {
 	first := actOrder(t, e, "tap-one", 4500)
 	second := actOrder(t, e, "tap-two", 4500)
 	e.App.Service.FlushEvents()
-	ids := func(id int64) string { return strconv.FormatInt(id, 10) }
+	ids := func(id string) string { return id }
 	firstPage, secondPage := "/admin/orders/"+ids(first), "/admin/orders/"+ids(second)
 	pair := "/admin/orders/pair?first=" + ids(first) + "&second=" + ids(second)
 
@@ -112,12 +111,12 @@ func TestViewerIsToldWhomToAsk(t *testing.T) {
 	b := actSignIn(t, e, "viewer@example.com", admin.RoleViewer)
 	id := actOrder(t, e, "k-viewer", 4500)
 	again := actOrder(t, e, "k-viewer-again", 4500)
-	p := b.do("GET", "/admin/orders/"+strconv.FormatInt(id, 10), nil)
+	p := b.do("GET", "/admin/orders/"+id, nil)
 	if hint := p.doc.Find("#order-actions").Text(); !strings.Contains(hint, "ask an admin") {
 		t.Errorf("a viewer's order page: %q", hint)
 	}
-	for _, page := range []string{"/admin/orders/" + strconv.FormatInt(again, 10),
-		"/admin/orders/pair?first=" + strconv.FormatInt(id, 10) + "&second=" + strconv.FormatInt(again, 10)} {
+	for _, page := range []string{"/admin/orders/" + again,
+		"/admin/orders/pair?first=" + id + "&second=" + again} {
 		advice := b.do("GET", page, nil).doc.Find(".verdict .advice").Text()
 		if strings.Contains(advice, "from its page") || !strings.Contains(advice, "Ask an admin") {
 			t.Errorf("%s: a viewer's advice: %s", page, advice)

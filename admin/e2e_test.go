@@ -3,7 +3,6 @@ package admin_test
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,9 +18,9 @@ import (
 // operator works on (a double tap) and what surrounds it.
 type shop struct {
 	tapKeys        [2]string
-	tap1, tap2     int64 // the double tap: one latte, two keys, 30 s apart
+	tap1, tap2     string // the double tap: one latte, two keys, 30 s apart
 	retryKey       string
-	retry          int64 // a phone that timed out and retried: one key, sent twice
+	retry          string // a phone that timed out and retried: one key, sent twice
 	kioskKeys      []string
 	customerEmail  string
 	customerAmount string // as on the customer's receipt
@@ -72,7 +71,7 @@ func openShop(t *testing.T, e *apptest.Env) shop {
 	s.retry = pay(t, e, retry)
 	e.Clock.Advance(4 * time.Second)
 	if again := pay(t, e, retry); again != s.retry {
-		t.Fatalf("the retry made order %d, want the first one, %d", again, s.retry)
+		t.Fatalf("the retry made order %s, want the first one, %s", again, s.retry)
 	}
 	// The same key sent later for another purchase: refused as a conflict.
 	if r := evSend(t, e, evRequest{key: s.retryKey, customer: "cus_mehmet", amount: 2000, agent: android}); r.Status != http.StatusUnprocessableEntity {
@@ -208,7 +207,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Fatalf("pair verdict %q", verdict)
 	}
 	c.shoot("pair", true)
-	second := "/admin/orders/" + strconv.FormatInt(s.tap2, 10)
+	second := "/admin/orders/" + s.tap2
 	c.follow(`.pair-cols h2 a[href="` + second + `"]`)
 	c.shoot("order", true)
 	c.follow(`#order-actions a[href="` + second + `/refund"]`)
@@ -233,13 +232,13 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Fatalf("refund row %q", row)
 	}
 	c.shoot("order-refunded", true)
-	if n := actInt(t, e, `SELECT count(*) FROM refunds WHERE order_id = $1`, s.tap2); n != 1 {
-		t.Fatalf("%d refund rows for order %d, want 1", n, s.tap2)
+	if n := actInt(t, e, `SELECT count(*) FROM refunds r JOIN orders o ON o.id = r.order_id WHERE o.public_id = $1`, s.tap2); n != 1 {
+		t.Fatalf("%d refund rows for order %s, want 1", n, s.tap2)
 	}
 	if got, want := ledgerOf(t, e, s.tap2), (ledger{refunds: 1, refunded: 4990, providerRefunds: 1, providerRefunded: 4990, audit: 1}); got != want {
 		t.Fatalf("books after the refund %+v, want %+v", got, want)
 	}
-	if n := actInt(t, e, `SELECT count(*) FROM refunds WHERE order_id = $1`, s.tap1); n != 0 {
+	if n := actInt(t, e, `SELECT count(*) FROM refunds r JOIN orders o ON o.id = r.order_id WHERE o.public_id = $1`, s.tap1); n != 0 {
 		t.Fatalf("the first order has %d refunds", n)
 	}
 
@@ -249,7 +248,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Fatalf("%d audit entries, want 1", n)
 	}
 	row := c.text("table.audit tbody tr")
-	for _, want := range []string{email, admin.ActionRefund, "order " + strconv.FormatInt(s.tap2, 10), "double tap"} {
+	for _, want := range []string{email, admin.ActionRefund, "order " + s.tap2, "double tap"} {
 		if !strings.Contains(row, want) {
 			t.Errorf("audit entry %q does not say %q", row, want)
 		}

@@ -87,8 +87,8 @@ func TestTimeZoneInABrowser(t *testing.T) {
 		chromedp.Sleep(300*time.Millisecond),
 		chromedp.WaitVisible(chromedp.CSS(`#results`)),
 	)
-	if n := c.count(`#results table.orders a[href="/admin/orders/` + strconv.FormatInt(id, 10) + `"]`); n != 1 {
-		t.Fatalf("searching %s to the next minute in Istanbul found %d rows of order %d: %s", local.Format("15:04"), n, id, c.text("#results"))
+	if n := c.count(`#results table.orders a[href="/admin/orders/` + id + `"]`); n != 1 {
+		t.Fatalf("searching %s to the next minute in Istanbul found %d rows of order %s: %s", local.Format("15:04"), n, id, c.text("#results"))
 	}
 
 	// The key page: the same zone, the same label.

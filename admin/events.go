@@ -59,7 +59,7 @@ func (a *console) conflicts(c *gin.Context) {
 // eventList renders a page of the events of kinds that match the request's filter form.
 func (a *console) eventList(c *gin.Context, p views.EventsPage, kinds []string) {
 	p.Filter = eventFilterForm(c)
-	kf, err := keyFilter(p.Filter, views.ZoneOf(c.Request.Context()))
+	kf, err := a.keyFilter(c.Request.Context(), p.Filter, views.ZoneOf(c.Request.Context()))
 	if err != nil {
 		p.Error = err.Error()
 		a.render(c, http.StatusBadRequest, views.EventsList(p))
@@ -111,9 +111,8 @@ func eventLine(e checkout.EventRow) views.EventLine {
 	if e.Status != nil {
 		l.Status = strconv.Itoa(*e.Status)
 	}
-	if e.OrderID != nil {
-		id := strconv.FormatInt(*e.OrderID, 10)
-		l.Order, l.OrderHref = "order "+id, "/admin/orders/"+id
+	if e.OrderPublicID != nil {
+		l.Order, l.OrderHref = "order "+*e.OrderPublicID, orderHref(*e.OrderPublicID)
 	}
 	var d eventDetail
 	if len(e.Detail) > 0 {

@@ -48,10 +48,10 @@ func evSend(t *testing.T, e *apptest.Env, r evRequest) apptest.Response {
 }
 
 // evOrderID is the id of the order a response describes.
-func evOrderID(t *testing.T, r apptest.Response) int64 {
+func evOrderID(t *testing.T, r apptest.Response) string {
 	t.Helper()
-	var v struct{ ID int64 }
-	if err := json.Unmarshal(r.Body, &v); err != nil || v.ID == 0 {
+	var v struct{ ID string }
+	if err := json.Unmarshal(r.Body, &v); err != nil || v.ID == "" {
 		t.Fatalf("no order in %d %s", r.Status, r.Body)
 	}
 	return v.ID
@@ -181,7 +181,7 @@ func TestReplaysPage(t *testing.T) {
 		{"key=k-once", nil},
 		{"client=" + strconv.FormatInt(otherID, 10), []string{"k-kiosk"}},
 		{"customer=cus_B", []string{evilKey}},
-		{"order=" + strconv.FormatInt(repOrder, 10), []string{"k-rep", "k-rep"}},
+		{"order=" + repOrder, []string{"k-rep", "k-rep"}},
 		{"customer=cus_A&client=" + strconv.FormatInt(otherID, 10), nil},
 		{"from=" + url.QueryEscape(evMinute(start.Add(2*time.Hour))), []string{"k-kiosk"}},
 		{"to=" + url.QueryEscape(evMinute(start.Add(2*time.Hour))) + "&customer=cus_A", []string{"k-rep", "k-rep"}},
@@ -258,7 +258,7 @@ func TestConflictsPage(t *testing.T) {
 	if r := evSend(t, e, evRequest{key: "k-c", customer: "cus_C", amount: 4600, agent: evilAgent}); r.Status != http.StatusUnprocessableEntity {
 		t.Fatalf("conflict: %d %s", r.Status, r.Body)
 	}
-	refund := e.Do(t, "POST", fmt.Sprintf("/v1/orders/%d/refunds", orderID), e.Secret,
+	refund := e.Do(t, "POST", "/v1/orders/"+orderID+"/refunds", e.Secret,
 		[]byte(`{"amount":100,"reason":"customer asked"}`), "Idempotency-Key", "k-c")
 	if refund.Status != http.StatusUnprocessableEntity {
 		t.Fatalf("refund with the order's key: %d %s", refund.Status, refund.Body)
@@ -305,7 +305,7 @@ func TestConflictsPage(t *testing.T) {
 		{"kind=in-flight", "k-slow", "in_use_rejected"},
 		{"kind=both", "k-slow,k-c,k-c", "in_use_rejected,reused_conflict,reused_conflict"},
 		{"kind=both&customer=cus_S", "k-slow", "in_use_rejected"},
-		{"kind=both&order=" + strconv.FormatInt(orderID, 10), "k-c,k-c", "reused_conflict,reused_conflict"},
+		{"kind=both&order=" + orderID, "k-c,k-c", "reused_conflict,reused_conflict"},
 		{"key=k-fine&kind=both", "", ""},
 	} {
 		p := evGet(t, b, "/admin/conflicts?"+tt.query, http.StatusOK)
@@ -356,13 +356,13 @@ func TestConflictsPage(t *testing.T) {
 		}
 	}
 	if diff := refundRow.Text(); !strings.Contains(diff, "POST /v1/orders,") ||
-		!strings.Contains(diff, fmt.Sprintf("POST /v1/orders/%d/refunds", orderID)) {
+		!strings.Contains(diff, "POST /v1/orders/"+orderID+"/refunds") {
 		t.Errorf("the refund conflict does not show the two paths: %s", diff)
 	}
 	if got := amountRow.Find("ul.differs li").Map(func(_ int, s *goquery.Selection) string { return s.Text() }); strings.Join(got, "; ") != "amount: 45.00 TRY → 46.00 TRY; items" {
 		t.Errorf("the amount conflict lists %q as what differed", got)
 	}
-	if got := refundRow.Find("ul.differs li").Text(); got != fmt.Sprintf("route: POST /v1/orders → POST /v1/orders/%d/refunds", orderID) {
+	if got := refundRow.Find("ul.differs li").Text(); got != "route: POST /v1/orders → POST /v1/orders/"+orderID+"/refunds" {
 		t.Errorf("the refund conflict lists %q as what differed", got)
 	}
 	if strings.Contains(amountRow.Text(), "request stored") {
@@ -454,12 +454,12 @@ func TestExpirationsPage(t *testing.T) {
 		t.Fatalf("late retries %q", got)
 	}
 	for i, want := range []struct {
-		order int64
+		order string
 		note  string
 	}{{otherOrder, "another request, after the key was swept"}, {sameOrder, "the same request, after the key expired"}} {
 		row := late.Eq(i)
-		if href := row.Find("a.order").AttrOr("href", ""); href != fmt.Sprintf("/admin/orders/%d", want.order) {
-			t.Errorf("row %d: order link %q, want order %d", i, href, want.order)
+		if href := row.Find("a.order").AttrOr("href", ""); href != "/admin/orders/"+want.order {
+			t.Errorf("row %d: order link %q, want order %s", i, href, want.order)
 		}
 		if note := row.Find("td").Eq(4).Text(); note != want.note {
 			t.Errorf("row %d: %q, want %q", i, note, want.note)

@@ -46,8 +46,8 @@ func keySubject(d checkout.KeyDetail) []views.Field {
 		fs = append(fs, field("Needs attention", d.AttentionReason))
 	}
 	if o := d.Order; o != nil {
-		fs = append(fs, views.Field{Label: "Order", Value: fmt.Sprintf("%d (%s), %s", o.ID, o.Status,
-			checkout.FormatAmount(o.Amount, o.Currency)), Href: orderHref(o.ID)})
+		fs = append(fs, views.Field{Label: "Order", Value: fmt.Sprintf("%s (%s), %s", o.PublicID, o.Status,
+			checkout.FormatAmount(o.Amount, o.Currency)), Href: orderHref(o.PublicID)})
 	}
 	return fs
 }
@@ -191,10 +191,8 @@ func (a *console) keyActions(c *gin.Context, d checkout.KeyDetail) (views.KeyAct
 		CanExpire:  d.State == checkout.StateCompleted && a.Now().Before(d.ExpiresAt),
 	}
 	targets := []string{keyTarget(d.ClientID, d.Key)}
-	if d.OrderID != nil {
-		targets = append(targets, orderTarget(*d.OrderID))
-	} else if d.RefundOrderID != nil {
-		targets = append(targets, orderTarget(*d.RefundOrderID))
+	if d.OrderPublicID != nil { // the order the key made or refunds
+		targets = append(targets, orderTarget(*d.OrderPublicID))
 	}
 	rows, _, err := ListAudit(c.Request.Context(), a.DB, AuditFilter{Targets: targets}, checkout.Page{})
 	if err != nil {

@@ -22,12 +22,7 @@ import (
 // "was I charged twice?".
 
 func (a *console) order(c *gin.Context) {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id <= 0 {
-		a.errorPage(c, http.StatusNotFound, "There is no such order.")
-		return
-	}
-	s, err := a.loadOrder(c.Request.Context(), id)
+	s, err := a.loadOrder(c.Request.Context(), c.Param("id"))
 	if errors.Is(err, checkout.ErrOrderNotFound) {
 		a.errorPage(c, http.StatusNotFound, "There is no such order.")
 		return
@@ -68,10 +63,13 @@ func withDoubleTap(v views.Verdict, d checkout.OrderDetail, g checkout.DoubleTap
 		if o.CreatedAt.Before(d.CreatedAt) {
 			when = "before"
 		}
-		v.Facts = append(v.Facts, fmt.Sprintf("Order %d was charged %s %s this one (%s, key %s).",
-			o.ID, gapText(o.CreatedAt.Sub(d.CreatedAt)), when, statusWords(o.Status), strings.Join(o.Keys, ", ")))
-		first, second := min(o.ID, d.ID), max(o.ID, d.ID)
-		v.Related = append(v.Related, views.Link{Label: fmt.Sprintf("Compare with order %d", o.ID), Href: pairHref(first, second)})
+		v.Facts = append(v.Facts, fmt.Sprintf("Order %s was charged %s %s this one (%s, key %s).",
+			o.PublicID, gapText(o.CreatedAt.Sub(d.CreatedAt)), when, statusWords(o.Status), strings.Join(o.Keys, ", ")))
+		first, second := d.PublicID, o.PublicID
+		if o.CreatedAt.Before(d.CreatedAt) {
+			first, second = second, first
+		}
+		v.Related = append(v.Related, views.Link{Label: "Compare with order " + o.PublicID, Href: pairHref(first, second)})
 	}
 	advice := refundAdvice(group)
 	for _, a := range v.Advice {
@@ -110,21 +108,20 @@ func statusWords(s string) string { return strings.ReplaceAll(s, "_", " ") }
 
 // orderPair compares two orders: one purchase charged twice, or not?
 func (a *console) orderPair(c *gin.Context) {
-	var ids [2]int64
+	var ids [2]string
 	for i, name := range []string{"first", "second"} {
-		id, err := strconv.ParseInt(c.Query(name), 10, 64)
-		if err != nil || id <= 0 {
-			a.errorPage(c, http.StatusBadRequest, name+" must be an order id: /admin/orders/pair?first=ID&second=ID")
+		ids[i] = c.Query(name)
+		if !checkout.ValidOrderID(ids[i]) {
+			a.errorPage(c, http.StatusBadRequest, name+" must be an order id: /admin/orders/pair?first=ord_...&second=ord_...")
 			return
 		}
-		ids[i] = id
 	}
 	var s [2]orderStory
 	for i, id := range ids {
 		var err error
 		s[i], err = a.loadOrder(c.Request.Context(), id)
 		if errors.Is(err, checkout.ErrOrderNotFound) {
-			a.errorPage(c, http.StatusNotFound, fmt.Sprintf("There is no order %d.", id))
+			a.errorPage(c, http.StatusNotFound, "There is no order "+id+".")
 			return
 		}
 		if err != nil {
@@ -175,7 +172,12 @@ func incarnation(events []checkout.EventRow, since time.Time) []checkout.EventRo
 	return out
 }
 
-func (a *console) loadOrder(ctx context.Context, id int64) (orderStory, error) {
+// loadOrder reads the order whose public id is publicID; ErrOrderNotFound if there is none.
+func (a *console) loadOrder(ctx context.Context, publicID string) (orderStory, error) {
+	id, err := checkout.OrderIDOf(ctx, a.DB, publicID)
+	if err != nil {
+		return orderStory{}, err
+	}
 	d, err := checkout.GetOrderDetail(ctx, a.DB, id)
 	if err != nil {
 		return orderStory{}, err
@@ -190,7 +192,7 @@ func (a *console) loadOrder(ctx context.Context, id int64) (orderStory, error) {
 		b := views.KeyBlock{Key: views.Link{Label: k.Key, Href: keyHref(k.ClientID, k.Key)}, State: k.State,
 			Role: "created the order", Timeline: timelineEntries(events)}
 		if k.RefundID != nil {
-			b.Role = "refund " + strconv.FormatInt(*k.RefundID, 10)
+			b.Role = "refund " + k.RefundPublicID
 		} else if s.arrival == nil {
 			s.requests = events
 			if i := slices.IndexFunc(events, func(e checkout.EventRow) bool { return e.Kind == checkout.EventCreated }); i >= 0 {
@@ -208,7 +210,7 @@ func (a *console) loadOrder(ctx context.Context, id int64) (orderStory, error) {
 // orderCard lays an order out for its page.
 func orderCard(d checkout.OrderDetail) views.OrderCard {
 	money := func(n int64) string { return checkout.FormatAmount(n, d.Currency) }
-	o := views.OrderCard{ID: strconv.FormatInt(d.ID, 10), Status: d.Status}
+	o := views.OrderCard{ID: d.PublicID, Status: d.Status}
 	// A charged order's capture is its amount (checkout.RefundTarget has it for the refund).
 	switch left := d.Amount - d.RefundedAmount; {
 	case !checkout.WasPaid(d.Status):
@@ -256,7 +258,7 @@ func orderCard(d checkout.OrderDetail) views.OrderCard {
 		}
 	}
 	for _, r := range d.Refunds {
-		line := views.RefundLine{ID: strconv.FormatInt(r.ID, 10), Amount: checkout.FormatAmount(r.Amount, r.Currency),
+		line := views.RefundLine{ID: r.PublicID, Amount: checkout.FormatAmount(r.Amount, r.Currency),
 			Status: r.Status, Reason: r.Reason, ProviderID: r.ProviderRefundID, Created: r.CreatedAt}
 		if r.Key != "" {
 			line.Key = views.Link{Label: r.Key, Href: keyHref(d.ClientID, r.Key)}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -24,7 +25,8 @@ const (
 	maxDoubleTapWindow     = checkout.MaxDoubleTapWindow
 )
 
-func orderHref(id int64) string { return "/admin/orders/" + strconv.FormatInt(id, 10) }
+// orderHref links an order's page by its public id: the console never shows the internal one.
+func orderHref(publicID string) string { return "/admin/orders/" + publicID }
 
 // orders is the complaint search: the orders matching what the customer said, and above
 // them the pairs that look like one purchase charged twice.
@@ -103,12 +105,12 @@ func (a *console) doubleTaps(ctx context.Context, p *views.OrdersPage, f checkou
 	}
 	for _, t := range taps {
 		first := t.Orders[0]
-		l := views.PairLine{Gap: gapText(t.Gap), Compare: pairHref(first.ID, t.Orders[1].ID)}
+		l := views.PairLine{Gap: gapText(t.Gap), Compare: pairHref(first.PublicID, t.Orders[1].PublicID)}
 		for i, o := range t.Orders {
 			l.Sides = append(l.Sides, side(o))
 			if i >= 2 {
-				l.CompareMore = append(l.CompareMore, views.Link{Label: fmt.Sprintf("Compare the first with order %d", o.ID),
-					Href: pairHref(first.ID, o.ID)})
+				l.CompareMore = append(l.CompareMore, views.Link{Label: "Compare the first with order " + o.PublicID,
+					Href: pairHref(first.PublicID, o.PublicID)})
 			}
 		}
 		p.Pairs = append(p.Pairs, l)
@@ -116,8 +118,8 @@ func (a *console) doubleTaps(ctx context.Context, p *views.OrdersPage, f checkou
 	return nil
 }
 
-func pairHref(first, second int64) string {
-	return fmt.Sprintf("/admin/orders/pair?first=%d&second=%d", first, second)
+func pairHref(first, second string) string {
+	return "/admin/orders/pair?first=" + url.QueryEscape(first) + "&second=" + url.QueryEscape(second)
 }
 
 // orderFilter turns the search form into a query filter and the double-tap window,
@@ -164,7 +166,7 @@ func (a *console) orderFilter(f views.OrderFilter, loc *time.Location) (checkout
 
 // orderLine is an order as a line of the search results.
 func orderLine(o checkout.OrderRow, refunds []checkout.RefundRow) views.OrderLine {
-	l := views.OrderLine{ID: strconv.FormatInt(o.ID, 10), Href: orderHref(o.ID), Created: o.CreatedAt,
+	l := views.OrderLine{ID: o.PublicID, Href: orderHref(o.PublicID), Created: o.CreatedAt,
 		Client: o.ClientName, Customer: o.CustomerID, Email: o.CustomerEmail,
 		Amount: checkout.FormatAmount(o.Amount, o.Currency), Status: o.Status, Keys: keyLinks(o.ClientID, o.Keys)}
 	if p := o.Payment; p != nil {

@@ -29,7 +29,7 @@ type payment struct {
 
 // pay sends a payment through the API and returns the order's id; a repeat of a key gets
 // the first order back.
-func pay(t *testing.T, e *apptest.Env, p payment) int64 {
+func pay(t *testing.T, e *apptest.Env, p payment) string {
 	t.Helper()
 	in := checkout.OrderInput{Currency: p.currency, Amount: p.amount, Metadata: p.metadata,
 		Items:    []checkout.Item{{SKU: strings.ToUpper(p.item), Name: p.item, Quantity: 1, UnitAmount: p.amount}},
@@ -49,8 +49,8 @@ func pay(t *testing.T, e *apptest.Env, p payment) int64 {
 	if r.Status != http.StatusCreated {
 		t.Fatalf("order %s: %d %s", p.key, r.Status, r.Body)
 	}
-	var v struct{ ID int64 }
-	if err := json.Unmarshal(r.Body, &v); err != nil || v.ID == 0 {
+	var v struct{ ID string }
+	if err := json.Unmarshal(r.Body, &v); err != nil || !checkout.ValidOrderID(v.ID) {
 		t.Fatalf("order %s: %s", p.key, r.Body)
 	}
 	return v.ID
@@ -61,7 +61,7 @@ func pay(t *testing.T, e *apptest.Env, p payment) int64 {
 type complaint struct {
 	e                             *apptest.Env
 	b                             *browser
-	tap1, tap2, replay, euro, xss int64
+	tap1, tap2, replay, euro, xss string
 }
 
 const (
@@ -86,13 +86,13 @@ func newComplaint(t *testing.T, change ...func(*config.Server)) *complaint {
 	c.replay = pay(t, e, rp)
 	e.Clock.Advance(5 * time.Second)
 	if again := pay(t, e, rp); again != c.replay {
-		t.Fatalf("the replay made order %d, want %d", again, c.replay)
+		t.Fatalf("the replay made order %s, want %s", again, c.replay)
 	}
 	e.Clock.Advance(10 * time.Minute)
 	c.euro = pay(t, e, payment{key: "eu-1", customer: "cus_eu", item: "Tea", amount: 1250, currency: "EUR"})
 	c.xss = pay(t, e, payment{key: "xss-1", customer: xssCustomer, item: "Cake", amount: 700, metadata: map[string]string{"note": xssMeta}})
 	// The API refuses such an email; a row written by an older version might hold anything.
-	if _, err := e.DB.Exec(`UPDATE orders SET customer_email = $1 WHERE id = $2`, xssEmail, c.xss); err != nil {
+	if _, err := e.DB.Exec(`UPDATE orders SET customer_email = $1 WHERE public_id = $2`, xssEmail, c.xss); err != nil {
 		t.Fatal(err)
 	}
 	e.App.Service.FlushEvents()
@@ -102,21 +102,20 @@ func newComplaint(t *testing.T, change ...func(*config.Server)) *complaint {
 	return c
 }
 
-func (c *complaint) createdAt(t *testing.T, id int64) time.Time {
+func (c *complaint) createdAt(t *testing.T, id string) time.Time {
 	t.Helper()
 	var at time.Time
-	if err := c.e.DB.Get(&at, `SELECT created_at FROM orders WHERE id = $1`, id); err != nil {
+	if err := c.e.DB.Get(&at, `SELECT created_at FROM orders WHERE public_id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
 	return at.UTC()
 }
 
 // rowIDs are the order ids listed in the results.
-func rowIDs(p page) []int64 {
-	var ids []int64
+func rowIDs(p page) []string {
+	var ids []string
 	p.doc.Find("#results table.orders tbody tr").Each(func(_ int, s *goquery.Selection) {
-		id, _ := strconv.ParseInt(strings.TrimSpace(s.Find("td").First().Text()), 10, 64)
-		ids = append(ids, id)
+		ids = append(ids, strings.TrimSpace(s.Find("td").First().Text()))
 	})
 	slices.Sort(ids)
 	return ids
@@ -130,24 +129,24 @@ func TestOrderSearchNarrows(t *testing.T) {
 	minute := "2006-01-02T15:04"
 	from := c.createdAt(t, c.tap1).Truncate(time.Minute).Format(minute)
 	to := c.createdAt(t, c.tap2).Add(2 * time.Minute).Format(minute)
-	all := []int64{c.tap1, c.tap2, c.replay, c.euro, c.xss}
+	all := []string{c.tap1, c.tap2, c.replay, c.euro, c.xss}
 	tests := []struct {
 		name  string
 		query url.Values
-		want  []int64
+		want  []string
 	}{
 		{"nothing", url.Values{}, all},
-		{"customer id", url.Values{"customer": {"cus_dt"}}, []int64{c.tap1, c.tap2}},
-		{"email in another case", url.Values{"email": {"deniz@example.COM"}}, []int64{c.tap1, c.tap2}},
-		{"card last 4", url.Values{"last4": {"4444"}}, []int64{c.replay}},
-		{"amount in major units", url.Values{"amount": {"49.90"}, "currency": {"TRY"}}, []int64{c.tap1, c.tap2, c.replay}},
-		{"amount with a decimal comma, no currency", url.Values{"amount": {"49,90"}}, []int64{c.tap1, c.tap2, c.replay}},
-		{"amount in euros, lower-case code", url.Values{"amount": {"12.5"}, "currency": {"eur"}}, []int64{c.euro}},
-		{"time window", url.Values{"from": {from}, "to": {to}}, []int64{c.tap1, c.tap2}},
-		{"client and card", url.Values{"client": {strconv.FormatInt(c.e.ClientID, 10)}, "last4": {"4242"}, "amount": {"49.90"}}, []int64{c.tap1, c.tap2}},
+		{"customer id", url.Values{"customer": {"cus_dt"}}, []string{c.tap1, c.tap2}},
+		{"email in another case", url.Values{"email": {"deniz@example.COM"}}, []string{c.tap1, c.tap2}},
+		{"card last 4", url.Values{"last4": {"4444"}}, []string{c.replay}},
+		{"amount in major units", url.Values{"amount": {"49.90"}, "currency": {"TRY"}}, []string{c.tap1, c.tap2, c.replay}},
+		{"amount with a decimal comma, no currency", url.Values{"amount": {"49,90"}}, []string{c.tap1, c.tap2, c.replay}},
+		{"amount in euros, lower-case code", url.Values{"amount": {"12.5"}, "currency": {"eur"}}, []string{c.euro}},
+		{"time window", url.Values{"from": {from}, "to": {to}}, []string{c.tap1, c.tap2}},
+		{"client and card", url.Values{"client": {strconv.FormatInt(c.e.ClientID, 10)}, "last4": {"4242"}, "amount": {"49.90"}}, []string{c.tap1, c.tap2}},
 		{"another client", url.Values{"client": {strconv.FormatInt(otherClient, 10)}}, nil},
 		{"unknown customer", url.Values{"customer": {"cus_nobody"}}, nil},
-		{"customer with markup", url.Values{"customer": {xssCustomer}}, []int64{c.xss}},
+		{"customer with markup", url.Values{"customer": {xssCustomer}}, []string{c.xss}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -180,7 +179,7 @@ func TestOrderSearchNarrows(t *testing.T) {
 	if href, _ := row.Find(`a[href^="/admin/keys/"]`).Attr("href"); href != fmt.Sprintf("/admin/keys/%d/rp-1", c.e.ClientID) {
 		t.Errorf("key link %q", href)
 	}
-	if row.Find(fmt.Sprintf(`a[href="/admin/orders/%d"]`, c.replay)).Length() != 1 {
+	if row.Find(fmt.Sprintf(`a[href="/admin/orders/%s"]`, c.replay)).Length() != 1 {
 		t.Error("no link to the order")
 	}
 	if v, _ := c.b.do("GET", search(url.Values{"customer": {xssCustomer}}), nil).doc.Find(`input[name=customer]`).Attr("value"); v != xssCustomer {
@@ -190,7 +189,7 @@ func TestOrderSearchNarrows(t *testing.T) {
 		t.Error("no Orders link in the navigation")
 	}
 	key := c.b.do("GET", fmt.Sprintf("/admin/keys/%d/tap-1", c.e.ClientID), nil)
-	if key.doc.Find(fmt.Sprintf(`a[href="/admin/orders/%d"]`, c.tap1)).Length() != 1 {
+	if key.doc.Find(fmt.Sprintf(`a[href="/admin/orders/%s"]`, c.tap1)).Length() != 1 {
 		t.Error("the key page does not link its order")
 	}
 
@@ -227,7 +226,7 @@ func pairs(p page) []string {
 
 func TestDoubleTapsAreFlagged(t *testing.T) {
 	c := newComplaint(t)
-	tapPair := fmt.Sprintf("%d-%d", c.tap1, c.tap2)
+	tapPair := fmt.Sprintf("%s-%s", c.tap1, c.tap2)
 	tests := []struct {
 		name  string
 		query url.Values
@@ -260,7 +259,7 @@ func TestDoubleTapsAreFlagged(t *testing.T) {
 			t.Errorf("the pair lacks %q: %s", want, pair.Text())
 		}
 	}
-	if href, _ := pair.Find(`a[href^="/admin/orders/pair"]`).Attr("href"); href != fmt.Sprintf("/admin/orders/pair?first=%d&second=%d", c.tap1, c.tap2) {
+	if href, _ := pair.Find(`a[href^="/admin/orders/pair"]`).Attr("href"); href != fmt.Sprintf("/admin/orders/pair?first=%s&second=%s", c.tap1, c.tap2) {
 		t.Errorf("compare link %q", href)
 	}
 	// The pairs come before the list of orders.
@@ -285,31 +284,31 @@ func TestDoubleTapWindowSetting(t *testing.T) {
 		t.Errorf("window placeholder %q, want the setting", ph)
 	}
 	p = c.b.do("GET", search(url.Values{"customer": {"cus_dt"}, "window": {"1m"}}), nil)
-	if got := pairs(p); !slices.Equal(got, []string{fmt.Sprintf("%d-%d", c.tap1, c.tap2)}) {
+	if got := pairs(p); !slices.Equal(got, []string{fmt.Sprintf("%s-%s", c.tap1, c.tap2)}) {
 		t.Fatalf("pairs with a 1m window: %v", got)
 	}
 }
 
 func TestOrderPairConclusions(t *testing.T) {
 	c := newComplaint(t)
-	pair := func(first, second int64) page {
+	pair := func(first, second string) page {
 		t.Helper()
-		p := c.b.do("GET", fmt.Sprintf("/admin/orders/pair?first=%d&second=%d", first, second), nil)
+		p := c.b.do("GET", fmt.Sprintf("/admin/orders/pair?first=%s&second=%s", first, second), nil)
 		if p.status != http.StatusOK {
-			t.Fatalf("pair %d/%d: %d %s", first, second, p.status, p.body)
+			t.Fatalf("pair %s/%s: %d %s", first, second, p.status, p.body)
 		}
 		return p
 	}
 	tests := []struct {
 		name          string
-		first, second int64
+		first, second string
 		kind          string
 		headline      []string
 		facts         []string
 	}{
 		{"double tap", c.tap1, c.tap2, "twice",
 			[]string{"Two different idempotency keys 30 s apart", "tekrar could not have merged them", "charged twice"},
-			[]string{"Same customer: cus_dt", "Same amount: 49.90 TRY", "same device (TekrarShop/2.1 (iPhone))", fmt.Sprintf("refund the second order (%d)", c.tap2), "new idempotency key"}},
+			[]string{"Same customer: cus_dt", "Same amount: 49.90 TRY", "same device (TekrarShop/2.1 (iPhone))", fmt.Sprintf("refund the second order (%s)", c.tap2), "new idempotency key"}},
 		{"double tap given newest first", c.tap2, c.tap1, "twice",
 			[]string{"Two different idempotency keys 30 s apart", "charged twice"}, nil},
 		{"replay", c.replay, c.replay, "once",
@@ -364,21 +363,21 @@ func TestOrderPairConclusions(t *testing.T) {
 
 func TestOrderPage(t *testing.T) {
 	c := newComplaint(t)
-	refund := c.e.Do(t, "POST", fmt.Sprintf("/v1/orders/%d/refunds", c.replay), c.e.Secret,
+	refund := c.e.Do(t, "POST", fmt.Sprintf("/v1/orders/%s/refunds", c.replay), c.e.Secret,
 		[]byte(`{"amount":1000,"reason":"cold coffee"}`), "Idempotency-Key", "rf-1")
 	if refund.Status != http.StatusCreated {
 		t.Fatalf("refund: %d %s", refund.Status, refund.Body)
 	}
 	c.e.App.Service.FlushEvents()
 	var charge string
-	if err := c.e.DB.Get(&charge, `SELECT provider_charge_id FROM payments WHERE order_id = $1`, c.replay); err != nil {
+	if err := c.e.DB.Get(&charge, `SELECT p.provider_charge_id FROM payments p JOIN orders o ON o.id = p.order_id WHERE o.public_id = $1`, c.replay); err != nil {
 		t.Fatal(err)
 	}
-	get := func(id int64) page {
+	get := func(id string) page {
 		t.Helper()
-		p := c.b.do("GET", fmt.Sprintf("/admin/orders/%d", id), nil)
+		p := c.b.do("GET", fmt.Sprintf("/admin/orders/%s", id), nil)
 		if p.status != http.StatusOK {
-			t.Fatalf("order %d: %d", id, p.status)
+			t.Fatalf("order %s: %d", id, p.status)
 		}
 		return p
 	}
@@ -483,14 +482,23 @@ func TestOrderPagesRefuseBadInput(t *testing.T) {
 			}
 		})
 	}
+	// Orders are addressed by their public ids: an internal integer id is no order.
+	var internal int64
+	if err := c.e.DB.Get(&internal, `SELECT id FROM orders WHERE public_id = $1`, c.tap1); err != nil {
+		t.Fatal(err)
+	}
+	unknown := "ord_" + strings.Repeat("0", 32)
 	for path, want := range map[string]int{
-		"/admin/orders/abc":                         http.StatusNotFound,
-		"/admin/orders/0":                           http.StatusNotFound,
-		"/admin/orders/999999":                      http.StatusNotFound,
-		"/admin/orders/pair?first=abc&second=1":     http.StatusBadRequest,
-		"/admin/orders/pair?first=1":                http.StatusBadRequest,
-		"/admin/orders/pair?first=1&second=999999":  http.StatusNotFound,
-		"/admin/orders/pair?first=999999&second=-1": http.StatusBadRequest,
+		"/admin/orders/abc":    http.StatusNotFound,
+		"/admin/orders/0":      http.StatusNotFound,
+		"/admin/orders/999999": http.StatusNotFound,
+		"/admin/orders/" + strconv.FormatInt(internal, 10):          http.StatusNotFound,
+		"/admin/orders/" + unknown:                                  http.StatusNotFound,
+		"/admin/orders/pair?first=abc&second=1":                     http.StatusBadRequest,
+		"/admin/orders/pair?first=" + c.tap1:                        http.StatusBadRequest,
+		"/admin/orders/pair?first=" + c.tap1 + "&second=1":          http.StatusBadRequest,
+		"/admin/orders/pair?first=" + c.tap1 + "&second=" + unknown: http.StatusNotFound,
+		"/admin/orders/pair?first=999999&second=-1":                 http.StatusBadRequest,
 	} {
 		if p := c.b.do("GET", path, nil); p.status != want {
 			t.Errorf("GET %s: %d, want %d", path, p.status, want)

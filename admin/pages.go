@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -97,7 +98,7 @@ func chartBars(rate []checkout.RateBucket, loc *time.Location) ([]views.Bar, int
 func (a *console) keys(c *gin.Context) {
 	f := queryFilter(c)
 	p := views.KeysPage{Nav: nav(c, "Keys"), Filter: f}
-	kf, err := keyFilter(f, views.ZoneOf(c.Request.Context()))
+	kf, err := a.keyFilter(c.Request.Context(), f, views.ZoneOf(c.Request.Context()))
 	if err != nil {
 		p.Error = err.Error()
 		a.render(c, http.StatusBadRequest, views.KeysList(p))
@@ -130,10 +131,11 @@ func queryFilter(c *gin.Context) views.KeyFilter {
 func keyLine(r checkout.KeyRow) views.KeyLine {
 	line := views.KeyLine{Client: r.ClientName, Key: r.Key, State: r.State, Method: r.Method, Path: r.Path,
 		Href: keyHref(r.ClientID, r.Key), Replays: r.Replays, Created: r.CreatedAt, Expires: r.ExpiresAt}
-	if r.OrderID != nil {
-		line.Order = strconv.FormatInt(*r.OrderID, 10)
-	} else if r.RefundOrderID != nil {
-		line.Order = strconv.FormatInt(*r.RefundOrderID, 10) + " (refund)"
+	if r.OrderPublicID != nil {
+		line.Order = *r.OrderPublicID
+		if r.OrderID == nil {
+			line.Order += " (refund)"
+		}
 	}
 	if r.ResponseStatus != nil {
 		line.Status = strconv.Itoa(*r.ResponseStatus)
@@ -145,8 +147,9 @@ func keyHref(clientID int64, key string) string {
 	return "/admin/keys/" + strconv.FormatInt(clientID, 10) + "/" + url.PathEscape(key)
 }
 
-// keyFilter turns the form into a query filter, refusing what cannot be a value.
-func keyFilter(f views.KeyFilter, loc *time.Location) (checkout.KeyFilter, error) {
+// keyFilter turns the form into a query filter, refusing what cannot be a value. The order
+// is given by its public id, and looked up; times are read in the operator's zone loc.
+func (a *console) keyFilter(ctx context.Context, f views.KeyFilter, loc *time.Location) (checkout.KeyFilter, error) {
 	kf := checkout.KeyFilter{Key: f.Key, CustomerID: f.Customer, State: f.State}
 	var err error
 	if f.Client != "" {
@@ -155,8 +158,12 @@ func keyFilter(f views.KeyFilter, loc *time.Location) (checkout.KeyFilter, error
 		}
 	}
 	if f.Order != "" {
-		if kf.OrderID, err = strconv.ParseInt(f.Order, 10, 64); err != nil {
-			return kf, errors.New("order id must be a number")
+		kf.OrderID, err = checkout.OrderIDOf(ctx, a.DB, f.Order)
+		if errors.Is(err, checkout.ErrOrderNotFound) {
+			return kf, errors.New("order must be the id of an order, like ord_ and 32 hex digits")
+		}
+		if err != nil {
+			return kf, err
 		}
 	}
 	if kf.From, err = formTime(f.From, loc); err != nil {
@@ -222,7 +229,7 @@ func (a *console) key(c *gin.Context) {
 	}
 	if o := d.Order; o != nil {
 		v.Order = []views.Field{
-			{Label: "Order", Value: fmt.Sprintf("%d (%s)", o.ID, o.Status), Href: orderHref(o.ID)},
+			{Label: "Order", Value: fmt.Sprintf("%s (%s)", o.PublicID, o.Status), Href: orderHref(o.PublicID)},
 			field("Amount", fmt.Sprintf("%s (refunded %s)", checkout.FormatAmount(o.Amount, o.Currency), checkout.FormatAmount(o.RefundedAmount, o.Currency))),
 			field("Customer", o.CustomerID+" "+o.CustomerEmail),
 			field("Items", string(o.Items)),

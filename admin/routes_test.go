@@ -3,7 +3,6 @@ package admin_test
 import (
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -24,7 +23,7 @@ func TestEveryConsoleRouteNeedsASession(t *testing.T) {
 		t.Fatalf("the app's handler is a %T, not the gin engine", e.App.Handler)
 	}
 	newOperator(t, e, "ops@example.com", admin.RoleAdmin)
-	order := strconv.FormatInt(pay(t, e, payment{key: "route-walk", item: "Latte", amount: 4500}), 10)
+	order := pay(t, e, payment{key: "route-walk", item: "Latte", amount: 4500})
 	b := newBrowser(t, e)
 	var n int
 	for _, r := range engine.Routes() {

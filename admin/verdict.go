@@ -139,9 +139,9 @@ func capitalise(s string) string {
 // pairVerdict answers for two orders, a made before b: one purchase charged twice by two
 // keys, or not.
 func pairVerdict(a, b orderStory) views.Verdict {
-	if a.d.ID == b.d.ID {
+	if a.d.PublicID == b.d.PublicID {
 		v := orderVerdict(a)
-		v.Facts = append([]string{fmt.Sprintf("Both sides are order %d: one order, one charge at most.", a.d.ID)}, v.Facts...)
+		v.Facts = append([]string{fmt.Sprintf("Both sides are order %s: one order, one charge at most.", a.d.PublicID)}, v.Facts...)
 		return v
 	}
 	gap := gapText(b.d.CreatedAt.Sub(a.d.CreatedAt))
@@ -209,20 +209,20 @@ func pairVerdict(a, b orderStory) views.Verdict {
 		if cb {
 			paid, other = b, a
 		}
-		charges = append(charges, fmt.Sprintf("Order %d was charged (%s); order %d was not (%s).", paid.d.ID, paid.d.Payment.ChargeID, other.d.ID, other.d.Status))
+		charges = append(charges, fmt.Sprintf("Order %s was charged (%s); order %s was not (%s).", paid.d.PublicID, paid.d.Payment.ChargeID, other.d.PublicID, other.d.Status))
 	default:
 		v.Kind = verdictOnce
 		v.Headline += " Neither was charged."
 	}
 	if ca && cb {
-		charges = append(charges, fmt.Sprintf("Charge %s on order %d and charge %s on order %d.", a.d.Payment.ChargeID, a.d.ID, b.d.Payment.ChargeID, b.d.ID))
+		charges = append(charges, fmt.Sprintf("Charge %s on order %s and charge %s on order %s.", a.d.Payment.ChargeID, a.d.PublicID, b.d.Payment.ChargeID, b.d.PublicID))
 	}
 	v.Facts = append(charges, v.Facts...)
 	v.Facts = append(v.Facts, deviceFact(a, b, same))
 	for _, s := range []orderStory{a, b} {
 		if n := countRequests(s.requests); n.replays > 0 {
-			v.Facts = append(v.Facts, fmt.Sprintf("Key %s of order %d was also sent %s; each got the stored answer, with no new charge.",
-				orderKey(s.d), s.d.ID, plural(n.replays, "more time", "more times")))
+			v.Facts = append(v.Facts, fmt.Sprintf("Key %s of order %s was also sent %s; each got the stored answer, with no new charge.",
+				orderKey(s.d), s.d.PublicID, plural(n.replays, "more time", "more times")))
 		}
 	}
 	switch {
@@ -260,13 +260,13 @@ func refundAdvice(group []checkout.OrderDetail) []string {
 			extra += o.Amount
 		}
 		if o.RefundedAmount > 0 {
-			parts = append(parts, fmt.Sprintf("%s on order %d", money(o.RefundedAmount), o.ID))
+			parts = append(parts, fmt.Sprintf("%s on order %s", money(o.RefundedAmount), o.PublicID))
 		}
 	}
 	last := group[len(group)-1]
 	if refunded == 0 {
 		if len(group) == 2 {
-			return []string{fmt.Sprintf("If the customer meant to pay once, refund the second order (%d) in full, from its page.", last.ID)}
+			return []string{fmt.Sprintf("If the customer meant to pay once, refund the second order (%s) in full, from its page.", last.PublicID)}
 		}
 		var ids []string
 		for _, o := range group[1:] {
@@ -289,7 +289,7 @@ func refundAdvice(group []checkout.OrderDetail) []string {
 				break
 			}
 		}
-		return []string{so + fmt.Sprintf(" If the customer meant to pay once, refund %s more (not a full refund), from order %d.", money(left), from.ID)}
+		return []string{so + fmt.Sprintf(" If the customer meant to pay once, refund %s more (not a full refund), from order %s.", money(left), from.PublicID)}
 	}
 }
 

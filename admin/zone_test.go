@@ -3,7 +3,6 @@ package admin_test
 import (
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +30,7 @@ func TestTimesInTheOperatorsZone(t *testing.T) {
 	if err := e.DB.Get(&created, `SELECT created_at FROM orders WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	ids := strconv.FormatInt(id, 10)
+	ids := id
 	tests := []struct {
 		cookie, zone string // the cookie sent; the zone the console must use
 	}{

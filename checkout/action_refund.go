@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"strconv"
 
 	"github.com/jmoiron/sqlx"
 
@@ -20,6 +19,7 @@ import (
 // captured, what is refunded or being refunded, and so what is left.
 type RefundTarget struct {
 	OrderID    int64  `db:"id"`
+	PublicID   string `db:"public_id"` // what the operator sees and the console's URLs name
 	ClientID   int64  `db:"client_id"`
 	ClientName string `db:"client_name"`
 	Status     string `db:"status"`
@@ -60,16 +60,19 @@ func WasPaid(status string) bool {
 	return status == StatusPaid || status == StatusPartiallyRefunded || status == StatusRefunded
 }
 
-// GetRefundTarget returns the order an operator means to refund; ErrOrderNotFound if there
-// is none.
-func GetRefundTarget(ctx context.Context, db sqlx.QueryerContext, orderID int64) (RefundTarget, error) {
+// GetRefundTarget returns the order an operator means to refund, by its public id;
+// ErrOrderNotFound if there is none.
+func GetRefundTarget(ctx context.Context, db sqlx.QueryerContext, publicID string) (RefundTarget, error) {
+	if !ValidOrderID(publicID) {
+		return RefundTarget{}, ErrOrderNotFound
+	}
 	var t RefundTarget
 	err := sqlx.GetContext(ctx, db, &t, `
-		SELECT o.id, o.client_id, c.name AS client_name, o.status, o.amount, o.currency,
+		SELECT o.id, o.public_id, o.client_id, c.name AS client_name, o.status, o.amount, o.currency,
 		       o.captured_amount, o.refunded_amount, coalesce(o.customer_id, '') AS customer_id,
 		       coalesce(o.customer_email, '') AS customer_email
 		  FROM orders o JOIN clients c ON c.id = o.client_id
-		 WHERE o.id = $1`, orderID)
+		 WHERE o.public_id = $1`, publicID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return RefundTarget{}, ErrOrderNotFound
 	}
@@ -81,7 +84,7 @@ func GetRefundTarget(ctx context.Context, db sqlx.QueryerContext, orderID int64)
 
 // OperatorRefund is a refund an operator asks for in the console.
 type OperatorRefund struct {
-	OrderID int64
+	OrderID string // the order's public id
 	RefundInput
 	// Nonce is the random nonce of the console's confirmation form, made when the form was
 	// rendered. The refund's idempotency key is derived from it, so the same form posted
@@ -153,7 +156,7 @@ func (s *Service) RefundAsOperator(ctx context.Context, in OperatorRefund) (Oper
 		Client: client,
 		Key:    OperatorRefundKeyPrefix + in.Nonce,
 		Method: http.MethodPost,
-		Path:   "/v1/orders/" + strconv.FormatInt(in.OrderID, 10) + "/refunds",
+		Path:   "/v1/orders/" + in.OrderID + "/refunds",
 		Body:   body,
 		// A double click sends the form twice at once: the second waits for the first's
 		// answer and replays it, rather than being told the key is in use.
@@ -190,7 +193,7 @@ func (s *Service) pendingRefund(ctx context.Context, out OperatorRefundResult) (
 		return OperatorRefundResult{}, fmt.Errorf("refund as operator: %w", err)
 	}
 	out.Pending = true
-	out.Refund = RefundView{ID: ref.ID, OrderID: ref.OrderID, Amount: ref.Amount, Currency: ref.Currency,
+	out.Refund = RefundView{ID: ref.PublicID, OrderID: ref.OrderPublicID, Amount: ref.Amount, Currency: ref.Currency,
 		Status: "pending", Reason: ref.Reason, CreatedAt: ref.CreatedAt.UTC()}
 	return out, nil
 }

@@ -51,6 +51,9 @@ func (s *Service) ReleaseKey(ctx context.Context, clientID int64, key string, re
 	if k.State != StateNeedsAttention {
 		return ActionResult{Outcome: OutcomeNotNeeded, State: k.State}, nil
 	}
+	if err := publicIDs(ctx, s.db, k); err != nil { // for the record and a canceled order's answer
+		return ActionResult{}, fmt.Errorf("release key: %w", err)
+	}
 	// Once the provider may have been asked to refund, the result must be written even if
 	// the operator's browser gives up.
 	ctx = context.WithoutCancel(ctx)
@@ -104,7 +107,7 @@ func (s *Service) ReleaseKey(ctx context.Context, clientID int64, key string, re
 // releaseOrder asks the provider about the key's charge and returns how to settle the
 // order, or nil when the provider cannot tell.
 func (s *Service) releaseOrder(ctx context.Context, k *Key, detail map[string]any) (func(*sqlx.Tx, *Key) (string, error), error) {
-	detail["order_id"] = k.OrderID.Int64
+	detail["order_id"] = k.OrderPublicID
 	pk := providerKey("charge", k)
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
 	defer cancel()
@@ -150,7 +153,7 @@ func (s *Service) releaseRefund(ctx context.Context, k *Key, detail map[string]a
 	if err != nil {
 		return nil, err
 	}
-	detail["refund_id"], detail["order_id"], detail["amount"] = ref.ID, ref.OrderID, ref.Amount
+	detail["refund_id"], detail["order_id"], detail["amount"] = ref.PublicID, ref.OrderPublicID, ref.Amount
 	pk := providerKey("refund", k)
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
 	defer cancel()

@@ -143,8 +143,9 @@ func (e *actionEnv) str(q string, args ...any) string {
 	return s
 }
 
-// order pays amount with token under key; it returns the order id and the answer's status.
-func (e *actionEnv) order(key, token string, amount int64) (int64, int) {
+// order pays amount with token under key; it returns the order's public id and the
+// answer's status.
+func (e *actionEnv) order(key, token string, amount int64) (string, int) {
 	e.t.Helper()
 	in := OrderInput{Currency: "TRY", Amount: amount, Payment: PaymentInput{CardToken: token},
 		Items: []Item{{SKU: "LATTE", Name: "Latte", Quantity: 1, UnitAmount: amount}}}
@@ -157,16 +158,17 @@ func (e *actionEnv) order(key, token string, amount int64) (int64, int) {
 	} else if err != nil {
 		e.t.Fatalf("order %s: %v", key, err)
 	}
-	return e.count(`SELECT coalesce((SELECT order_id FROM idempotency_keys WHERE client_id = $1 AND key = $2), 0)`, e.client.ID, key), status
+	return e.str(`SELECT coalesce((SELECT o.public_id FROM idempotency_keys k JOIN orders o ON o.id = k.order_id
+		 WHERE k.client_id = $1 AND k.key = $2), '')`, e.client.ID, key), status
 }
 
 // refund asks for a refund of order through the API's path, under key.
-func (e *actionEnv) refund(key string, order, amount int64) int {
+func (e *actionEnv) refund(key, order string, amount int64) int {
 	e.t.Helper()
 	in := RefundInput{Amount: amount}
 	body, _ := json.Marshal(in)
 	res, err := e.s.CreateRefund(context.Background(), Request{Client: e.client, Key: key, Method: "POST",
-		Path: fmt.Sprintf("/v1/orders/%d/refunds", order), Body: body}, order, in)
+		Path: "/v1/orders/" + order + "/refunds", Body: body}, order, in)
 	var p *problem.Problem
 	if errors.As(err, &p) {
 		return p.Status
@@ -359,7 +361,7 @@ func TestReleasedKeyReplays(t *testing.T) {
 	}
 	again, st := e.order("k", "tok_visa", 9000)
 	if st != http.StatusCreated || again != id {
-		t.Fatalf("retry after the release: %d (order %d, want %d)", st, again, id)
+		t.Fatalf("retry after the release: %d (order %s, want %s)", st, again, id)
 	}
 	if n := e.count(`SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != 1 {
 		t.Fatalf("%d charges", n)
@@ -453,7 +455,7 @@ func TestRefundAsOperator(t *testing.T) {
 	if _, err := e.s.RefundAsOperator(ctx, OperatorRefund{OrderID: id, RefundInput: RefundInput{Amount: 1}, Nonce: "short"}); !errors.Is(err, ErrInvalidNonce) {
 		t.Fatalf("bad nonce: %v", err)
 	}
-	if _, err := e.s.RefundAsOperator(ctx, OperatorRefund{OrderID: id + 100, RefundInput: RefundInput{Amount: 1}, Nonce: nonce(4)}); !errors.Is(err, ErrOrderNotFound) {
+	if _, err := e.s.RefundAsOperator(ctx, OperatorRefund{OrderID: "ord_" + strings.Repeat("0", 32), RefundInput: RefundInput{Amount: 1}, Nonce: nonce(4)}); !errors.Is(err, ErrOrderNotFound) {
 		t.Fatalf("unknown order: %v", err)
 	}
 
@@ -468,7 +470,7 @@ func TestRefundAsOperator(t *testing.T) {
 		t.Fatalf("the pending form sent again: %+v %v", res, err)
 	}
 
-	if n := e.count(`SELECT refunded_amount FROM orders WHERE id = $1`, id); n != 6000 {
+	if n := e.count(`SELECT refunded_amount FROM orders WHERE public_id = $1`, id); n != 6000 {
 		t.Fatalf("refunded_amount %d", n)
 	}
 	if n := e.count(`SELECT coalesce(sum(amount), 0) FROM psp_refunds`); n != 6000 {
@@ -520,7 +522,7 @@ func TestConcurrentReleasesSettleOnce(t *testing.T) {
 				body, _ := json.Marshal(in)
 				return func() (int, []byte, error) {
 					res, err := e.s.CreateRefund(context.Background(), Request{Client: e.client, Key: "k", Method: "POST",
-						Path: fmt.Sprintf("/v1/orders/%d/refunds", id), Body: body}, id, in)
+						Path: "/v1/orders/" + id + "/refunds", Body: body}, id, in)
 					return answer(res, err)
 				}
 			},

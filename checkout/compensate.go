@@ -39,7 +39,7 @@ import (
 // before the card was charged. With owed false the provider confirmed that nothing was or
 // will be charged under the key; with owed true it could not, and any charge that still
 // appears is refunded automatically.
-func canceledAnswer(orderID int64, owed bool) *problem.Problem {
+func canceledAnswer(orderID string, owed bool) *problem.Problem {
 	detail := "the request was interrupted before the card was charged and was not retried in time; nothing was charged and the order is canceled. Pay again with a new key"
 	if owed {
 		detail = "the request was interrupted before the card was charged and was not retried in time; the order is canceled. If the payment provider still completes the interrupted charge, it is refunded in full automatically. Pay again with a new key"
@@ -65,7 +65,10 @@ func (s *Service) owe(k *Key, now time.Time, reason string) *owedRefund {
 // stored on its key, fenced by the lease token; with owe set, the compensation is written
 // by the same statement, so the order is never canceled without the refund it owes.
 func cancelOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.Time, owe *owedRefund) (Response, error) {
-	p := canceledAnswer(k.OrderID.Int64, owe != nil)
+	if err := publicIDs(ctx, db, k); err != nil { // no query when the key was read with them
+		return Response{}, err
+	}
+	p := canceledAnswer(k.OrderPublicID, owe != nil)
 	resp := Response{Status: p.Status, Body: p.Body(k.Path), Header: map[string]string{"Content-Type": problem.ContentType}}
 	var chargeKey, reason *string
 	var watchUntil *time.Time

@@ -47,6 +47,12 @@ type Key struct {
 	// Tombstone marks what remains of a swept key (see key_tombstones): enough to refuse a
 	// late retry, with ID 0 and no response.
 	Tombstone bool `db:"tombstone"`
+	// OrderPublicID and RefundPublicID are what clients and operators see of OrderID and
+	// RefundID (orders.public_id, refunds.public_id; the integers are never shown). Not
+	// columns of the key: the claims, takeOver and tombstoneAsKey read them with the key,
+	// and publicIDs reads them for a key that came from elsewhere. "" when not read.
+	OrderPublicID  string `db:"order_public_id"`
+	RefundPublicID string `db:"refund_public_id"`
 }
 
 // keyColumns is the select list that fills a Key.
@@ -54,15 +60,37 @@ const keyColumns = `id, client_id, key, fingerprint, method, path, state, recove
 	lease_expires_at, order_id, refund_id, response_status, response_headers, response_body,
 	attention_reason, created_at, expires_at, false AS tombstone`
 
-// tombstoneAsKey selects a live tombstone of ($1, $2) at time $3 in keyColumns' shape, for
-// the claim statements: a key that has a tombstone cannot be claimed again.
+// tombstoneAsKey selects a live tombstone of ($1, $2) at time $3 in keyColumns' shape, and
+// the public ids of its order and refund (for the late retry's answer), for the claim
+// statements: a key that has a tombstone cannot be claimed again.
 const tombstoneAsKey = `
-	SELECT 0::bigint AS id, client_id, key, fingerprint, method, path, 'completed' AS state,
+	SELECT 0::bigint AS id, t.client_id, t.key, t.fingerprint, t.method, t.path, 'completed' AS state,
 	       'finished' AS recovery_point, 0::bigint AS lease_token, NULL::timestamptz AS lease_expires_at,
-	       order_id, refund_id, NULL::int AS response_status, NULL::jsonb AS response_headers,
-	       NULL::bytea AS response_body, NULL::text AS attention_reason, first_seen AS created_at,
-	       expired_at AS expires_at, true AS tombstone
-	  FROM key_tombstones WHERE client_id = $1 AND key = $2 AND forget_at > $3`
+	       t.order_id, t.refund_id, NULL::int AS response_status, NULL::jsonb AS response_headers,
+	       NULL::bytea AS response_body, NULL::text AS attention_reason, t.first_seen AS created_at,
+	       t.expired_at AS expires_at, true AS tombstone,
+	       coalesce(o.public_id::text, '') AS order_public_id, coalesce(r.public_id::text, '') AS refund_public_id
+	  FROM key_tombstones t
+	  LEFT JOIN orders o ON o.id = t.order_id
+	  LEFT JOIN refunds r ON r.id = t.refund_id
+	 WHERE t.client_id = $1 AND t.key = $2 AND t.forget_at > $3`
+
+// publicIDs reads the public ids of the key's order and refund when the statement that read
+// the key did not: for the rare answers that name them from a key looked up (an expired
+// key, an operator's release). The hot paths read them with the key instead.
+func publicIDs(ctx context.Context, db sqlx.QueryerContext, k *Key) error {
+	if (!k.OrderID.Valid || k.OrderPublicID != "") && (!k.RefundID.Valid || k.RefundPublicID != "") {
+		return nil
+	}
+	err := db.QueryRowxContext(ctx, `
+		SELECT coalesce((SELECT public_id::text FROM orders WHERE id = $1), ''),
+		       coalesce((SELECT public_id::text FROM refunds WHERE id = $2), '')`, k.OrderID, k.RefundID).
+		Scan(&k.OrderPublicID, &k.RefundPublicID)
+	if err != nil {
+		return fmt.Errorf("public ids of key %d: %w", k.ID, err)
+	}
+	return nil
+}
 
 // Response is what a keyed request answers, stored with its key so that a repeat gets
 // the same status, headers and bytes.
@@ -129,11 +157,17 @@ func lookupReplay(ctx context.Context, db sqlx.QueryerContext, clientID int64, k
 func takeOver(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.Time, lease time.Duration) (*Key, error) {
 	var nk Key
 	err := sqlx.GetContext(ctx, db, &nk, `
-		UPDATE idempotency_keys
-		   SET lease_token = lease_token + 1, lease_expires_at = $3
-		 WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'
-		   AND (lease_expires_at IS NULL OR lease_expires_at <= $4)
-		RETURNING `+keyColumns, k.ID, k.LeaseToken, now.Add(lease), now)
+		WITH k AS (
+		    UPDATE idempotency_keys
+		       SET lease_token = lease_token + 1, lease_expires_at = $3
+		     WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'
+		       AND (lease_expires_at IS NULL OR lease_expires_at <= $4)
+		    RETURNING `+keyColumns+`
+		)
+		SELECT k.*, coalesce(o.public_id::text, '') AS order_public_id,
+		       coalesce(r.public_id::text, '') AS refund_public_id
+		  FROM k LEFT JOIN orders o ON o.id = k.order_id LEFT JOIN refunds r ON r.id = k.refund_id`,
+		k.ID, k.LeaseToken, now.Add(lease), now)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errNoKey
 	}

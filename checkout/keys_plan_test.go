@@ -50,7 +50,11 @@ func TestKeyWritesUseThePrimaryKey(t *testing.T) {
 	openKey := func(state string) *Key {
 		t.Helper()
 		var k Key
-		if err := d.Get(&k, `SELECT `+keyColumns+` FROM idempotency_keys
+		// With its order's public id, as the completer and a release read a key (takeOver,
+		// publicIDs): cancelOrder's answer names the order by it.
+		if err := d.Get(&k, `SELECT `+keyColumns+`,
+			       (SELECT o.public_id FROM orders o WHERE o.id = idempotency_keys.order_id) AS order_public_id
+			  FROM idempotency_keys
 			 WHERE state = $1 AND order_id IS NOT NULL ORDER BY id LIMIT 1`, state); err != nil {
 			t.Fatalf("an %s key: %v", state, err)
 		}

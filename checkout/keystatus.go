@@ -17,8 +17,8 @@ type KeyView struct {
 	Path           string    `json:"path"`
 	Fingerprint    string    `json:"fingerprint"`
 	FingerprintHow string    `json:"fingerprint_algorithm"`
-	OrderID        *int64    `json:"order_id,omitempty"`
-	RefundID       *int64    `json:"refund_id,omitempty"`
+	OrderID        string    `json:"order_id,omitempty"`  // public
+	RefundID       string    `json:"refund_id,omitempty"` // public
 	ResponseStatus *int      `json:"response_status,omitempty"`
 	Expired        bool      `json:"expired"`
 	CreatedAt      time.Time `json:"created_at"`
@@ -43,18 +43,16 @@ func (s *Service) KeyStatus(ctx context.Context, clientID int64, key string) (Ke
 	if err != nil {
 		return KeyView{}, err
 	}
+	if err := publicIDs(ctx, s.db, k); err != nil {
+		return KeyView{}, err
+	}
 	now := s.cfg.Now()
 	v := KeyView{
 		Key: k.Key, State: k.State, RecoveryPoint: k.RecoveryPoint, Method: k.Method, Path: k.Path,
 		Fingerprint: hex.EncodeToString(k.Fingerprint), FingerprintHow: FingerprintAlgorithm,
 		Expired: !now.Before(k.ExpiresAt), CreatedAt: k.CreatedAt.UTC(), ExpiresAt: k.ExpiresAt.UTC(),
 	}
-	if k.OrderID.Valid {
-		v.OrderID = &k.OrderID.Int64
-	}
-	if k.RefundID.Valid {
-		v.RefundID = &k.RefundID.Int64
-	}
+	v.OrderID, v.RefundID = k.OrderPublicID, k.RefundPublicID
 	if k.ResponseStatus.Valid {
 		st := int(k.ResponseStatus.Int32)
 		v.ResponseStatus = &st

@@ -28,11 +28,13 @@ type OrderDetail struct {
 
 // OrderKey is an idempotency key of an order.
 type OrderKey struct {
-	ClientID int64     `db:"client_id"`
-	Key      string    `db:"key"`
-	RefundID *int64    `db:"refund_id"` // nil: the key that created the order
-	State    string    `db:"state"`     // the live key's state, or KeyStateExpired: only its tombstone is left
-	FirstAt  time.Time `db:"first_at"`  // when the key first arrived
+	ClientID int64  `db:"client_id"`
+	Key      string `db:"key"`
+	RefundID *int64 `db:"refund_id"` // nil: the key that created the order
+	// RefundPublicID is the refund's public id, what the console shows; "" for the order's key.
+	RefundPublicID string    `db:"refund_public_id"`
+	State          string    `db:"state"`    // the live key's state, or KeyStateExpired: only its tombstone is left
+	FirstAt        time.Time `db:"first_at"` // when the key first arrived
 	// ForgetAt is set once the sweeper expired the key: a retry with it is refused until
 	// then, after which the key is new again.
 	ForgetAt *time.Time `db:"forget_at"`
@@ -43,11 +45,15 @@ type OrderKey struct {
 var orderKeysSQL = func() string {
 	owner := sqlWhere(keyOwnerPreds("", "$1", ""))
 	return `
-	SELECT k.client_id, k.key, k.refund_id, k.state, k.created_at AS first_at, t.forget_at
+	SELECT k.client_id, k.key, k.refund_id,
+	       coalesce((SELECT r.public_id::text FROM refunds r WHERE r.id = k.refund_id), '') AS refund_public_id,
+	       k.state, k.created_at AS first_at, t.forget_at
 	  FROM idempotency_keys k
 	  LEFT JOIN key_tombstones t ON t.key_id = k.id` + owner + `
 	 UNION ALL
-	SELECT k.client_id, k.key, k.refund_id, '` + KeyStateExpired + `', k.first_seen, k.forget_at
+	SELECT k.client_id, k.key, k.refund_id,
+	       coalesce((SELECT r.public_id::text FROM refunds r WHERE r.id = k.refund_id), ''),
+	       '` + KeyStateExpired + `', k.first_seen, k.forget_at
 	  FROM key_tombstones k` + owner + `
 	   AND NOT EXISTS (SELECT 1 FROM idempotency_keys i WHERE i.id = k.key_id)
 	 ORDER BY first_at, key`
@@ -92,7 +98,7 @@ func GetOrderDetail(ctx context.Context, db sqlx.QueryerContext, id int64) (Orde
 }
 
 const ordersRefundsSQL = `
-	SELECT r.id, r.order_id, r.amount, r.currency, r.status, coalesce(r.reason, '') AS reason,
+	SELECT r.id, r.public_id, r.order_id, r.amount, r.currency, r.status, coalesce(r.reason, '') AS reason,
 	       coalesce(r.provider_refund_id, '') AS provider_refund_id, r.created_at, r.updated_at,
 	       coalesce((SELECT k.key FROM idempotency_keys k WHERE k.refund_id = r.id),
 	                (SELECT t.key FROM key_tombstones t WHERE t.refund_id = r.id LIMIT 1), '') AS key

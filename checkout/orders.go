@@ -147,7 +147,7 @@ const noNUL = "must not contain the NUL character (U+0000)"
 
 // OrderView is an order as the API shows it: the body of a 201 and of GET /v1/orders/{id}.
 type OrderView struct {
-	ID             int64             `json:"id"`
+	ID             string            `json:"id"` // the public id, "ord_..."
 	Status         string            `json:"status"`
 	Amount         int64             `json:"amount"`
 	Currency       string            `json:"currency"`
@@ -226,8 +226,11 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 	}
 
 	o.s.crash(CrashAfterProvider)
+	if err := publicIDs(ctx, o.s.q, k); err != nil { // no query: the claim and takeOver read it
+		return Response{}, err
+	}
 	view := OrderView{
-		ID: k.OrderID.Int64, Amount: o.in.Amount, Currency: o.in.Currency, Items: o.in.Items,
+		ID: k.OrderPublicID, Amount: o.in.Amount, Currency: o.in.Currency, Items: o.in.Items,
 		Customer: o.in.Customer, Metadata: o.in.Metadata, CreatedAt: k.CreatedAt.UTC(),
 	}
 	resp, err := o.s.settleOrder(ctx, o.s.q, k, view, ch, pk)
@@ -256,7 +259,7 @@ func (s *Service) settleOrder(ctx context.Context, db sqlx.QueryerContext, k *Ke
 		}
 		resp = Response{Status: http.StatusCreated, Body: body, Header: map[string]string{
 			"Content-Type": "application/json",
-			"Location":     "/v1/orders/" + strconv.FormatInt(view.ID, 10),
+			"Location":     "/v1/orders/" + view.ID,
 		}}
 	} else {
 		view.Status = "declined"

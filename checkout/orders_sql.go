@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -30,6 +31,9 @@ func providerKey(step string, k *Key) string {
 // concurrent first arrivals wins; the losers get errNoKey and look the key up again. A key
 // with a live tombstone (swept, still in its grace period) is not claimed: the tombstone
 // comes back instead, as a Key with Tombstone set.
+//
+// The order's public id (what the client sees) is the default of orders.public_id, random,
+// made by this statement and returned with the key.
 //
 // The order id comes from the identity sequence of orders.id, named as Postgres names it
 // (orders_id_seq): a constant name is resolved once per prepared statement, where
@@ -59,8 +63,10 @@ func claimOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, amount int6
 		    INSERT INTO orders (id, client_id, status, amount, currency, items, customer_id,
 		                        customer_email, metadata, created_at, updated_at)
 		    SELECT k.order_id, $1, 'pending', $9, $10, $11, $12, $13, $14, $3, $3 FROM k
+		    RETURNING public_id
 		)
-		SELECT * FROM k UNION ALL SELECT * FROM t`,
+		SELECT k.*, o.public_id::text AS order_public_id, '' AS refund_public_id FROM k, o
+		UNION ALL SELECT * FROM t`,
 		k.ClientID, k.Key, k.CreatedAt, k.Fingerprint, k.Method, k.Path,
 		k.LeaseExpiresAt, k.ExpiresAt,
 		amount, currency, string(items), customerID, customerEmail, nullJSON(metadata))
@@ -122,11 +128,20 @@ func nullJSON(b []byte) any {
 	return string(b)
 }
 
+// orderIDSyntax is the shape of an order's public id: "ord_" and 32 lower-case hex digits,
+// as the domain order_public_id (migrations/00013_public_ids.sql) says.
+var orderIDSyntax = regexp.MustCompile(`^ord_[0-9a-f]{32}$`)
+
+// ValidOrderID reports whether s has the shape of an order's public id, so that a path
+// holding anything else (an internal integer id among them) is answered 404 without a query.
+func ValidOrderID(s string) bool { return orderIDSyntax.MatchString(s) }
+
 func nullTime(t time.Time) sql.NullTime { return sql.NullTime{Time: t, Valid: true} }
 
 // orderRow is an order joined with its payment.
 type orderRow struct {
 	ID             int64          `db:"id"`
+	PublicID       string         `db:"public_id"`
 	Status         string         `db:"status"`
 	Amount         int64          `db:"amount"`
 	Currency       string         `db:"currency"`
@@ -144,13 +159,13 @@ type orderRow struct {
 }
 
 const orderSelect = `
-	SELECT o.id, o.status, o.amount, o.currency, o.items, o.customer_id, o.customer_email,
+	SELECT o.id, o.public_id, o.status, o.amount, o.currency, o.items, o.customer_id, o.customer_email,
 	       o.metadata, o.refunded_amount, o.created_at,
 	       p.provider_charge_id, p.status AS pay_status, p.decline_code, p.card_brand, p.card_last4
 	  FROM orders o LEFT JOIN payments p ON p.order_id = o.id`
 
 func (r *orderRow) view() (OrderView, error) {
-	v := OrderView{ID: r.ID, Status: r.Status, Amount: r.Amount, Currency: r.Currency,
+	v := OrderView{ID: r.PublicID, Status: r.Status, Amount: r.Amount, Currency: r.Currency,
 		RefundedAmount: r.RefundedAmount, CreatedAt: r.CreatedAt.UTC()}
 	if err := json.Unmarshal(r.Items, &v.Items); err != nil {
 		return OrderView{}, fmt.Errorf("order %d items: %w", r.ID, err)
@@ -174,10 +189,14 @@ func (r *orderRow) view() (OrderView, error) {
 // are indistinguishable to a client by design.
 var ErrOrderNotFound = errors.New("order not found")
 
-// GetOrder returns one of the client's orders.
-func (s *Service) GetOrder(ctx context.Context, clientID, orderID int64) (OrderView, error) {
+// GetOrder returns one of the client's orders by its public id. Anything that is not an
+// order id (an integer, another prefix) is not found, without a query.
+func (s *Service) GetOrder(ctx context.Context, clientID int64, publicID string) (OrderView, error) {
+	if !ValidOrderID(publicID) {
+		return OrderView{}, ErrOrderNotFound
+	}
 	var r orderRow
-	err := sqlx.GetContext(ctx, s.db, &r, orderSelect+` WHERE o.id = $1 AND o.client_id = $2`, orderID, clientID)
+	err := sqlx.GetContext(ctx, s.db, &r, orderSelect+` WHERE o.public_id = $1 AND o.client_id = $2`, publicID, clientID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return OrderView{}, ErrOrderNotFound
 	}
@@ -187,12 +206,28 @@ func (s *Service) GetOrder(ctx context.Context, clientID, orderID int64) (OrderV
 	return r.view()
 }
 
+// ErrBadCursor is an `after` that is not an order of the listed customer of the client.
+var ErrBadCursor = errors.New("after is not an order of this list")
+
 // ListOrders returns a page of the client's orders for one customer, newest first, starting
-// after the order id `after` (0: from the newest). Keyset pagination: the cost of a page
-// does not grow with how deep it is.
-func (s *Service) ListOrders(ctx context.Context, clientID int64, customerID string, after int64, limit int) ([]OrderView, bool, error) {
-	if after <= 0 {
-		after = 1<<63 - 1
+// after the order whose public id is `after` ("": from the newest). Keyset pagination on
+// the internal id, which the cursor order is looked up for: the cost of a page does not
+// grow with how deep it is.
+func (s *Service) ListOrders(ctx context.Context, clientID int64, customerID string, afterID string, limit int) ([]OrderView, bool, error) {
+	after := int64(1<<63 - 1)
+	if afterID != "" {
+		if !ValidOrderID(afterID) {
+			return nil, false, ErrBadCursor
+		}
+		err := sqlx.GetContext(ctx, s.db, &after, `
+			SELECT id FROM orders WHERE public_id = $1 AND client_id = $2 AND customer_id = $3`,
+			afterID, clientID, customerID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, false, ErrBadCursor
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("list orders: cursor: %w", err)
+		}
 	}
 	var rows []orderRow
 	err := sqlx.SelectContext(ctx, s.db, &rows, orderSelect+`

@@ -77,6 +77,8 @@ func keyReused(k *Key, method, path string) *problem.Problem {
 // must not turn its retry into a second charge. A new key is safe only when the request is
 // evidently another purchase (its fingerprint differs from the expired one's); a late retry
 // of the same request must be resolved by looking the original order up, not re-sent.
+//
+// It names the order (and refund) by their public ids: the caller reads them (publicIDs).
 func keyExpired(k *Key, sameRequest bool) *problem.Problem {
 	detail := "this key's first request is older than the key's retention, so it is no longer replayed; " +
 		"its outcome is the order named here. Do not resend this purchase with a new key"
@@ -88,11 +90,11 @@ func keyExpired(k *Key, sameRequest bool) *problem.Problem {
 		With("first_seen", k.CreatedAt.UTC().Format(time.RFC3339)).
 		With("expired_at", k.ExpiresAt.UTC().Format(time.RFC3339)).
 		With("retryable", false).With("safe_new_key", !sameRequest)
-	if k.OrderID.Valid {
-		p.With("order_id", k.OrderID.Int64)
+	if k.OrderPublicID != "" {
+		p.With("order_id", k.OrderPublicID)
 	}
-	if k.RefundID.Valid {
-		p.With("refund_id", k.RefundID.Int64)
+	if k.RefundPublicID != "" {
+		p.With("refund_id", k.RefundPublicID)
 	}
 	return p
 }

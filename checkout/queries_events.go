@@ -38,7 +38,8 @@ type EventRow struct {
 	KeyFingerprint string
 	KeyMethod      string
 	KeyPath        string
-	OrderID        *int64 // nil: not known (no key row or tombstone left, or no order)
+	OrderID        *int64  // nil: not known (no key row or tombstone left, or no order)
+	OrderPublicID  *string // OrderID's public id: what the console shows and links by
 }
 
 type eventScan struct {
@@ -55,11 +56,12 @@ type eventScan struct {
 	Fingerprint string    `db:"fingerprint"`
 	Detail      *string   `db:"detail"`
 
-	ClientName     string `db:"client_name"`
-	KeyFingerprint string `db:"key_fingerprint"`
-	KeyMethod      string `db:"key_method"`
-	KeyPath        string `db:"key_path"`
-	OrderID        *int64 `db:"order_id"`
+	ClientName     string  `db:"client_name"`
+	KeyFingerprint string  `db:"key_fingerprint"`
+	KeyMethod      string  `db:"key_method"`
+	KeyPath        string  `db:"key_path"`
+	OrderID        *int64  `db:"order_id"`
+	OrderPublicID  *string `db:"order_public_id"`
 }
 
 const eventColumns = `e.id, e.at, e.client_id, e.key, e.key_id, e.kind, e.status,
@@ -81,7 +83,8 @@ func selectEvents(ctx context.Context, db sqlx.QueryerContext, q string, a []any
 		out[i] = EventRow{ID: r.ID, At: r.At.UTC(), ClientID: r.ClientID, Key: r.Key, KeyID: r.KeyID,
 			Kind: r.Kind, Status: r.Status, RequestID: r.RequestID, RemoteAddr: r.RemoteAddr,
 			UserAgent: r.UserAgent, Fingerprint: r.Fingerprint, ClientName: r.ClientName,
-			KeyFingerprint: r.KeyFingerprint, KeyMethod: r.KeyMethod, KeyPath: r.KeyPath, OrderID: r.OrderID}
+			KeyFingerprint: r.KeyFingerprint, KeyMethod: r.KeyMethod, KeyPath: r.KeyPath, OrderID: r.OrderID,
+			OrderPublicID: r.OrderPublicID}
 		if r.Detail != nil {
 			out[i].Detail = json.RawMessage(*r.Detail)
 		}
@@ -141,6 +144,8 @@ func validKinds(kinds []string) ([]string, error) {
 // the tombstone's LATERAL has a LIMIT and the others are scalar subqueries, so that each
 // stays one probe per row, never a join that could hash a whole table.
 const eventRowsSQL = `
+	SELECT e.*, (SELECT o.public_id FROM orders o WHERE o.id = e.order_id) AS order_public_id
+	  FROM (
 	SELECT e.*, coalesce((SELECT c.name FROM clients c WHERE c.id = e.client_id), '') AS client_name,
 	       coalesce(encode(coalesce(k.fingerprint, t.fingerprint), 'hex'), '') AS key_fingerprint,
 	       coalesce(k.method, t.method, '') AS key_method, coalesce(k.path, t.path, '') AS key_path,
@@ -152,6 +157,7 @@ const eventRowsSQL = `
 	       SELECT t.fingerprint, t.method, t.path, t.order_id, t.refund_id FROM key_tombstones t
 	        WHERE k.id IS NULL AND t.client_id = e.client_id AND t.key = e.key AND t.first_seen <= e.at
 	        LIMIT 1) t ON true
+	  ) e
 	 ORDER BY e.at DESC, e.id DESC`
 
 // listEventsSQL builds ListEvents' query for n+1 rows. Without a key, each kind is read

@@ -51,6 +51,7 @@ type Tombstone struct {
 // RefundRow is a refund of an order, with the key that asked for it.
 type RefundRow struct {
 	ID               int64     `db:"id"`
+	PublicID         string    `db:"public_id"` // what the console shows
 	OrderID          int64     `db:"order_id"`
 	Amount           int64     `db:"amount"`
 	Currency         string    `db:"currency"`
@@ -64,8 +65,9 @@ type RefundRow struct {
 
 const getKeySQL = `
 	SELECT k.id, k.client_id, c.name AS client_name, k.key, k.state, k.recovery_point, k.method,
-	       k.path, k.order_id, k.refund_id, r.order_id AS refund_order_id, k.response_status,
-	       k.created_at, k.expires_at,
+	       k.path, k.order_id, k.refund_id, r.order_id AS refund_order_id,
+	       (SELECT o.public_id FROM orders o WHERE o.id = coalesce(k.order_id, r.order_id)) AS order_public_id,
+	       k.response_status, k.created_at, k.expires_at,
 	       (SELECT count(*) FROM key_events e
 	         WHERE e.client_id = k.client_id AND e.key = k.key AND e.key_id = k.id
 	           AND e.kind = 'replayed') AS replays,
@@ -82,6 +84,7 @@ const getKeySQL = `
 const getTombstoneSQL = `
 	SELECT t.client_id, c.name AS client_name, t.key, t.key_id, encode(t.fingerprint, 'hex') AS fingerprint,
 	       t.method, t.path, t.order_id, t.refund_id, r.order_id AS refund_order_id,
+	       (SELECT o.public_id FROM orders o WHERE o.id = coalesce(t.order_id, r.order_id)) AS order_public_id,
 	       t.first_seen, t.expired_at, t.forget_at, t.created_at,
 	       (SELECT count(*) FROM key_events e
 	         WHERE e.client_id = t.client_id AND e.key = t.key AND e.kind = 'replayed') AS replays
@@ -91,7 +94,7 @@ const getTombstoneSQL = `
 	 WHERE t.client_id = $1 AND t.key = $2`
 
 const orderRefundsSQL = `
-	SELECT r.id, r.order_id, r.amount, r.currency, r.status, coalesce(r.reason, '') AS reason,
+	SELECT r.id, r.public_id, r.order_id, r.amount, r.currency, r.status, coalesce(r.reason, '') AS reason,
 	       coalesce(r.provider_refund_id, '') AS provider_refund_id, r.created_at, r.updated_at,
 	       coalesce((SELECT k.key FROM idempotency_keys k WHERE k.refund_id = r.id),
 	                (SELECT t.key FROM key_tombstones t WHERE t.refund_id = r.id LIMIT 1), '') AS key
@@ -121,6 +124,7 @@ type tombstoneRow struct {
 	OrderID       *int64    `db:"order_id"`
 	RefundID      *int64    `db:"refund_id"`
 	RefundOrderID *int64    `db:"refund_order_id"`
+	OrderPublicID *string   `db:"order_public_id"`
 	FirstSeen     time.Time `db:"first_seen"`
 	ExpiredAt     time.Time `db:"expired_at"`
 	ForgetAt      time.Time `db:"forget_at"`
@@ -170,7 +174,7 @@ func GetKey(ctx context.Context, db sqlx.QueryerContext, clientID int64, key str
 	case dead:
 		d = KeyDetail{KeyRow: KeyRow{ClientID: t.ClientID, ClientName: t.ClientName, Key: t.Key,
 			State: KeyStateExpired, RecoveryPoint: PointFinished, Method: t.Method, Path: t.Path,
-			OrderID: t.OrderID, RefundID: t.RefundID, RefundOrderID: t.RefundOrderID,
+			OrderID: t.OrderID, RefundID: t.RefundID, RefundOrderID: t.RefundOrderID, OrderPublicID: t.OrderPublicID,
 			CreatedAt: t.FirstSeen.UTC(), ExpiresAt: t.ExpiredAt.UTC(), Replays: t.Replays},
 			Fingerprint: t.Fingerprint, Tombstone: t.tombstone()}
 	default:

@@ -25,18 +25,21 @@ type KeyFilter struct {
 
 // KeyRow is a key as the console lists it.
 type KeyRow struct {
-	ID             int64  `db:"id"`
-	ClientID       int64  `db:"client_id"`
-	ClientName     string `db:"client_name"`
-	Key            string `db:"key"`
-	State          string `db:"state"`
-	RecoveryPoint  string `db:"recovery_point"`
-	Method         string `db:"method"`
-	Path           string `db:"path"`
-	OrderID        *int64 `db:"order_id"`
-	RefundID       *int64 `db:"refund_id"`
-	RefundOrderID  *int64 `db:"refund_order_id"` // the order a refund key refunds
-	ResponseStatus *int   `db:"response_status"`
+	ID            int64  `db:"id"`
+	ClientID      int64  `db:"client_id"`
+	ClientName    string `db:"client_name"`
+	Key           string `db:"key"`
+	State         string `db:"state"`
+	RecoveryPoint string `db:"recovery_point"`
+	Method        string `db:"method"`
+	Path          string `db:"path"`
+	OrderID       *int64 `db:"order_id"`
+	RefundID      *int64 `db:"refund_id"`
+	RefundOrderID *int64 `db:"refund_order_id"` // the order a refund key refunds
+	// OrderPublicID is the public id of the order the key made or refunds: what the console
+	// shows and links by (the integers are internal).
+	OrderPublicID  *string `db:"order_public_id"`
+	ResponseStatus *int    `db:"response_status"`
 	// CreatedAt is when the key first arrived (a swept key: first_seen), ExpiresAt when it
 	// stops being honoured (a swept key: when it expired).
 	CreatedAt time.Time `db:"created_at"`
@@ -54,8 +57,9 @@ const keyPageColumns = `k.id, k.client_id, k.key, k.state, k.recovery_point, k.m
 // each an index range of key_events_key_idx (the key's own events).
 const keyRowsSQL = `
 	SELECT p.id, p.client_id, c.name AS client_name, p.key, p.state, p.recovery_point, p.method,
-	       p.path, p.order_id, p.refund_id, r.order_id AS refund_order_id, p.response_status,
-	       p.created_at, p.expires_at,
+	       p.path, p.order_id, p.refund_id, r.order_id AS refund_order_id,
+	       (SELECT o.public_id FROM orders o WHERE o.id = coalesce(p.order_id, r.order_id)) AS order_public_id,
+	       p.response_status, p.created_at, p.expires_at,
 	       (SELECT count(*) FROM key_events e
 	         WHERE e.client_id = p.client_id AND e.key = p.key AND e.key_id = p.id
 	           AND e.kind = 'replayed') AS replays

@@ -7,6 +7,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -27,7 +28,8 @@ type OrderFilter struct {
 
 // OrderRow is an order with its payment, what was refunded, and the keys that created it.
 type OrderRow struct {
-	ID             int64
+	ID             int64  // internal: joins only, never shown
+	PublicID       string // what the console shows and links by
 	ClientID       int64
 	ClientName     string
 	Status         string
@@ -57,6 +59,7 @@ type PaymentRow struct {
 
 type orderScan struct {
 	ID             int64          `db:"id"`
+	PublicID       string         `db:"public_id"`
 	ClientID       int64          `db:"client_id"`
 	ClientName     string         `db:"client_name"`
 	Status         string         `db:"status"`
@@ -78,7 +81,7 @@ type orderScan struct {
 }
 
 func (s *orderScan) row() OrderRow {
-	r := OrderRow{ID: s.ID, ClientID: s.ClientID, ClientName: s.ClientName, Status: s.Status,
+	r := OrderRow{ID: s.ID, PublicID: s.PublicID, ClientID: s.ClientID, ClientName: s.ClientName, Status: s.Status,
 		Amount: s.Amount, Currency: s.Currency, Items: json.RawMessage(s.Items), CustomerID: s.CustomerID,
 		CustomerEmail: s.CustomerEmail, RefundedAmount: s.RefundedAmount, CreatedAt: s.CreatedAt.UTC(),
 		UpdatedAt: s.UpdatedAt.UTC(), Keys: []string(s.Keys)}
@@ -93,13 +96,13 @@ func (s *orderScan) row() OrderRow {
 	return r
 }
 
-const orderPageColumns = `o.id, o.client_id, o.status, o.amount, o.currency, o.items, o.customer_id,
+const orderPageColumns = `o.id, o.public_id, o.client_id, o.status, o.amount, o.currency, o.items, o.customer_id,
 	       o.customer_email, o.refunded_amount, o.created_at, o.updated_at`
 
 // orderRowsSQL completes a page of orders (the subquery o) with client, payment and keys,
 // for the rows of the page only.
 const orderRowsSQL = `
-	SELECT o.id, o.client_id, c.name AS client_name, o.status, o.amount, o.currency,
+	SELECT o.id, o.public_id, o.client_id, c.name AS client_name, o.status, o.amount, o.currency,
 	       o.items::text AS items, coalesce(o.customer_id, '') AS customer_id,
 	       coalesce(o.customer_email, '') AS customer_email, o.refunded_amount, o.created_at,
 	       o.updated_at, p.provider_charge_id, p.status AS pay_status, p.decline_code,
@@ -373,4 +376,22 @@ func DoubleTapsOf(ctx context.Context, db sqlx.QueryerContext, o OrderRow, windo
 		}
 	}
 	return DoubleTap{}, false, nil
+}
+
+// OrderIDOf returns the internal id of the order whose public id is publicID: the console
+// is addressed by public ids (its URLs, its filters) and its queries join on the internal
+// one. ErrOrderNotFound: anything else, an integer id included.
+func OrderIDOf(ctx context.Context, db sqlx.QueryerContext, publicID string) (int64, error) {
+	if !ValidOrderID(publicID) {
+		return 0, ErrOrderNotFound
+	}
+	var id int64
+	err := sqlx.GetContext(ctx, db, &id, `SELECT id FROM orders WHERE public_id = $1`, publicID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, ErrOrderNotFound
+	}
+	if err != nil {
+		return 0, fmt.Errorf("order %s: %w", publicID, err)
+	}
+	return id, nil
 }

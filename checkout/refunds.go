@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/tekrar/tekrar/checkout/psp"
@@ -36,8 +35,8 @@ func (in *RefundInput) Validate() []FieldError {
 
 // RefundView is a refund as the API shows it.
 type RefundView struct {
-	ID        int64     `json:"id"`
-	OrderID   int64     `json:"order_id"`
+	ID        string    `json:"id"`       // the public id, "rf_..."
+	OrderID   string    `json:"order_id"` // the order's public id
 	Amount    int64     `json:"amount"`
 	Currency  string    `json:"currency"`
 	Status    string    `json:"status"`
@@ -61,14 +60,15 @@ var (
 	}
 )
 
-// CreateRefund runs POST /v1/orders/{id}/refunds for a validated input.
-func (s *Service) CreateRefund(ctx context.Context, req Request, orderID int64, in RefundInput) (Result, error) {
+// CreateRefund runs POST /v1/orders/{id}/refunds for a validated input; orderID is the
+// order's public id.
+func (s *Service) CreateRefund(ctx context.Context, req Request, orderID string, in RefundInput) (Result, error) {
 	return s.execute(ctx, req, &refundOp{s: s, orderID: orderID, in: in})
 }
 
 type refundOp struct {
 	s       *Service
-	orderID int64
+	orderID string // public
 	in      RefundInput
 }
 
@@ -84,6 +84,7 @@ func (r *refundOp) run(ctx context.Context, k *Key, resumed bool) (Response, err
 	if err != nil {
 		return Response{}, err
 	}
+	k.OrderPublicID, k.RefundPublicID = ref.OrderPublicID, ref.PublicID
 	pctx, cancel := context.WithTimeout(ctx, r.s.cfg.ProviderTimeout)
 	defer cancel()
 	var pr psp.Refund
@@ -110,7 +111,7 @@ func (r *refundOp) run(ctx context.Context, k *Key, resumed bool) (Response, err
 
 // refundResponse is the 201 of a refund the provider made: what its key stores and replays.
 func refundResponse(ref refundRow) (Response, error) {
-	view := RefundView{ID: ref.ID, OrderID: ref.OrderID, Amount: ref.Amount, Currency: ref.Currency,
+	view := RefundView{ID: ref.PublicID, OrderID: ref.OrderPublicID, Amount: ref.Amount, Currency: ref.Currency,
 		Status: "succeeded", Reason: ref.Reason, CreatedAt: ref.CreatedAt.UTC()}
 	body, err := json.Marshal(view)
 	if err != nil {
@@ -118,6 +119,6 @@ func refundResponse(ref refundRow) (Response, error) {
 	}
 	return Response{Status: http.StatusCreated, Body: body, Header: map[string]string{
 		"Content-Type": "application/json",
-		"Location":     "/v1/orders/" + strconv.FormatInt(ref.OrderID, 10) + "/refunds/" + strconv.FormatInt(ref.ID, 10),
+		"Location":     "/v1/orders/" + ref.OrderPublicID + "/refunds/" + ref.PublicID,
 	}}, nil
 }

@@ -13,10 +13,14 @@ import (
 )
 
 // claimRefund inserts the key row, reserves the amount on the order and creates the
-// pending refund, in one transaction. The reservation is an UPDATE of the order's
+// pending refund, in one transaction. The order is named by its public id (the path's);
+// the refund's public id is the default of refunds.public_id, made by its INSERT. The reservation is an UPDATE of the order's
 // refunded_amount, so concurrent refunds of one order queue on its row lock, and the
 // CHECK orders_refund_within_capture refuses the one that would exceed the capture.
-func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderID int64, in RefundInput) (_ *Key, claimed bool, _ error) {
+func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderPublicID string, in RefundInput) (_ *Key, claimed bool, _ error) {
+	if !ValidOrderID(orderPublicID) {
+		return nil, false, errOrderNotFound()
+	}
 	tx, err := d.BeginTxx(ctx, nil)
 	if err != nil {
 		return nil, false, fmt.Errorf("claim refund: %w", err)
@@ -46,17 +50,20 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderID int64, in Refu
 	if err != nil {
 		return nil, false, fmt.Errorf("claim refund key: %w", err)
 	}
-	var currency string
-	err = tx.GetContext(ctx, &currency, `
+	var order struct {
+		ID       int64  `db:"id"`
+		Currency string `db:"currency"`
+	}
+	err = tx.GetContext(ctx, &order, `
 		UPDATE orders SET refunded_amount = refunded_amount + $3, updated_at = $4
-		 WHERE id = $1 AND client_id = $2 AND status IN `+paidStatusesSQL+` -- a refunded one: the CHECK refuses
-		RETURNING currency`, orderID, k.ClientID, in.Amount, k.CreatedAt)
+		 WHERE public_id = $1 AND client_id = $2 AND status IN `+paidStatusesSQL+` -- a refunded one: the CHECK refuses
+		RETURNING id, currency`, orderPublicID, k.ClientID, in.Amount, k.CreatedAt)
 	switch {
 	case db.IsCheckViolation(err, "orders_refund_within_capture"):
 		return nil, false, errExceedsCaptured()
 	case errors.Is(err, sql.ErrNoRows):
 		var status string
-		err := tx.GetContext(ctx, &status, `SELECT status FROM orders WHERE id = $1 AND client_id = $2`, orderID, k.ClientID)
+		err := tx.GetContext(ctx, &status, `SELECT status FROM orders WHERE public_id = $1 AND client_id = $2`, orderPublicID, k.ClientID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, false, errOrderNotFound()
 		}
@@ -71,7 +78,7 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderID int64, in Refu
 		INSERT INTO refunds (id, order_id, client_id, amount, currency, reason, status, provider_key,
 		                     created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $8)`,
-		row.RefundID.Int64, orderID, k.ClientID, in.Amount, currency, nullable(in.Reason),
+		row.RefundID.Int64, order.ID, k.ClientID, in.Amount, order.Currency, nullable(in.Reason),
 		providerKey("refund", &row), k.CreatedAt)
 	if err != nil {
 		return nil, false, fmt.Errorf("create refund: %w", err)
@@ -83,21 +90,23 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderID int64, in Refu
 }
 
 type refundRow struct {
-	ID        int64     `db:"id"`
-	OrderID   int64     `db:"order_id"`
-	Amount    int64     `db:"amount"`
-	Currency  string    `db:"currency"`
-	Reason    string    `db:"reason"`
-	CreatedAt time.Time `db:"created_at"`
-	ChargeID  string    `db:"provider_charge_id"`
+	ID            int64     `db:"id"`
+	PublicID      string    `db:"public_id"`
+	OrderID       int64     `db:"order_id"`
+	OrderPublicID string    `db:"order_public_id"`
+	Amount        int64     `db:"amount"`
+	Currency      string    `db:"currency"`
+	Reason        string    `db:"reason"`
+	CreatedAt     time.Time `db:"created_at"`
+	ChargeID      string    `db:"provider_charge_id"`
 }
 
 func loadRefund(ctx context.Context, d sqlx.QueryerContext, id int64) (refundRow, error) {
 	var r refundRow
 	err := sqlx.GetContext(ctx, d, &r, `
-		SELECT r.id, r.order_id, r.amount, r.currency, coalesce(r.reason, '') AS reason, r.created_at,
-		       p.provider_charge_id
-		  FROM refunds r JOIN payments p ON p.order_id = r.order_id
+		SELECT r.id, r.public_id, r.order_id, o.public_id AS order_public_id, r.amount, r.currency,
+		       coalesce(r.reason, '') AS reason, r.created_at, p.provider_charge_id
+		  FROM refunds r JOIN payments p ON p.order_id = r.order_id JOIN orders o ON o.id = r.order_id
 		 WHERE r.id = $1`, id)
 	if err != nil {
 		return refundRow{}, fmt.Errorf("load refund %d: %w", id, err)

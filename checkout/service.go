@@ -215,6 +215,9 @@ func (s *Service) execute(ctx context.Context, req Request, op operation) (Resul
 		}
 		sameRequest := bytes.Equal(k.Fingerprint, fp[:])
 		if k.Tombstone || !now.Before(k.ExpiresAt) {
+			if err := publicIDs(ctx, s.q, k); err != nil {
+				return Result{}, err
+			}
 			p := keyExpired(k, sameRequest)
 			s.record(req, k, EventLateRetry, p.Status, fp[:], map[string]any{"expired_at": k.ExpiresAt.UTC(), "swept": k.Tombstone, "same_request": sameRequest})
 			return Result{}, p
@@ -274,12 +277,14 @@ func (s *Service) recordRun(req Request, k *Key, kind string, res Result, err er
 	case err != nil:
 		status = http.StatusServiceUnavailable
 	}
+	// Public ids: operators see the event's detail. Every key that reaches here was read
+	// with them (a claim, a takeover) or by its refund's run.
 	detail := map[string]any{}
-	if k.OrderID.Valid {
-		detail["order_id"] = k.OrderID.Int64
+	if k.OrderPublicID != "" {
+		detail["order_id"] = k.OrderPublicID
 	}
-	if k.RefundID.Valid {
-		detail["refund_id"] = k.RefundID.Int64
+	if k.RefundPublicID != "" {
+		detail["refund_id"] = k.RefundPublicID
 	}
 	s.record(req, k, kind, status, nil, detail)
 	if err == nil {

@@ -269,8 +269,9 @@ const deleteBatchSQL = `
 	), ev AS (
 	    INSERT INTO key_events (at, client_id, key, key_id, kind, detail)
 	    SELECT $1, g.client_id, g.key, g.id, 'expired',
-	           jsonb_strip_nulls(jsonb_build_object('expired_at', g.expires_at, 'order_id', g.order_id,
-	                                                'refund_id', g.refund_id))
+	           jsonb_strip_nulls(jsonb_build_object('expired_at', g.expires_at,
+	               'order_id', (SELECT o.public_id FROM orders o WHERE o.id = g.order_id),
+	               'refund_id', (SELECT r.public_id FROM refunds r WHERE r.id = g.refund_id)))
 	      FROM gone g
 	)
 	SELECT coalesce(cardinality(ids), 0) FROM batch`

@@ -80,10 +80,15 @@ func TestTheDatabaseRefusesImpossibleRows(t *testing.T) {
 		{"orders", map[string]string{"captured_amount": "500"}},
 		{"orders", map[string]string{"refunded_amount": "1001"}},
 		{"orders", map[string]string{"refunded_amount": "-1"}},
+		{"orders", map[string]string{"public_id": "'1'"}},
+		{"orders", map[string]string{"public_id": "'ord_1'"}},
+		{"orders", map[string]string{"public_id": "'rf_' || repeat('a', 32)"}},
 		{"payments", map[string]string{"amount": "0"}},
 		{"payments", map[string]string{"status": "'pending'"}},
 		{"refunds", map[string]string{"amount": "-100"}},
 		{"refunds", map[string]string{"status": "'done'"}},
+		{"refunds", map[string]string{"public_id": "'ord_' || repeat('a', 32)"}},
+		{"refunds", map[string]string{"public_id": "'rf_' || repeat('A', 32)"}},
 		{"idempotency_keys", map[string]string{"key": "''"}},
 		{"idempotency_keys", map[string]string{"key": "repeat('k', 256)"}},
 		{"idempotency_keys", map[string]string{"fingerprint": `'\x00'::bytea`}},
@@ -121,6 +126,7 @@ func TestTheDatabaseRefusesImpossibleRows(t *testing.T) {
 	// update that breaks them.
 	for _, q := range []string{
 		`UPDATE orders SET status = 'shipped' WHERE id = 1`,
+		`UPDATE orders SET public_id = '17' WHERE id = 1`,
 		`UPDATE orders SET refunded_amount = 1001 WHERE id = 1`,
 		`UPDATE orders SET captured_amount = 0, refunded_amount = 10 WHERE id = 1`,
 		`UPDATE psp_charges SET status = 'declined' WHERE id = 'ch_fixture'`,

@@ -42,6 +42,10 @@ func TestCompleterCancelsUnchargedOrder(t *testing.T) {
 	r := postOrder(t, e, e.Secret, "k-gone", orderBody(9000, "tok_fail"))
 	p := problemOf(t, r, 409, "payment_abandoned")
 	advice(t, p, false, true)
+	var canceled string
+	if err := e.DB.Get(&canceled, `SELECT public_id FROM orders WHERE status = 'canceled'`); err != nil || p["order_id"] != canceled {
+		t.Fatalf("the abandoned answer names order %v, want the canceled one's public id %q (%v)", p["order_id"], canceled, err)
+	}
 	if r.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatal("the abandoned answer is not a replay")
 	}
@@ -70,7 +74,7 @@ func TestCompleterSettlesChargedOrder(t *testing.T) {
 	if r.Status != 201 || r.Header.Get("Idempotent-Replayed") != "true" || o.Status != "paid" {
 		t.Fatalf("after completion: %d %s", r.Status, r.Body)
 	}
-	g := e.Do(t, "GET", "/v1/orders/"+itoa(o.ID), e.Secret, nil)
+	g := e.Do(t, "GET", "/v1/orders/"+o.ID, e.Secret, nil)
 	if !bytes.Equal(bytes.TrimSpace(g.Body), r.Body) {
 		t.Fatalf("completed body\n%s\ndiffers from the order\n%s", r.Body, g.Body)
 	}
@@ -121,14 +125,15 @@ func TestUnresolvableKeyNeedsAttention(t *testing.T) {
 func TestCompleterFinishesRefund(t *testing.T) {
 	e := apptest.New(t)
 	id := paidOrder(t, e, "k-order", 9000)
-	if _, err := e.DB.Exec(`UPDATE orders SET refunded_amount = 1000 WHERE id = $1`, id); err != nil {
+	if _, err := e.DB.Exec(`UPDATE orders SET refunded_amount = 1000 WHERE public_id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
 	// A refund claimed by a process that died before calling the provider.
 	_, err := e.DB.Exec(`
 		WITH r AS (
 		    INSERT INTO refunds (order_id, client_id, amount, currency, status, provider_key, created_at, updated_at)
-		    VALUES ($1, $2, 1000, 'TRY', 'pending', 'unused', now(), now()) RETURNING id
+		    SELECT o.id, $2, 1000, 'TRY', 'pending', 'unused', now(), now() FROM orders o WHERE o.public_id = $1
+		    RETURNING id
 		)
 		INSERT INTO idempotency_keys (client_id, key, fingerprint, method, path, state, recovery_point,
 		                              lease_expires_at, refund_id, created_at, expires_at)

@@ -50,7 +50,7 @@ func TestConflictSaysWhatDiffered(t *testing.T) {
 		{"customer", "/v1/orders", order(4500, "TRY", "tok_visa", "cus_2"), []string{`customer id: "cus_1" → "cus_2"`}},
 		{"card only", "/v1/orders", order(4500, "TRY", "tok_mastercard", "cus_1"),
 			[]string{"something tekrar does not keep (the card token, or how a value was written)"}},
-		{"route", "/v1/orders/1/refunds", `{"amount":100}`, []string{"route: POST /v1/orders → POST /v1/orders/1/refunds"}},
+		{"route", "/v1/orders/" + unknownOrder + "/refunds", `{"amount":100}`, []string{"route: POST /v1/orders → POST /v1/orders/" + unknownOrder + "/refunds"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,11 +65,11 @@ func TestConflictSaysWhatDiffered(t *testing.T) {
 	}
 
 	// A refund key reused with another amount or reason.
-	var orderID int64
-	if err := e.DB.Get(&orderID, `SELECT order_id FROM idempotency_keys WHERE key = 'k-diff'`); err != nil {
+	var orderID string
+	if err := e.DB.Get(&orderID, `SELECT o.public_id FROM idempotency_keys k JOIN orders o ON o.id = k.order_id WHERE k.key = 'k-diff'`); err != nil {
 		t.Fatal(err)
 	}
-	path := fmt.Sprintf("/v1/orders/%d/refunds", orderID)
+	path := "/v1/orders/" + orderID + "/refunds"
 	send(path, "k-rdiff", `{"amount":1000,"reason":"cold"}`)
 	send(path, "k-rdiff", `{"amount":1500,"reason":"late"}`)
 	if got, want := differs("k-rdiff"), []string{"amount: 10.00 TRY → 15.00 TRY", "reason"}; !slices.Equal(got, want) {

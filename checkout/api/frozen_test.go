@@ -137,7 +137,7 @@ func TestFrozenDatabaseAnswers503(t *testing.T) {
 	if warm.Status != 201 {
 		t.Fatalf("before the freeze: %d %s", warm.Status, warm.Body)
 	}
-	orderID := itoa(decodeOrder(t, warm).ID)
+	orderID := decodeOrder(t, warm).ID
 	uncached, _ := e.NewClient(t, "not yet authenticated")
 	if r := e.Do(t, "GET", "/readyz", "", nil); r.Status != 200 {
 		t.Fatalf("readyz before the freeze: %d", r.Status)

@@ -181,7 +181,8 @@ func TestExpiryTombstoneAndGrace(t *testing.T) {
 	if n := count(t, e, `SELECT count(*) FROM idempotency_keys WHERE key = 'k-life'`); n != 0 {
 		t.Fatal("the key row is still there")
 	}
-	if n := count(t, e, `SELECT count(*) FROM key_tombstones WHERE key = 'k-life' AND order_id = $1 AND key_id IS NULL`, orderID); n != 1 {
+	if n := count(t, e, `SELECT count(*) FROM key_tombstones t JOIN orders o ON o.id = t.order_id
+		 WHERE t.key = 'k-life' AND o.public_id = $1 AND t.key_id IS NULL`, orderID); n != 1 {
 		t.Fatal("no settled tombstone naming the order")
 	}
 	if rows := events(t, e, "k-life"); kinds(rows) != "[created:201 completed:201 expired:0]" {
@@ -193,7 +194,7 @@ func TestExpiryTombstoneAndGrace(t *testing.T) {
 	late := postOrder(t, e, e.Secret, "k-life", body)
 	p := problemOf(t, late, 422, "idempotency_key_expired")
 	advice(t, p, false, false)
-	if p["order_id"] != float64(orderID) {
+	if p["order_id"] != orderID {
 		t.Fatalf("late retry problem %s", late.Body)
 	}
 	other := postOrder(t, e, e.Secret, "k-life", orderBody(100, "tok_visa"))

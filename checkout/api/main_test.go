@@ -31,6 +31,9 @@ func orderBody2(itemsSum, amount int64) []byte {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
+// unknownOrder has the shape of an order's public id and is nobody's order.
+var unknownOrder = "ord_" + strings.Repeat("0", 32)
+
 // waitFor polls cond until it holds, failing after a generous deadline. It waits for
 // asynchronous effects; it is never used to time anything.
 func waitFor(t testing.TB, what string, cond func() bool) {
@@ -87,7 +90,7 @@ func count(t testing.TB, e *apptest.Env, query string, args ...any) int {
 }
 
 type orderJSON struct {
-	ID       int64  `json:"id"`
+	ID       string `json:"id"`
 	Status   string `json:"status"`
 	Amount   int64  `json:"amount"`
 	Currency string `json:"currency"`

@@ -77,8 +77,9 @@ func (a *handlers) createOrder(c *gin.Context) {
 }
 
 func (a *handlers) createRefund(c *gin.Context) {
-	orderID, ok := pathID(c, "id")
-	if !ok {
+	orderID := c.Param("id")
+	if !checkout.ValidOrderID(orderID) {
+		a.fail(c, keyed{}, orderNotFound()) // with the advice every keyed request gets
 		return
 	}
 	req, k, ok := a.begin(c)
@@ -107,13 +108,11 @@ func (a *handlers) createRefund(c *gin.Context) {
 }
 
 func (a *handlers) getOrder(c *gin.Context) {
-	id, ok := pathID(c, "id")
-	if !ok {
-		return
-	}
-	v, err := a.svc.GetOrder(c.Request.Context(), client(c).ID, id)
+	// Anything that is not an order's public id, an internal integer id included, is an
+	// order that does not exist: 404, as for another client's order.
+	v, err := a.svc.GetOrder(c.Request.Context(), client(c).ID, c.Param("id"))
 	if errors.Is(err, checkout.ErrOrderNotFound) {
-		server.Abort(c, problem.New(http.StatusNotFound, "order_not_found", "Order not found"))
+		server.Abort(c, orderNotFound())
 		return
 	}
 	if err != nil {
@@ -124,7 +123,7 @@ func (a *handlers) getOrder(c *gin.Context) {
 }
 
 // listOrders: GET /v1/orders?customer_id=...&limit=...&after=... , newest first. The next
-// page starts after the last id of this one.
+// page starts after the last id of this one (next_after, an order's public id).
 func (a *handlers) listOrders(c *gin.Context) {
 	customer := c.Query("customer_id")
 	if customer == "" || len(customer) > 255 {
@@ -132,12 +131,15 @@ func (a *handlers) listOrders(c *gin.Context) {
 		return
 	}
 	limit, errL := queryInt(c, "limit", 20)
-	after, errA := queryInt(c, "after", 0)
-	if errL != nil || limit < 1 || limit > 100 || errA != nil || after < 0 {
-		server.Abort(c, checkout.ValidationFailed([]checkout.FieldError{{Field: "limit, after", Message: "limit must be 1 to 100 and after a positive order id"}}))
+	if errL != nil || limit < 1 || limit > 100 {
+		server.Abort(c, checkout.ValidationFailed([]checkout.FieldError{{Field: "limit", Message: "must be 1 to 100"}}))
 		return
 	}
-	orders, more, err := a.svc.ListOrders(c.Request.Context(), client(c).ID, customer, after, int(limit))
+	orders, more, err := a.svc.ListOrders(c.Request.Context(), client(c).ID, customer, c.Query("after"), int(limit))
+	if errors.Is(err, checkout.ErrBadCursor) {
+		server.Abort(c, checkout.ValidationFailed([]checkout.FieldError{{Field: "after", Message: "must be the id of an order of this list (next_after of the previous page)"}}))
+		return
+	}
 	if err != nil {
 		a.fail(c, keyed{}, err)
 		return
@@ -157,11 +159,6 @@ func queryInt(c *gin.Context, name string, def int64) (int64, error) {
 	return strconv.ParseInt(v, 10, 64)
 }
 
-func pathID(c *gin.Context, name string) (int64, bool) {
-	id, err := strconv.ParseInt(c.Param(name), 10, 64)
-	if err != nil || id <= 0 {
-		server.Abort(c, problem.New(http.StatusNotFound, "order_not_found", "Order not found"))
-		return 0, false
-	}
-	return id, true
+func orderNotFound() *problem.Problem {
+	return problem.New(http.StatusNotFound, "order_not_found", "Order not found")
 }

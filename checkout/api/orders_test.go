@@ -23,7 +23,7 @@ func TestFirstArrivalCreatesPaidOrder(t *testing.T) {
 		o.Payment.CardLast4 != "4242" || !strings.HasPrefix(o.Payment.ID, "ch_") || o.Customer.ID != "cus_42" {
 		t.Fatalf("unexpected order %s", r.Body)
 	}
-	if loc := r.Header.Get("Location"); loc != "/v1/orders/"+itoa(o.ID) {
+	if loc := r.Header.Get("Location"); loc != "/v1/orders/"+o.ID {
 		t.Errorf("Location %q", loc)
 	}
 	if r.Header.Get("Idempotent-Replayed") != "false" || r.Header.Get("Idempotency-Key") != "k-first" {
@@ -38,7 +38,8 @@ func TestFirstArrivalCreatesPaidOrder(t *testing.T) {
 	if n := count(t, e, `SELECT count(*) FROM orders WHERE status = 'paid' AND captured_amount = 9000`); n != 1 {
 		t.Errorf("%d paid orders", n)
 	}
-	if n := count(t, e, `SELECT count(*) FROM payments WHERE order_id = $1 AND provider_charge_id = $2`, o.ID, o.Payment.ID); n != 1 {
+	if n := count(t, e, `SELECT count(*) FROM payments p JOIN orders o ON o.id = p.order_id
+		 WHERE o.public_id = $1 AND p.provider_charge_id = $2`, o.ID, o.Payment.ID); n != 1 {
 		t.Errorf("%d payments", n)
 	}
 	if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != 1 {
@@ -49,7 +50,7 @@ func TestFirstArrivalCreatesPaidOrder(t *testing.T) {
 		t.Errorf("stored body %s (err %v), sent %s", stored, err, r.Body)
 	}
 	// GET shows the same order.
-	g := e.Do(t, "GET", "/v1/orders/"+itoa(o.ID), e.Secret, nil)
+	g := e.Do(t, "GET", "/v1/orders/"+o.ID, e.Secret, nil)
 	if g.Status != 200 || !bytes.Equal(bytes.TrimSpace(g.Body), r.Body) {
 		t.Errorf("GET order: %d %s, want %s", g.Status, g.Body, r.Body)
 	}
@@ -94,7 +95,7 @@ func TestReusedKeyWithAnotherRequest(t *testing.T) {
 	}{
 		{"another amount", "POST", "/v1/orders", orderBody(9001, "tok_visa")},
 		{"another card", "POST", "/v1/orders", orderBody(9000, "tok_mastercard")},
-		{"another endpoint", "POST", "/v1/orders/" + itoa(o.ID) + "/refunds", []byte(`{"amount":100}`)},
+		{"another endpoint", "POST", "/v1/orders/" + o.ID + "/refunds", []byte(`{"amount":100}`)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,7 +134,7 @@ func TestKeysAreScopedToTheClient(t *testing.T) {
 		t.Fatal("a replay crossed clients")
 	}
 	// And neither can read the other's order or key.
-	if r := e.Do(t, "GET", "/v1/orders/"+itoa(oa.ID), other, nil); r.Status != 404 {
+	if r := e.Do(t, "GET", "/v1/orders/"+oa.ID, other, nil); r.Status != 404 {
 		t.Errorf("other client's GET order: %d", r.Status)
 	}
 	if n := count(t, e, `SELECT count(*) FROM orders`); n != 2 {
@@ -252,11 +253,11 @@ func TestDeclinedIsAStoredFinalOutcome(t *testing.T) {
 	r := postOrder(t, e, e.Secret, "k-declined", orderBody(9000, "tok_declined"))
 	p := problemOf(t, r, 402, "payment_declined")
 	advice(t, p, false, true)
-	orderID, ok := p["order_id"].(float64)
-	if !ok {
+	orderID, ok := p["order_id"].(string)
+	if !ok || !strings.HasPrefix(orderID, "ord_") {
 		t.Fatalf("no order_id in %s", r.Body)
 	}
-	if n := count(t, e, `SELECT count(*) FROM orders WHERE id = $1 AND status = 'declined' AND captured_amount = 0`, int64(orderID)); n != 1 {
+	if n := count(t, e, `SELECT count(*) FROM orders WHERE public_id = $1 AND status = 'declined' AND captured_amount = 0`, orderID); n != 1 {
 		t.Fatal("order not declined")
 	}
 	again := postOrder(t, e, e.Secret, "k-declined", orderBody(9000, "tok_declined"))
@@ -328,12 +329,12 @@ func TestInFlightKey(t *testing.T) {
 		t.Error("409 without Retry-After")
 	}
 	// Another request under the key is refused as a reuse while the first runs, waiting or
-	// not: its fingerprint is stored with the claim. (The refund names the slow order's id,
-	// 1; the key is checked before the order is.)
+	// not: its fingerprint is stored with the claim. (The refund names an order that does
+	// not exist; the key is checked before the order is.)
 	for _, prefer := range []string{"", "wait=10"} {
 		other := postOrder(t, e, e.Secret, "k-slow", orderBody(9100, "tok_slow"), "Prefer", prefer)
 		advice(t, problemOf(t, other, 422, "idempotency_key_reused"), false, false)
-		refund := e.Do(t, "POST", "/v1/orders/1/refunds", e.Secret, []byte(`{"amount":100}`),
+		refund := e.Do(t, "POST", "/v1/orders/"+unknownOrder+"/refunds", e.Secret, []byte(`{"amount":100}`),
 			"Idempotency-Key", "k-slow", "Prefer", prefer)
 		advice(t, problemOf(t, refund, 422, "idempotency_key_reused"), false, false)
 	}
@@ -373,7 +374,7 @@ func TestExpiredKeyIsNotReplayed(t *testing.T) {
 	late := postOrder(t, e, secret, "k-ttl", orderBody(9000, "tok_visa"))
 	p := problemOf(t, late, 422, "idempotency_key_expired")
 	advice(t, p, false, false)
-	if p["order_id"] != float64(decodeOrder(t, r).ID) {
+	if p["order_id"] != decodeOrder(t, r).ID {
 		t.Errorf("expired problem does not name the order: %s", late.Body)
 	}
 	if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != 1 {
@@ -390,7 +391,7 @@ func TestKeyStatus(t *testing.T) {
 	var v struct {
 		Key         string `json:"key"`
 		State       string `json:"state"`
-		OrderID     int64  `json:"order_id"`
+		OrderID     string `json:"order_id"`
 		Fingerprint string `json:"fingerprint"`
 		Expired     bool   `json:"expired"`
 	}
@@ -428,18 +429,18 @@ func TestURLTextPostgresCannotStore(t *testing.T) {
 
 func TestListOrdersByCustomer(t *testing.T) {
 	e := apptest.New(t)
-	var ids []int64
+	var ids []string
 	for i := 0; i < 5; i++ {
 		ids = append(ids, decodeOrder(t, postOrder(t, e, e.Secret, "k-list-"+itoa(int64(i)), orderBody(1000+int64(i), "tok_visa"))).ID)
 	}
-	var got []int64
+	var got []string
 	after := ""
 	for page := 0; page < 5; page++ {
 		r := e.Do(t, "GET", "/v1/orders?customer_id=cus_42&limit=2"+after, e.Secret, nil)
 		var p struct {
 			Data      []orderJSON `json:"data"`
 			HasMore   bool        `json:"has_more"`
-			NextAfter int64       `json:"next_after"`
+			NextAfter string      `json:"next_after"`
 		}
 		if err := json.Unmarshal(r.Body, &p); err != nil || r.Status != 200 {
 			t.Fatalf("list: %d %s", r.Status, r.Body)
@@ -450,10 +451,17 @@ func TestListOrdersByCustomer(t *testing.T) {
 		if !p.HasMore {
 			break
 		}
-		after = "&after=" + itoa(p.NextAfter)
+		after = "&after=" + p.NextAfter
 	}
 	if len(got) != 5 || got[0] != ids[4] || got[4] != ids[0] {
 		t.Fatalf("pages gave %v, want %v newest first", got, ids)
 	}
 	problemOf(t, e.Do(t, "GET", "/v1/orders", e.Secret, nil), 422, "validation_failed")
+	// A cursor is an order of the list, by its public id: not an integer, not an order of
+	// another client or customer.
+	other, _ := e.NewClient(t, "other")
+	theirs := decodeOrder(t, postOrder(t, e, other, "k-theirs", orderBody(1000, "tok_visa"))).ID
+	for _, after := range []string{"1", "99999", unknownOrder, theirs} {
+		problemOf(t, e.Do(t, "GET", "/v1/orders?customer_id=cus_42&after="+after, e.Secret, nil), 422, "validation_failed")
+	}
 }

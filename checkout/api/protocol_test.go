@@ -109,7 +109,7 @@ func TestV1ResponsesAreNotStored(t *testing.T) {
 	if created.Status != 201 {
 		t.Fatalf("create: %d %s", created.Status, created.Body)
 	}
-	id := itoa(decodeOrder(t, created).ID)
+	id := decodeOrder(t, created).ID
 	tests := []struct {
 		name string
 		r    apptest.Response

@@ -32,12 +32,12 @@ func TestOrderStatusFollowsRefunds(t *testing.T) {
 		if n := count(t, e, `SELECT count(*) FROM orders WHERE id = $1 AND status = $2`, id, s.wantStatus); n != 1 {
 			t.Errorf("%s: the order's status in the database is not %s", s.name, s.wantStatus)
 		}
-		g := e.Do(t, "GET", "/v1/orders/"+itoa(id), e.Secret, nil)
+		g := e.Do(t, "GET", "/v1/orders/"+id, e.Secret, nil)
 		var o struct {
 			Status string `json:"status"`
 		}
 		if err := json.Unmarshal(g.Body, &o); err != nil || o.Status != s.wantStatus {
-			t.Errorf("%s: GET /v1/orders/%d status %q, want %q (%s)", s.name, id, o.Status, s.wantStatus, g.Body)
+			t.Errorf("%s: GET /v1/orders/%s status %q, want %q (%s)", s.name, id, o.Status, s.wantStatus, g.Body)
 		}
 	}
 	if n := count(t, e, `SELECT refunded_amount FROM orders WHERE id = $1`, id); n != 9000 {

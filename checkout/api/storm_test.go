@@ -131,7 +131,7 @@ func TestMixedStormOneKey(t *testing.T) {
 			requests := []request{
 				{"order", "/v1/orders", orderBody(5000, "tok_visa")},
 				{"other amount", "/v1/orders", orderBody(5100, "tok_visa")},
-				{"refund", "/v1/orders/" + itoa(base.ID) + "/refunds", []byte(`{"amount":100}`)},
+				{"refund", "/v1/orders/" + base.ID + "/refunds", []byte(`{"amount":100}`)},
 			}
 			const copies = 40
 			rs := storm(t, copies*len(requests), func(i int) (apptest.Response, error) {

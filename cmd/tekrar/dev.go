@@ -7,6 +7,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/tekrar/tekrar/admin"
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/internal/app"
@@ -16,8 +18,11 @@ import (
 	"github.com/tekrar/tekrar/migrations"
 )
 
-// The demo credentials are fixed so that the README's curl examples work on every laptop.
-// They exist only in databases that `tekrar dev` seeded.
+// The demo credentials are fixed so that the README's curl examples work on every laptop,
+// which makes them public: anyone who reads the README can use them. They exist only in
+// databases that `tekrar dev` seeded, and dev seeds a database named by DATABASE_URL only
+// when it holds no clients or operators of its own (see refuseSharedDatabase), so that a
+// dev run cannot open a database that serves real clients to everyone.
 const (
 	demoClientName     = "demo app"
 	demoClientSecret   = "tekrar_sk_demo_local_only"
@@ -34,7 +39,8 @@ func dev(ctx context.Context, e env, args []string) (err error) {
 	}
 	logger := app.NewLogger(cfg, e.stderr)
 	psqlURL := cfg.DatabaseURL
-	if cfg.DatabaseURL == "" {
+	private := cfg.DatabaseURL == ""
+	if private {
 		started := time.Now()
 		pg, err := pglocal.Start(ctx, pglocal.Options{Dir: cfg.DevDir, Port: cfg.DevPGPort})
 		if err != nil {
@@ -53,7 +59,7 @@ func dev(ctx context.Context, e env, args []string) (err error) {
 		psqlURL = pg.TCPURL("tekrar")
 		logger.Info("private postgres ready", "dir", pg.Dir(), "took", time.Since(started).Round(time.Millisecond).String())
 	}
-	if err := seedDemo(ctx, cfg); err != nil {
+	if err := seedDemo(ctx, cfg, private); err != nil {
 		return err
 	}
 	ready := func(addr net.Addr) {
@@ -94,13 +100,19 @@ func ensureDatabase(ctx context.Context, adminURL, name string) error {
 	return nil
 }
 
-// seedDemo migrates and adds the demo client and operator if they are missing.
-func seedDemo(ctx context.Context, cfg config.Server) error {
+// seedDemo migrates and adds the demo client and operator if they are missing. A database
+// that is not dev's private one is checked first, and refused, before anything is written.
+func seedDemo(ctx context.Context, cfg config.Server, private bool) error {
 	pool, err := db.Open(ctx, cfg.DatabaseURL, 2)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
+	if !private {
+		if err := refuseSharedDatabase(ctx, pool); err != nil {
+			return err
+		}
+	}
 	if err := migrations.Up(ctx, pool.DB); err != nil {
 		return err
 	}
@@ -121,6 +133,42 @@ func seedDemo(ctx context.Context, cfg config.Server) error {
 	}
 	if err := admin.SetOperator(ctx, pool, demoOperatorEmail, demoOperatorPasswd, admin.RoleAdmin, admin.PasswordCost); err != nil {
 		return errors.Join(errors.New("seed demo operator"), err)
+	}
+	return nil
+}
+
+// refuseSharedDatabase refuses a database that has clients or operators other than the demo
+// ones: seeding the public demo secret and login there would let anyone call its API and
+// open its console, under dev and under every later serve. A database that has none (new,
+// or seeded by an earlier dev run) is dev's to use. It reads only, and runs before the
+// migrations, so that a refused database is left exactly as it was.
+func refuseSharedDatabase(ctx context.Context, pool *sqlx.DB) error {
+	var tables bool
+	err := pool.GetContext(ctx, &tables,
+		`SELECT to_regclass('clients') IS NOT NULL AND to_regclass('operators') IS NOT NULL`)
+	if err != nil {
+		return fmt.Errorf("check database: %w", err)
+	}
+	if !tables {
+		return nil // not migrated yet: nobody's data is in it
+	}
+	client, kiosk := clients.Hash(demoClientSecret), clients.Hash(demoKioskSecret)
+	var others struct {
+		Clients   int64 `db:"clients"`
+		Operators int64 `db:"operators"`
+	}
+	err = pool.GetContext(ctx, &others, `
+		SELECT (SELECT count(*) FROM clients WHERE secret_hash NOT IN ($1, $2)) AS clients,
+		       (SELECT count(*) FROM operators WHERE email <> $3) AS operators`,
+		client[:], kiosk[:], demoOperatorEmail)
+	if err != nil {
+		return fmt.Errorf("check database: %w", err)
+	}
+	if others.Clients > 0 || others.Operators > 0 {
+		return fmt.Errorf("refusing to seed the public demo credentials into DATABASE_URL's database: "+
+			"it has %d clients and %d operators of its own; tekrar dev seeds only a database without any "+
+			"(unset DATABASE_URL to use the private Postgres, or run 'tekrar serve' for this one)",
+			others.Clients, others.Operators)
 	}
 	return nil
 }

@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/internal/dbtest"
 	"github.com/tekrar/tekrar/internal/pglocal"
 )
 
@@ -146,4 +148,79 @@ func reapIfOurs(pid int) {
 	}
 	var ws syscall.WaitStatus
 	_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+}
+
+// TestDevSeedsOnlyADatabaseOfItsOwn: the demo secret and login are public (README), so dev
+// must not seed them into a database named by DATABASE_URL that serves clients or operators
+// of its own. It refuses such a database in one line, exiting non-zero and writing nothing,
+// and the demo secret then opens nothing under serve there. A database without clients and
+// operators it does seed, so dev on a fresh database still works as the README says.
+func TestDevSeedsOnlyADatabaseOfItsOwn(t *testing.T) {
+	t.Parallel()
+	c := newHTTPClient()
+	for _, tc := range []struct {
+		name  string
+		setUp []string // a command run on the database first, with its stdin
+		stdin string
+	}{
+		{"a client", []string{"clients", "create", "iOS app"}, ""},
+		{"an operator", []string{"operators", "create", "--role", "viewer", "ops@example.com"}, "correct horse battery\n"},
+	} {
+		t.Run("refuses a database with "+tc.name, func(t *testing.T) {
+			t.Parallel()
+			dbURL := dbtest.NewURL(t)
+			db := openDB(t, dbURL)
+			mustRun(t, childEnv("DATABASE_URL="+dbURL), strings.NewReader(tc.stdin), tc.setUp...)
+			before := countRows(t, db, `SELECT (SELECT count(*) FROM clients) + (SELECT count(*) FROM operators)`)
+
+			ports := freePorts(t, 1)
+			stdout, stderr, code := runTekrar(t, childEnv("DATABASE_URL="+dbURL, "TEKRAR_ADDR="+addrOf(ports[0])), nil, "dev")
+			if code == 0 {
+				t.Fatalf("dev exited 0 on a database with %s; stdout:\n%s", tc.name, stdout)
+			}
+			if line := oneLine(t, "stderr", stderr); !strings.Contains(line, "refusing to seed the public demo credentials") {
+				t.Errorf("stderr %q does not say why dev refused", line)
+			}
+			if strings.Contains(stdout, "serving") {
+				t.Errorf("dev served although it refused:\n%s", stdout)
+			}
+			if n := countRows(t, db, `SELECT (SELECT count(*) FROM clients) + (SELECT count(*) FROM operators)`); n != before {
+				t.Errorf("%d clients and operators after the refusal, want the %d there were", n, before)
+			}
+			h := clients.Hash(demoClientSecret)
+			if n := countRows(t, db, `SELECT count(*) FROM clients WHERE secret_hash = $1`, h[:]); n != 0 {
+				t.Errorf("the demo client was seeded")
+			}
+			if n := countRows(t, db, `SELECT count(*) FROM operators WHERE email = $1`, demoOperatorEmail); n != 0 {
+				t.Errorf("the demo operator was seeded")
+			}
+
+			// serve on the database dev refused: the public secret opens nothing.
+			srv := startTekrar(t, childEnv("DATABASE_URL="+dbURL, "TEKRAR_ADDR="+addrOf(ports[0])), nil, "serve")
+			base := "http://" + addrOf(ports[0])
+			waitReady(t, srv, base, 30*time.Second)
+			r := mustSend(t, c, "GET", base+"/v1/client", demoClientSecret, nil)
+			if r.Status != 401 || problemCode(r.Body) != "unauthorized" {
+				t.Errorf("demo secret under serve: %d %s, want 401 unauthorized", r.Status, r.Body)
+			}
+			srv.signal(t, syscall.SIGTERM)
+			srv.wait(t, 15*time.Second)
+		})
+	}
+
+	t.Run("seeds a database without clients or operators", func(t *testing.T) {
+		t.Parallel()
+		dbURL := dbtest.NewURL(t)
+		ports := freePorts(t, 1)
+		p := startTekrar(t, childEnv("DATABASE_URL="+dbURL, "TEKRAR_ADDR="+addrOf(ports[0])), nil, "dev")
+		base := "http://" + addrOf(ports[0])
+		waitReady(t, p, base, 30*time.Second)
+		if r := mustSend(t, c, "GET", base+"/v1/client", demoClientSecret, nil); r.Status != 200 {
+			t.Errorf("demo secret under dev on an empty database: %d %s", r.Status, r.Body)
+		}
+		p.signal(t, syscall.SIGTERM)
+		if code := p.wait(t, 15*time.Second); code != 0 {
+			t.Errorf("dev exited %d after SIGTERM; stderr:\n%s", code, p.stderr)
+		}
+	})
 }

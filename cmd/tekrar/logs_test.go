@@ -65,11 +65,11 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 	bad := []byte(`{"currency":"try","amount":-1,"payment":{"card_token":"tok_visa"},"customer":{"email":"` + email + `"}}`)
 	expect(mustSend(t, c, "POST", base+"/v1/orders", secret, bad, "Idempotency-Key", "log-bad"), 422, "invalid order")
 	expect(mustSend(t, c, "POST", base+"/v1/orders", secret, []byte(`{"payment":{"card_token":"tok_visa"`), "Idempotency-Key", "log-bad"), 400, "malformed JSON")
-	var o struct{ ID int64 }
-	if err := json.Unmarshal(paid.Body, &o); err != nil || o.ID == 0 {
+	var o struct{ ID string }
+	if err := json.Unmarshal(paid.Body, &o); err != nil || o.ID == "" {
 		t.Fatalf("order body %s: %v", paid.Body, err)
 	}
-	expect(mustSend(t, c, "POST", base+fmt.Sprintf("/v1/orders/%d/refunds", o.ID), secret, []byte(`{"amount":1000,"reason":"customer `+email+`"}`),
+	expect(mustSend(t, c, "POST", base+"/v1/orders/"+o.ID+"/refunds", secret, []byte(`{"amount":1000,"reason":"customer `+email+`"}`),
 		"Idempotency-Key", "log-refund"), 201, "refund")
 	expect(mustSend(t, c, "GET", base+"/v1/idempotency-keys/log-timeout", secret, nil), 200, "key status")
 

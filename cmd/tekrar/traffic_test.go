@@ -44,18 +44,18 @@ func TestTwoServersMixedTraffic(t *testing.T) {
 	type client struct {
 		secret string
 		id     int64
-		base   int64 // the order refunds draw on
+		base   string // the order refunds draw on (its public id)
 	}
 	clients := make([]client, 2)
 	for i := range clients {
 		secret := newClientSecret(t, dbURL, fmt.Sprintf("traffic app %d", i))
 		r := mustSend(t, c, "POST", bases[0]+"/v1/orders", secret, orderJSONBody(captured, "tok_visa"), "Idempotency-Key", "base")
-		var o struct{ ID int64 }
+		var o struct{ ID string }
 		if r.Status != 201 || json.Unmarshal(r.Body, &o) != nil {
 			t.Fatalf("base order: %d %s", r.Status, r.Body)
 		}
 		var id int64
-		if err := db.Get(&id, `SELECT client_id FROM orders WHERE id = $1`, o.ID); err != nil {
+		if err := db.Get(&id, `SELECT client_id FROM orders WHERE public_id = $1`, o.ID); err != nil {
 			t.Fatal(err)
 		}
 		clients[i] = client{secret, id, o.ID}
@@ -110,7 +110,7 @@ func TestTwoServersMixedTraffic(t *testing.T) {
 				cl := clients[in.client]
 				path, body := "/v1/orders", shuffledJSON(rng, orderDoc(in.amount[variant]))
 				if in.refund {
-					path = "/v1/orders/" + strconv.FormatInt(cl.base, 10) + "/refunds"
+					path = "/v1/orders/" + cl.base + "/refunds"
 					body = shuffledJSON(rng, map[string]any{"amount": in.amount[variant], "reason": "traffic"})
 				}
 				r, err := send(c, "POST", bases[rng.IntN(2)]+path, cl.secret, body,
@@ -153,7 +153,7 @@ func TestTwoServersMixedTraffic(t *testing.T) {
 	wantOrders := []int{1, 1}
 	wantRefunds := []int{0, 0}
 	refunded := []int64{0, 0}
-	var ordersOf [2][]int64
+	var ordersOf [2][]string
 	for ii, in := range intents {
 		ss := byIntent[ii]
 		if len(ss) == 0 {
@@ -223,8 +223,8 @@ func TestTwoServersMixedTraffic(t *testing.T) {
 			t.Fatalf("%s: %d first executions, want 1", what, fresh)
 		}
 		var got struct {
-			ID     int64 `json:"id"`
-			Amount int64 `json:"amount"`
+			ID     string `json:"id"`
+			Amount int64  `json:"amount"`
 		}
 		if err := json.Unmarshal(stored.Body, &got); err != nil {
 			t.Fatalf("%s: stored body: %v", what, err)
@@ -254,7 +254,7 @@ func TestTwoServersMixedTraffic(t *testing.T) {
 			   WHERE o.client_id = $1 AND ch.amount = o.amount AND o.status IN ('paid', 'partially_refunded', 'refunded')`, wantOrders[ci], nil},
 			{`SELECT count(*) FROM refunds WHERE client_id = $1 AND status = 'succeeded'`, wantRefunds[ci], nil},
 			{`SELECT count(*) FROM psp_refunds pr JOIN refunds r ON r.provider_key = pr.key WHERE r.client_id = $1`, wantRefunds[ci], nil},
-			{`SELECT count(*) FROM orders WHERE client_id = $1 AND id = $2 AND refunded_amount = $3`, 1, []any{cl.base, refunded[ci]}},
+			{`SELECT count(*) FROM orders WHERE client_id = $1 AND public_id = $2 AND refunded_amount = $3`, 1, []any{cl.base, refunded[ci]}},
 		} {
 			if n := countRows(t, db, c.query, append([]any{cl.id}, c.args...)...); n != c.want {
 				t.Errorf("client %d: %s: %d, want %d", ci, strings.Join(strings.Fields(c.query), " "), n, c.want)
@@ -265,8 +265,8 @@ func TestTwoServersMixedTraffic(t *testing.T) {
 		}
 		// Every order an answer named is the client's own.
 		for _, id := range ordersOf[ci] {
-			if n := countRows(t, db, `SELECT count(*) FROM orders WHERE id = $1 AND client_id = $2`, id, cl.id); n != 1 {
-				t.Errorf("client %d was answered with order %d, not its own", ci, id)
+			if n := countRows(t, db, `SELECT count(*) FROM orders WHERE public_id = $1 AND client_id = $2`, id, cl.id); n != 1 {
+				t.Errorf("client %d was answered with order %s, not its own", ci, id)
 			}
 		}
 	}
