@@ -91,7 +91,7 @@ func TestDoubleTapRefundedOnce(t *testing.T) {
 		if p.status != http.StatusUnprocessableEntity {
 			t.Errorf("confirm %q: %d, want 422", typed, p.status)
 		}
-		if n := actInt(t, e, `SELECT count(*) FROM refunds WHERE order_id = $1`, second); n != 0 {
+		if n := actInt(t, e, `SELECT count(*) FROM refunds r JOIN orders o ON o.id = r.order_id WHERE o.public_id = $1`, second); n != 0 {
 			t.Fatalf("confirm %q refunded the second order", typed)
 		}
 		confirm = p
@@ -100,7 +100,7 @@ func TestDoubleTapRefundedOnce(t *testing.T) {
 	if p.status != http.StatusSeeOther {
 		t.Fatalf("refund the second with its id typed: %d %s", p.status, p.body)
 	}
-	if n := actInt(t, e, `SELECT count(*) FROM orders WHERE id = ANY(ARRAY[$1, $2]::bigint[]) AND status = 'refunded'`, first, second); n != 2 {
+	if n := actInt(t, e, `SELECT count(*) FROM orders WHERE public_id::text = ANY(ARRAY[$1, $2]::text[]) AND status = 'refunded'`, first, second); n != 2 {
 		t.Errorf("%d of the two orders refunded", n)
 	}
 }

@@ -45,7 +45,7 @@ func TestTimeZoneInABrowser(t *testing.T) {
 	newOperator(t, e, "ops@example.com", admin.RoleAdmin)
 	id := actOrder(t, e, "k-istanbul", 4500)
 	var created time.Time
-	if err := e.DB.Get(&created, `SELECT created_at FROM orders WHERE id = $1`, id); err != nil {
+	if err := e.DB.Get(&created, `SELECT created_at FROM orders WHERE public_id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
 	istanbul, err := time.LoadLocation("Europe/Istanbul")

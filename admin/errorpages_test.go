@@ -17,7 +17,7 @@ func TestErrorPagesAreConsolePages(t *testing.T) {
 	e := apptest.New(t)
 	viewer := actSignIn(t, e, "viewer@example.com", admin.RoleViewer)
 	adm := actSignIn(t, e, "admin@example.com", admin.RoleAdmin)
-	actOrder(t, e, "k-errors", 4500)
+	first := actOrder(t, e, "k-errors", 4500)
 	tests := []struct {
 		name   string
 		b      *browser
@@ -27,15 +27,15 @@ func TestErrorPagesAreConsolePages(t *testing.T) {
 		status int
 		says   string
 	}{
-		{"an order that does not exist", viewer, "GET", "/admin/orders/999999", nil, http.StatusNotFound, "no such order"},
+		{"an order that does not exist", viewer, "GET", "/admin/orders/ord_00000000000000000000000000000000", nil, http.StatusNotFound, "no such order"},
 		{"an order id that is not one", viewer, "GET", "/admin/orders/abc", nil, http.StatusNotFound, "no such order"},
-		{"a pair without ids", viewer, "GET", "/admin/orders/pair?first=1", nil, http.StatusBadRequest, "second must be an order id"},
-		{"a pair with a missing order", viewer, "GET", "/admin/orders/pair?first=1&second=999999", nil, http.StatusNotFound, "no order 999999"},
+		{"a pair without ids", viewer, "GET", "/admin/orders/pair?first=" + first, nil, http.StatusBadRequest, "second must be an order id"},
+		{"a pair with a missing order", viewer, "GET", "/admin/orders/pair?first=" + first + "&second=ord_00000000000000000000000000000000", nil, http.StatusNotFound, "no order ord_00000000000000000000000000000000"},
 		{"a key that does not exist", viewer, "GET", keyPath(e, "no-such-key"), nil, http.StatusNotFound, "no such key"},
-		{"an action as a viewer", viewer, "GET", "/admin/orders/1/refund", nil, http.StatusForbidden, "ask an admin"},
-		{"a refund of no order", adm, "GET", "/admin/orders/999999/refund", nil, http.StatusNotFound, "no such order"},
+		{"an action as a viewer", viewer, "GET", "/admin/orders/" + first + "/refund", nil, http.StatusForbidden, "ask an admin"},
+		{"a refund of no order", adm, "GET", "/admin/orders/ord_00000000000000000000000000000000/refund", nil, http.StatusNotFound, "no such order"},
 		{"a release of no key", adm, "GET", keyPath(e, "no-such-key") + "/release", nil, http.StatusNotFound, "no such key"},
-		{"a form without its CSRF token", adm, "POST", "/admin/orders/1/refund", url.Values{"amount": {"1.00"}}, http.StatusForbidden, "nothing was done"},
+		{"a form without its CSRF token", adm, "POST", "/admin/orders/" + first + "/refund", url.Values{"amount": {"1.00"}}, http.StatusForbidden, "nothing was done"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

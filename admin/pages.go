@@ -240,7 +240,7 @@ func (a *console) key(c *gin.Context) {
 	}
 	for _, r := range d.Refunds {
 		v.Refunds = append(v.Refunds, []views.Field{
-			field("Refund", fmt.Sprintf("%d (%s)", r.ID, r.Status)),
+			field("Refund", fmt.Sprintf("%s (%s)", r.PublicID, r.Status)),
 			field("Amount", fmt.Sprintf("%d %s", r.Amount, r.Currency)),
 			field("Reason", r.Reason),
 			field("Key", r.Key),

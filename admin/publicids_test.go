@@ -17,7 +17,7 @@ var (
 	// A link to an order or a pair of orders, by public ids only.
 	orderLinkShape = regexp.MustCompile(`^/admin/orders(\?.*|/ord_[0-9a-f]{32}(/refund)?(\?done=[a-z-]+)?|/pair\?first=ord_[0-9a-f]{32}&second=ord_[0-9a-f]{32})?$`)
 	// An order or refund named by a bare integer, in the page's text.
-	integerOrderText = regexp.MustCompile(`(?i)\b(order|refund)s? \(?\d`)
+	integerOrderText = regexp.MustCompile(`(?i)\b(order|refund)s? \(?\d+([^\d.,]|$)`) // an amount ("refund 45.00 TRY") is not an id
 )
 
 // TestConsoleNamesOrdersByPublicID: order and refund ids come from sequences shared by all

@@ -57,7 +57,7 @@ func TestIncarnation(t *testing.T) {
 // by card, refunded as given.
 func story(t *testing.T, id int64, at time.Time, key, brand, last4 string, refunded int64) orderStory {
 	t.Helper()
-	d := checkout.OrderDetail{OrderRow: checkout.OrderRow{ID: id, ClientID: 1, ClientName: "shop", Status: "paid",
+	d := checkout.OrderDetail{OrderRow: checkout.OrderRow{ID: id, PublicID: fmt.Sprint(id), ClientID: 1, ClientName: "shop", Status: "paid",
 		Amount: 4500, Currency: "TRY", Items: []byte(`[{"sku":"L","name":"Latte","quantity":1,"unit_amount":4500}]`),
 		CustomerID: "cus_1", RefundedAmount: refunded, CreatedAt: at, Keys: []string{key},
 		Payment: &checkout.PaymentRow{ChargeID: fmt.Sprint("ch_", id), Status: "succeeded", CardBrand: brand, CardLast4: last4}}}

@@ -27,7 +27,7 @@ func TestTimesInTheOperatorsZone(t *testing.T) {
 	id := actOrder(t, e, "k-zone", 4500)
 	key := keyPath(e, "k-zone")
 	var created time.Time
-	if err := e.DB.Get(&created, `SELECT created_at FROM orders WHERE id = $1`, id); err != nil {
+	if err := e.DB.Get(&created, `SELECT created_at FROM orders WHERE public_id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
 	ids := id

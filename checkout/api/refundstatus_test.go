@@ -29,7 +29,7 @@ func TestOrderStatusFollowsRefunds(t *testing.T) {
 		if err != nil || r.Status != s.wantHTTP {
 			t.Fatalf("%s: refund %d: %d %s %v", s.name, s.amount, r.Status, r.Body, err)
 		}
-		if n := count(t, e, `SELECT count(*) FROM orders WHERE id = $1 AND status = $2`, id, s.wantStatus); n != 1 {
+		if n := count(t, e, `SELECT count(*) FROM orders WHERE public_id = $1 AND status = $2`, id, s.wantStatus); n != 1 {
 			t.Errorf("%s: the order's status in the database is not %s", s.name, s.wantStatus)
 		}
 		g := e.Do(t, "GET", "/v1/orders/"+id, e.Secret, nil)
@@ -40,7 +40,7 @@ func TestOrderStatusFollowsRefunds(t *testing.T) {
 			t.Errorf("%s: GET /v1/orders/%s status %q, want %q (%s)", s.name, id, o.Status, s.wantStatus, g.Body)
 		}
 	}
-	if n := count(t, e, `SELECT refunded_amount FROM orders WHERE id = $1`, id); n != 9000 {
+	if n := count(t, e, `SELECT refunded_amount FROM orders WHERE public_id = $1`, id); n != 9000 {
 		t.Errorf("refunded_amount %d, want 9000", n)
 	}
 }
@@ -61,7 +61,7 @@ func TestConcurrentRefundsSetTheStatusOfTheirSum(t *testing.T) {
 			t.Fatalf("refund: %d %s", r.Status, r.Body)
 		}
 	}
-	if n := count(t, e, `SELECT count(*) FROM orders WHERE id = $1 AND status = 'refunded' AND refunded_amount = 9000`, id); n != 1 {
+	if n := count(t, e, `SELECT count(*) FROM orders WHERE public_id = $1 AND status = 'refunded' AND refunded_amount = 9000`, id); n != 1 {
 		t.Fatal("three refunds of a third each did not leave the order refunded")
 	}
 }
