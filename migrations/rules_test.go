@@ -39,6 +39,10 @@ var validRows = map[string]map[string]string{
 		"id": "'ch_1'", "key": "'pk-1'", "amount": "1000", "currency": "'TRY'",
 		"card_token_fingerprint": "sha256('t')", "status": "'succeeded'", "created_at": "now()",
 	},
+	"compensations": {
+		"client_id": "1", "order_id": "1", "charge_key": "'pk-c'", "reason": "'test'",
+		"next_attempt_at": "now()", "watch_until": "now() + interval '1 day'", "created_at": "now()",
+	},
 	"psp_refunds": {
 		"id": "'re_1'", "key": "'prk-1'", "charge_id": "'ch_fixture'", "amount": "10", "created_at": "now()",
 	},
@@ -111,6 +115,16 @@ func TestTheDatabaseRefusesImpossibleRows(t *testing.T) {
 		{"psp_charges", map[string]string{"decline_code": "'do_not_honor'"}},
 		{"psp_charges", map[string]string{"refunded_amount": "1001"}},
 		{"psp_charges", map[string]string{"status": "'declined'", "decline_code": "'do_not_honor'", "refunded_amount": "10"}},
+		{"psp_charges", map[string]string{"status": "'canceled'"}}, // a canceled key holds no card or amount
+		{"psp_charges", map[string]string{"status": "'canceled'", "card_token_fingerprint": "NULL"}},
+		{"psp_charges", map[string]string{"card_token_fingerprint": "NULL", "amount": "NULL", "currency": "NULL"}},
+		{"psp_charges", map[string]string{"status": "'canceled'", "card_token_fingerprint": "NULL", "amount": "NULL"}},
+		{"compensations", map[string]string{"state": "'lost'"}},
+		{"compensations", map[string]string{"state": "'refunded'"}},
+		{"compensations", map[string]string{"state": "'refunded'", "settled_at": "now()"}},
+		{"compensations", map[string]string{"settled_at": "now()"}},
+		{"compensations", map[string]string{"refund_id": "'re_x'", "settled_at": "now()", "state": "'refunded'"}},
+		{"compensations", map[string]string{"charge_key": "''"}},
 		{"psp_refunds", map[string]string{"id": "'x_1'"}},
 		{"psp_refunds", map[string]string{"key": "''"}},
 		{"psp_refunds", map[string]string{"amount": "0"}},
@@ -131,6 +145,7 @@ func TestTheDatabaseRefusesImpossibleRows(t *testing.T) {
 		`UPDATE orders SET captured_amount = 0, refunded_amount = 10 WHERE id = 1`,
 		`UPDATE psp_charges SET status = 'declined' WHERE id = 'ch_fixture'`,
 		`UPDATE psp_charges SET refunded_amount = 1001 WHERE id = 'ch_fixture'`,
+		`UPDATE psp_charges SET status = 'canceled' WHERE id = 'ch_fixture'`,
 	} {
 		t.Run(q, func(t *testing.T) {
 			expectCheckViolation(t, inRolledBackTx(ctx, d, q))
