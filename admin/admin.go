@@ -49,8 +49,9 @@ const (
 	contentSecurity = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 
-// Register mounts the console on g (the /admin group).
-func Register(g *gin.RouterGroup, d Deps) {
+// Register mounts the console on g (the /admin group). It returns the console's not-found
+// page, for the app to answer unknown console paths with (gin has one NoRoute per engine).
+func Register(g *gin.RouterGroup, d Deps) (notFound gin.HandlerFunc) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
@@ -86,18 +87,25 @@ func Register(g *gin.RouterGroup, d Deps) {
 	acts.GET("/operators", c.operators)
 	acts.GET("/operators/:id/end-sessions", c.endSessionsForm)
 	acts.POST("/operators/:id/end-sessions", c.endSessions)
+	return func(ctx *gin.Context) {
+		setSecurityHeaders(ctx.Writer.Header())
+		c.errorPage(ctx, http.StatusNotFound, "There is no such page in the console.")
+	}
 }
 
 // securityHeaders: a strict CSP (no inline script or style anywhere in the console), no
 // framing, no sniffing, no referrer leaking keys in URLs to other sites.
 func securityHeaders(c *gin.Context) {
-	h := c.Writer.Header()
+	setSecurityHeaders(c.Writer.Header())
+	c.Next()
+}
+
+func setSecurityHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", contentSecurity)
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
-	c.Next()
 }
 
 // crossOrigin refuses requests that a browser says come from another site (Sec-Fetch-Site),

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,7 +24,9 @@ import (
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/config"
+	"github.com/tekrar/tekrar/internal/problem"
 	"github.com/tekrar/tekrar/internal/server"
+	"github.com/tekrar/tekrar/static"
 )
 
 // App is a configured tekrar: its handler and the background work that goes with it.
@@ -32,7 +35,12 @@ type App struct {
 	Service   *checkout.Service
 	Sweeper   *checkout.Sweeper
 	Completer *checkout.Completer
+
+	engine *gin.Engine
 }
+
+// Routes lists every route the app serves, for tests that walk them all.
+func (a *App) Routes() gin.RoutesInfo { return a.engine.Routes() }
 
 // Option changes what New builds; tests use them to inject a clock.
 type Option func(*options)
@@ -55,10 +63,13 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	for _, opt := range opts {
 		opt(&o)
 	}
-	e, err := server.NewEngine(logger, db, cfg.TrustedProxies)
+	gin.SetMode(gin.ReleaseMode)
+	e, err := server.NewEngine(logger, server.TrustedProxies(cfg.TrustedProxies))
 	if err != nil {
 		return nil, err
 	}
+	e.GET("/readyz", server.Ready(logger, readyTimeout, db.PingContext))
+	e.StaticFS("/static", server.Files(static.Files))
 	var provider psp.Provider
 	if cfg.PSPURL != "" {
 		provider = psp.NewClient(cfg.PSPURL, &http.Client{Timeout: 2 * cfg.ProviderTimeout})
@@ -82,7 +93,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		Service:       svc,
 		MaxBodyBytes:  int64(cfg.MaxBodyBytes),
 	})
-	admin.Register(e.Group("/admin"), admin.Deps{DB: db, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now,
+	consoleNotFound := admin.Register(e.Group("/admin"), admin.Deps{DB: db, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now,
 		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc})
 	sweeper := checkout.NewSweeper(db, SweepConfig(cfg, o.now), logger)
 	completer := svc.NewCompleter(checkout.CompleterConfig{
@@ -91,7 +102,41 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		AttentionAfter: cfg.AttentionAfter,
 	})
 	e.GET("/readyz/completer", func(c *gin.Context) { c.JSON(http.StatusOK, completer.Totals()) })
-	return &App{Handler: e, Service: svc, Sweeper: sweeper, Completer: completer}, nil
+	e.NoRoute(notFound(consoleNotFound))
+	return &App{Handler: server.HeadAsGet(e), Service: svc, Sweeper: sweeper, Completer: completer, engine: e}, nil
+}
+
+// readyTimeout is how long /readyz waits for the database.
+const readyTimeout = 2 * time.Second
+
+// notFound answers a path no route has: a browser asking for a console page gets the
+// console's own not-found page, a browser at / is sent to the console, and everything else
+// (the API, scripts) gets problem JSON.
+func notFound(console gin.HandlerFunc) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		path := c.Request.URL.Path
+		html := wantsHTML(c.Request)
+		switch {
+		case html && (path == "/admin" || strings.HasPrefix(path, "/admin/")):
+			console(c)
+		case html && path == "/" && c.Request.Method == http.MethodGet:
+			c.Redirect(http.StatusSeeOther, "/admin/")
+		default:
+			server.Abort(c, problem.NotFound())
+		}
+	}
+}
+
+// wantsHTML reports whether the client prefers an HTML page to JSON, as a browser's Accept
+// does: text/html named before any JSON type.
+func wantsHTML(r *http.Request) bool {
+	accept := r.Header.Get("Accept")
+	h := strings.Index(accept, "text/html")
+	if h < 0 {
+		return false
+	}
+	j := strings.Index(accept, "json")
+	return j < 0 || h < j
 }
 
 // Run does the app's background work (sweeping, completing abandoned keys) until ctx ends.

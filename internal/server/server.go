@@ -1,6 +1,7 @@
 // Package server is the HTTP plumbing every tekrar route shares: request ids, one log line
-// per request, panic recovery, health probes, problem responses for unknown routes, static
-// files, and a graceful shutdown. The routes themselves belong to checkout/api and admin.
+// per request, panic recovery, a liveness probe, problem responses for unknown routes, and a
+// graceful shutdown. The routes themselves belong to checkout/api and admin; what else an
+// app serves (static files, readiness) it adds where it is assembled (internal/app).
 package server
 
 import (
@@ -15,22 +16,36 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/internal/problem"
-	"github.com/tekrar/tekrar/static"
 )
 
-func init() { gin.SetMode(gin.ReleaseMode) }
+// Option configures NewEngine.
+type Option func(*gin.Engine) error
 
-// NewEngine returns a gin engine with the shared middleware and routes. db is pinged by
-// /readyz. trustedProxies are the CIDRs whose X-Forwarded-For is believed when recording a
-// client's address; none by default, so that no client can forge its address in the key
-// history.
-func NewEngine(logger *slog.Logger, db *sqlx.DB, trustedProxies []string) (*gin.Engine, error) {
+// TrustedProxies names the CIDRs whose X-Forwarded-For is believed when recording a client's
+// address; none by default, so that no client can forge its address in the key history.
+func TrustedProxies(cidrs []string) Option {
+	return func(e *gin.Engine) error {
+		if err := e.SetTrustedProxies(cidrs); err != nil {
+			return fmt.Errorf("trusted proxies: %w", err)
+		}
+		return nil
+	}
+}
+
+// NewEngine returns a gin engine with the shared middleware, /healthz, and problem answers
+// for unknown routes and methods. What an app serves besides (its routes, static files,
+// readiness, gin's mode) is the app's to add where it is assembled.
+func NewEngine(logger *slog.Logger, opts ...Option) (*gin.Engine, error) {
 	e := gin.New()
-	if err := e.SetTrustedProxies(trustedProxies); err != nil {
+	if err := e.SetTrustedProxies(nil); err != nil {
 		return nil, fmt.Errorf("trusted proxies: %w", err)
+	}
+	for _, opt := range opts {
+		if err := opt(e); err != nil {
+			return nil, err
+		}
 	}
 	e.HandleMethodNotAllowed = true
 	e.RemoveExtraSlash = true
@@ -42,14 +57,20 @@ func NewEngine(logger *slog.Logger, db *sqlx.DB, trustedProxies []string) (*gin.
 	e.Use(requestID(), noStore, accessLog(logger), recovery(logger), refuseSmuggling)
 
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
-	e.GET("/readyz", func(c *gin.Context) {
-		// The ping runs on its own goroutine and is abandoned when the probe's time is up:
-		// a frozen server answers neither the ping nor lib/pq's cancel request, and the
-		// pool's stall timeout (db.StallTimeout) ends the goroutine later.
-		ctx, cancel := context.WithTimeout(c.Request.Context(), readyTimeout)
+	e.NoRoute(func(c *gin.Context) { Abort(c, problem.NotFound()) })
+	e.NoMethod(func(c *gin.Context) { Abort(c, problem.MethodNotAllowed()) })
+	return e, nil
+}
+
+// Ready answers /readyz: 200 when ping succeeds within timeout, else 503 store_unavailable.
+// The ping runs on its own goroutine and is abandoned when the probe's time is up: a frozen
+// database answers neither a ping nor lib/pq's cancel request.
+func Ready(logger *slog.Logger, timeout time.Duration, ping func(context.Context) error) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), timeout)
 		defer cancel()
 		pinged := make(chan error, 1)
-		go func() { pinged <- db.PingContext(ctx) }()
+		go func() { pinged <- ping(ctx) }()
 		var err error
 		select {
 		case err = <-pinged:
@@ -63,11 +84,24 @@ func NewEngine(logger *slog.Logger, db *sqlx.DB, trustedProxies []string) (*gin.
 			return
 		}
 		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	}
+}
+
+// Files serves an asset tree's files and hides its directories (http.FileServer would list
+// them): a directory is answered like any unknown path.
+func Files(fsys fs.FS) http.FileSystem { return http.FS(filesOnly{fsys}) }
+
+// HeadAsGet answers HEAD like GET without a body, as RFC 9110 asks of every GET resource:
+// the router sees a GET, and net/http discards the body it writes because the request it
+// answers is still a HEAD.
+func HeadAsGet(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			r = r.Clone(r.Context())
+			r.Method = http.MethodGet
+		}
+		next.ServeHTTP(w, r)
 	})
-	e.StaticFS("/static", http.FS(filesOnly{static.Files}))
-	e.NoRoute(func(c *gin.Context) { Abort(c, problem.NotFound()) })
-	e.NoMethod(func(c *gin.Context) { Abort(c, problem.MethodNotAllowed()) })
-	return e, nil
 }
 
 // filesOnly serves an asset tree's files and hides its directories: http.FileServer would
@@ -86,9 +120,6 @@ func (f filesOnly) Open(name string) (fs.File, error) {
 	}
 	return file, nil
 }
-
-// readyTimeout is how long /readyz waits for the database.
-const readyTimeout = 2 * time.Second
 
 // noStore marks every response but a static file Cache-Control: no-store. API answers
 // (orders, replays, problems) carry customer data and idempotency state that a shared or
