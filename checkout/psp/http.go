@@ -23,6 +23,13 @@ import (
 //	GET  /refunds/{key}                               -> 200 Refund
 //	POST /charges/{key}/cancel                        -> 200 Charge (canceled, or the charge made first)
 //
+// The sandbox adds its dashboard, for tests and demos (see Sandbox.DashboardRefund,
+// OpenDispute, CloseDispute):
+//
+//	POST /dashboard/charges/{id}/refunds   {"amount":N,"reason":"..."}  -> 200 Refund
+//	POST /dashboard/charges/{id}/disputes  {"amount":N,"reason":"..."}  -> 200 Dispute
+//	POST /dashboard/disputes/{id}/close    {"won":true|false}           -> 200 Dispute
+//
 // The idempotency key is the JSON field "key" of the body. An Idempotency-Key header is
 // accepted too, for curl users: it fills an empty "key" and must equal a non-empty one. In a
 // path the key is escaped as one segment (url.PathEscape), so "/" in a key is fine.
@@ -99,6 +106,14 @@ func NewHandler(p Provider, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /charges/{key}", h.lookupCharge)
 	mux.HandleFunc("GET /refunds/{key}", h.lookupRefund)
 	mux.HandleFunc("POST /charges/{key}/cancel", h.cancelCharge)
+	if sb, ok := p.(*Sandbox); ok {
+		// The sandbox's dashboard: what a merchant (or a test, or a demo) does at the
+		// processor outside tekrar.
+		d := &dashboard{h: h, sb: sb}
+		mux.HandleFunc("POST /dashboard/charges/{id}/refunds", d.refund)
+		mux.HandleFunc("POST /dashboard/charges/{id}/disputes", d.openDispute)
+		mux.HandleFunc("POST /dashboard/disputes/{id}/close", d.closeDispute)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, r, problem.New(http.StatusNotFound, CodeUnknownRoute, "No such route").
 			WithDetail(r.Method+" "+r.URL.Path+" is not part of the provider API"))

@@ -26,6 +26,9 @@ type SandboxOptions struct {
 	// Logger, if set, hears of late charges (tok_late) as they arrive and of charges refused
 	// because their key was canceled: what a processor's own logs would show.
 	Logger *slog.Logger
+	// Webhooks, if set, makes the sandbox record an event for every change to a charge and
+	// send it to Webhooks.URL (see RunWebhooks).
+	Webhooks *WebhookOptions
 	// NoCancel makes the sandbox a processor that cannot fence a charge key: CancelCharge
 	// answers ErrCancelUnsupported. Tests use it to prove the refund tekrar then owes.
 	NoCancel bool
@@ -44,6 +47,7 @@ type Sandbox struct {
 	now      func() time.Time
 	noCancel bool
 	logger   *slog.Logger
+	hooks    *webhookSender // nil: no events are recorded
 }
 
 var _ Provider = (*Sandbox)(nil)
@@ -53,6 +57,9 @@ func NewSandbox(d *sqlx.DB, opts SandboxOptions) *Sandbox {
 	s := &Sandbox{db: d, q: db.NewPrepared(d), slow: opts.SlowDelay, now: opts.Now, noCancel: opts.NoCancel, logger: opts.Logger}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Webhooks != nil {
+		s.hooks = newWebhookSender(*opts.Webhooks)
 	}
 	if s.slow <= 0 {
 		s.slow = 2 * time.Second
@@ -204,16 +211,25 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 		status = StatusDeclined
 	}
 	var row chargeRow
-	// $5::bytea: the column is a domain (sha256_digest), and without binary parameters lib/pq
-	// sends a []byte as raw text to any parameter not typed bytea.
-	err := sqlx.GetContext(pctx, s.q, &row, `
-		INSERT INTO psp_charges (id, key, amount, currency, card_token_fingerprint, status,
-		                         decline_code, card_brand, card_last4, description, created_at)
-		VALUES ($1, $2, $3, $4, $5::bytea, $6, $7, $8, $9, $10, $11)
-		ON CONFLICT (key) DO NOTHING
-		RETURNING `+chargeColumns,
-		newID("ch_"), req.Key, req.Amount, req.Currency, fp, status,
-		c.declineCode, c.brand, c.last4, req.Description, s.now())
+	id, now := newID("ch_"), s.now()
+	args := []any{id, req.Key, req.Amount, req.Currency, fp, status,
+		c.declineCode, c.brand, c.last4, req.Description, now}
+	insert := chargeInsert
+	if s.hooks != nil {
+		// The charge's first event commits with it, or neither does.
+		typ := EventChargeSucceeded
+		if status != StatusSucceeded {
+			typ = EventChargeFailed
+		}
+		e, body, err := newEvent(typ, now, EventData{ChargeID: id, ChargeKey: req.Key, Sequence: 1, Amount: req.Amount,
+			Currency: req.Currency, Status: status, DeclineCode: c.declineCode})
+		if err != nil {
+			return Charge{}, err
+		}
+		insert = chargeInsertWithEvent
+		args = append(args, e.ID, e.Type, string(body))
+	}
+	err := sqlx.GetContext(pctx, s.q, &row, insert, args...)
 	if errors.Is(err, sql.ErrNoRows) {
 		// A concurrent call with the same key won the insert; its row is committed now.
 		existing, err := s.chargeByKey(pctx, req.Key)
@@ -235,6 +251,26 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 	}
 	return row.charge(), nil
 }
+
+// chargeInsert records a new charge. $5::bytea: the column is a domain (sha256_digest), and
+// without binary parameters lib/pq sends a []byte as raw text to any parameter not typed
+// bytea.
+const chargeInsert = `
+	INSERT INTO psp_charges (id, key, amount, currency, card_token_fingerprint, status,
+	                         decline_code, card_brand, card_last4, description, created_at)
+	VALUES ($1, $2, $3, $4, $5::bytea, $6, $7, $8, $9, $10, $11)
+	ON CONFLICT (key) DO NOTHING
+	RETURNING ` + chargeColumns
+
+// chargeInsertWithEvent is chargeInsert with the charge's first event ($12 id, $13 type,
+// $14 body), written only if the charge is.
+const chargeInsertWithEvent = `
+	WITH c AS (` + chargeInsert + `
+	), e AS (
+	    INSERT INTO psp_events (id, type, charge_id, seq, body, created_at, next_attempt_at)
+	    SELECT $12, $13, c.id, 1, $14, $11, $11 FROM c
+	)
+	SELECT * FROM c`
 
 // special reports whether a token behaves other than approving or declining at once.
 func special(token string) bool {
@@ -400,6 +436,11 @@ func (s *Sandbox) Refund(ctx context.Context, req RefundRequest) (Refund, error)
 	}
 	if err != nil {
 		return Refund{}, fmt.Errorf("psp sandbox: refund: update charge: %w", err)
+	}
+	if s.hooks != nil {
+		if err := s.emitRefund(ctx, tx, row.refund()); err != nil {
+			return Refund{}, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return Refund{}, fmt.Errorf("psp sandbox: refund: commit: %w", err)

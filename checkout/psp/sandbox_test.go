@@ -5,14 +5,20 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"testing"
+
+	"github.com/tekrar/tekrar/checkout/webhook"
 )
 
-// TestTokenNeverStored looks through every column of the sandbox's tables for a card
-// token, as text, as raw bytes and hex-encoded.
+// TestTokenNeverStored looks through every column of the sandbox's tables (its events and
+// disputes included) for a card token, as text, as raw bytes and hex-encoded.
 func TestTokenNeverStored(t *testing.T) {
-	forEachProvider(t, SandboxOptions{}, func(t *testing.T, p Provider, sb *Sandbox) {
+	hooks := &WebhookOptions{URL: "http://127.0.0.1:1/unused", Secret: webhook.NewSecret()}
+	forEachProvider(t, SandboxOptions{Webhooks: hooks}, func(t *testing.T, p Provider, sb *Sandbox) {
 		c := mustCharge(t, p, visaCharge("order-7", 900))
 		if _, err := p.Refund(testContext(t), RefundRequest{Key: "refund-7", ChargeID: c.ID, Amount: 100}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sb.OpenDispute(testContext(t), c.ID, 800, "fraudulent"); err != nil {
 			t.Fatal(err)
 		}
 		mustCharge(t, p, ChargeRequest{Key: "order-8", Amount: 50, Currency: "EUR", CardToken: TokenDeclined})
@@ -23,8 +29,8 @@ func TestTokenNeverStored(t *testing.T) {
 			`SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_name LIKE 'psp\_%' ORDER BY 1`); err != nil {
 			t.Fatal(err)
 		}
-		if len(tables) != 2 {
-			t.Fatalf("psp tables = %v, want psp_charges and psp_refunds", tables)
+		if len(tables) != 4 {
+			t.Fatalf("psp tables = %v, want psp_charges, psp_disputes, psp_events and psp_refunds", tables)
 		}
 		token := TokenVisa
 		hexToken := hex.EncodeToString([]byte(token))
