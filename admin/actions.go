@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/internal/problem"
 	"github.com/tekrar/tekrar/internal/server"
 	"github.com/tekrar/tekrar/views"
@@ -95,19 +96,19 @@ func (a *console) refundForm(c *gin.Context) {
 }
 
 // refundedPartners are the orders of the suspected double tap of order id (see
-// checkout.DoubleTapsOf) that are refunded already, in part or in full. Refunding this
+// report.DoubleTapsOf) that are refunded already, in part or in full. Refunding this
 // order as well may refund the customer for the purchase twice: the refund page says so
 // and asks for the order's id typed out.
-func (a *console) refundedPartners(ctx context.Context, id int64) ([]checkout.OrderRow, error) {
-	d, err := checkout.GetOrderDetail(ctx, a.DB, id)
+func (a *console) refundedPartners(ctx context.Context, id int64) ([]report.OrderRow, error) {
+	d, err := report.GetOrderDetail(ctx, a.DB, id)
 	if err != nil {
 		return nil, fmt.Errorf("refund: %w", err)
 	}
-	g, ok, err := checkout.DoubleTapsOf(ctx, a.DB, d.OrderRow, a.DoubleTapWindow)
+	g, ok, err := report.DoubleTapsOf(ctx, a.DB, d.OrderRow, a.DoubleTapWindow)
 	if err != nil || !ok {
 		return nil, err
 	}
-	var out []checkout.OrderRow
+	var out []report.OrderRow
 	for _, o := range g.Orders {
 		if o.ID != id && o.RefundedAmount > 0 {
 			out = append(out, o)
@@ -203,7 +204,7 @@ func (a *console) refundTarget(c *gin.Context) (checkout.RefundTarget, bool) {
 // what the operator typed ("" on a first visit: a full refund of what is left). partners
 // are the refunded orders of the order's suspected double tap: the page warns and asks for
 // the order's id typed out.
-func refundPage(c *gin.Context, t checkout.RefundTarget, partners []checkout.OrderRow, amount, reason, errText string) templ.Component {
+func refundPage(c *gin.Context, t checkout.RefundTarget, partners []report.OrderRow, amount, reason, errText string) templ.Component {
 	left := t.Refundable()
 	v := views.ConfirmView{
 		Nav:   nav(c, "Orders"),

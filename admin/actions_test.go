@@ -18,6 +18,7 @@ import (
 	"github.com/tekrar/tekrar/admin"
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/dbtest"
@@ -449,7 +450,7 @@ func TestAuditPages(t *testing.T) {
 	b := actSignIn(t, e, "admin@example.com", admin.RoleAdmin)
 	opID := actInt(t, e, `SELECT id FROM operators WHERE email = 'admin@example.com'`)
 	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	const n = checkout.DefaultPageLimit + 10
+	const n = report.DefaultPageLimit + 10
 	for i := range n {
 		err := admin.RecordAudit(context.Background(), e.DB, admin.AuditRecord{At: start.Add(time.Duration(i/2) * time.Second),
 			OperatorID: opID, Action: admin.ActionExpireKey, Target: fmt.Sprintf("key:%d/k-%02d<b>", e.ClientID, i),
@@ -475,7 +476,7 @@ func TestAuditPages(t *testing.T) {
 		return keys
 	}
 	keys := collect(first)
-	if len(keys) != checkout.DefaultPageLimit || !strings.HasPrefix(keys[0], fmt.Sprintf("k-%02d<b>", n-1)) {
+	if len(keys) != report.DefaultPageLimit || !strings.HasPrefix(keys[0], fmt.Sprintf("k-%02d<b>", n-1)) {
 		t.Fatalf("first page: %d rows, newest %v", len(keys), keys[:1])
 	}
 	next, ok := first.doc.Find(`#audit-rows a[hx-get]`).Attr("href")

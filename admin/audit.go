@@ -12,6 +12,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/report"
 )
 
 // The audit log: one row per operator action that changed something, with who, when, what
@@ -122,10 +123,10 @@ type AuditFilter struct {
 // ListAudit returns a page of audit entries matching f, newest first, keyset-paginated on
 // (at, id) with the console's page cursor (audit_log_at_id_idx, or audit_log_target_idx
 // with targets).
-func ListAudit(ctx context.Context, db sqlx.QueryerContext, f AuditFilter, page checkout.Page) ([]AuditEntry, checkout.Page, error) {
+func ListAudit(ctx context.Context, db sqlx.QueryerContext, f AuditFilter, page report.Page) ([]AuditEntry, report.Page, error) {
 	at, id, after, err := page.Cursor()
 	if err != nil {
-		return nil, checkout.Page{}, err
+		return nil, report.Page{}, err
 	}
 	n := page.Size()
 	var preds []string
@@ -150,14 +151,14 @@ func ListAudit(ctx context.Context, db sqlx.QueryerContext, f AuditFilter, page 
 		 ORDER BY a.at DESC, a.id DESC
 		 LIMIT $1`, args...)
 	if err != nil {
-		return nil, checkout.Page{}, fmt.Errorf("list audit: %w", err)
+		return nil, report.Page{}, fmt.Errorf("list audit: %w", err)
 	}
 	got := len(rows)
 	var last AuditEntry
 	if got > n {
 		last, rows = rows[n-1], rows[:n]
 	}
-	next := checkout.NextPageAfter(n, got, last.At, last.ID)
+	next := report.NextPageAfter(n, got, last.At, last.ID)
 	for i := range rows {
 		rows[i].At = rows[i].At.UTC()
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/views"
 )
 
@@ -20,8 +20,8 @@ func (a *console) audit(c *gin.Context) {
 	if p.Target != "" {
 		f.Targets = []string{p.Target}
 	}
-	rows, next, err := ListAudit(c.Request.Context(), a.DB, f, checkout.Page{After: c.Query("after")})
-	if errors.Is(err, checkout.ErrInvalidQuery) {
+	rows, next, err := ListAudit(c.Request.Context(), a.DB, f, report.Page{After: c.Query("after")})
+	if errors.Is(err, report.ErrInvalidQuery) {
 		p.Error = err.Error()
 		a.render(c, http.StatusBadRequest, views.AuditList(p))
 		return

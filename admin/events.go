@@ -15,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/views"
 )
 
@@ -65,10 +66,10 @@ func (a *console) eventList(c *gin.Context, p views.EventsPage, kinds []string) 
 		a.render(c, http.StatusBadRequest, views.EventsList(p))
 		return
 	}
-	f := checkout.EventFilter{Kinds: kinds, ClientID: kf.ClientID, Key: kf.Key, CustomerID: kf.CustomerID,
+	f := report.EventFilter{Kinds: kinds, ClientID: kf.ClientID, Key: kf.Key, CustomerID: kf.CustomerID,
 		OrderID: kf.OrderID, From: kf.From, To: kf.To}
-	rows, next, err := checkout.ListEvents(c.Request.Context(), a.DB, f, checkout.Page{After: c.Query("after")})
-	if errors.Is(err, checkout.ErrInvalidQuery) {
+	rows, next, err := report.ListEvents(c.Request.Context(), a.DB, f, report.Page{After: c.Query("after")})
+	if errors.Is(err, report.ErrInvalidQuery) {
 		p.Error = err.Error()
 		a.render(c, http.StatusBadRequest, views.EventsList(p))
 		return
@@ -104,7 +105,7 @@ type eventDetail struct {
 	SameRequest *bool    `json:"same_request"`
 }
 
-func eventLine(e checkout.EventRow) views.EventLine {
+func eventLine(e report.EventRow) views.EventLine {
 	l := views.EventLine{At: e.At, Kind: e.Kind, Client: fmt.Sprintf("%s (%d)", e.ClientName, e.ClientID),
 		Key: e.Key, KeyHref: keyHref(e.ClientID, e.Key), Request: e.RequestID, Address: e.RemoteAddr,
 		Device: e.UserAgent}
@@ -153,14 +154,14 @@ func (a *console) expirations(c *gin.Context) {
 	status := http.StatusOK
 	// invalid reports a malformed cursor of one list on the page; the others still show.
 	invalid := func(err error) bool {
-		if errors.Is(err, checkout.ErrInvalidQuery) {
+		if errors.Is(err, report.ErrInvalidQuery) {
 			p.Error, status = err.Error(), http.StatusBadRequest
 			return true
 		}
 		return false
 	}
 	now := a.Now()
-	keys, next, err := checkout.ExpiringKeys(ctx, a.DB, now, now.Add(time.Hour), checkout.Page{After: c.Query("expiring_after")})
+	keys, next, err := report.ExpiringKeys(ctx, a.DB, now, now.Add(time.Hour), report.Page{After: c.Query("expiring_after")})
 	if err != nil && !invalid(err) {
 		a.fail(c, err)
 		return
@@ -170,7 +171,7 @@ func (a *console) expirations(c *gin.Context) {
 	}
 	p.ExpiringNext = nextHref(c, "/admin/expirations", "expiring_after", next)
 
-	sweeps, err := checkout.RecentSweeps(ctx, a.DB, recentSweeps)
+	sweeps, err := report.RecentSweeps(ctx, a.DB, recentSweeps)
 	if err != nil {
 		a.fail(c, err)
 		return
@@ -181,8 +182,8 @@ func (a *console) expirations(c *gin.Context) {
 			Took: s.FinishedAt.Sub(s.StartedAt).Round(time.Millisecond).String(), Error: s.Error})
 	}
 
-	late, next, err := checkout.ListEvents(ctx, a.DB, checkout.EventFilter{Kinds: []string{checkout.EventLateRetry}},
-		checkout.Page{After: c.Query("late_after")})
+	late, next, err := report.ListEvents(ctx, a.DB, report.EventFilter{Kinds: []string{checkout.EventLateRetry}},
+		report.Page{After: c.Query("late_after")})
 	if err != nil && !invalid(err) {
 		a.fail(c, err)
 		return
@@ -197,7 +198,7 @@ func (a *console) expirations(c *gin.Context) {
 // nextHref is the URL of a list's next page: the request's own query (its filters, and
 // the cursors of the page's other lists) with param set to next's cursor; "" on the last
 // page.
-func nextHref(c *gin.Context, path, param string, next checkout.Page) string {
+func nextHref(c *gin.Context, path, param string, next report.Page) string {
 	if next.After == "" {
 		return ""
 	}

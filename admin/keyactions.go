@@ -10,30 +10,31 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/views"
 )
 
 // keyParams reads /keys/:client/:key and the key's details, answering 404 itself.
-func (a *console) keyParams(c *gin.Context) (checkout.KeyDetail, bool) {
+func (a *console) keyParams(c *gin.Context) (report.KeyDetail, bool) {
 	clientID, err := strconv.ParseInt(c.Param("client"), 10, 64)
 	if err != nil {
 		a.errorPage(c, http.StatusNotFound, "There is no such key: it may have been forgotten after its grace period.")
-		return checkout.KeyDetail{}, false
+		return report.KeyDetail{}, false
 	}
-	d, err := checkout.GetKey(c.Request.Context(), a.DB, clientID, c.Param("key"))
+	d, err := report.GetKey(c.Request.Context(), a.DB, clientID, c.Param("key"))
 	if errors.Is(err, checkout.ErrKeyNotFound) {
 		a.errorPage(c, http.StatusNotFound, "There is no such key: it may have been forgotten after its grace period.")
-		return checkout.KeyDetail{}, false
+		return report.KeyDetail{}, false
 	}
 	if err != nil {
 		a.fail(c, err)
-		return checkout.KeyDetail{}, false
+		return report.KeyDetail{}, false
 	}
 	return d, true
 }
 
 // keySubject is what a key action's confirmation page shows of the key.
-func keySubject(d checkout.KeyDetail) []views.Field {
+func keySubject(d report.KeyDetail) []views.Field {
 	fs := []views.Field{
 		{Label: "Key", Value: d.Key, Href: keyHref(d.ClientID, d.Key)},
 		field("Client", fmt.Sprintf("%s (%d)", d.ClientName, d.ClientID)),
@@ -60,7 +61,7 @@ func (a *console) releaseForm(c *gin.Context) {
 	a.render(c, http.StatusOK, releasePage(c, d, ""))
 }
 
-func releasePage(c *gin.Context, d checkout.KeyDetail, errText string) templ.Component {
+func releasePage(c *gin.Context, d report.KeyDetail, errText string) templ.Component {
 	href := keyHref(d.ClientID, d.Key)
 	what := "the order's charge"
 	if d.RefundID != nil {
@@ -123,7 +124,7 @@ func (a *console) expireForm(c *gin.Context) {
 	a.render(c, http.StatusOK, expirePage(c, d, "", a.Now().Before(d.ExpiresAt)))
 }
 
-func expirePage(c *gin.Context, d checkout.KeyDetail, errText string, live bool) templ.Component {
+func expirePage(c *gin.Context, d report.KeyDetail, errText string, live bool) templ.Component {
 	href := keyHref(d.ClientID, d.Key)
 	v := views.ConfirmView{
 		Nav:     nav(c, "Keys"),
@@ -184,7 +185,7 @@ func (a *console) expire(c *gin.Context) {
 
 // keyActions is what a key's page shows of actions: what an admin may do to the key, and
 // the actions taken on the key and on its order (the one it made or refunds).
-func (a *console) keyActions(c *gin.Context, d checkout.KeyDetail) (views.KeyActionsView, []views.AuditLine, error) {
+func (a *console) keyActions(c *gin.Context, d report.KeyDetail) (views.KeyActionsView, []views.AuditLine, error) {
 	act := views.KeyActionsView{
 		Href:       keyHref(d.ClientID, d.Key),
 		CanRelease: d.State == checkout.StateNeedsAttention,
@@ -194,7 +195,7 @@ func (a *console) keyActions(c *gin.Context, d checkout.KeyDetail) (views.KeyAct
 	if d.OrderPublicID != nil { // the order the key made or refunds
 		targets = append(targets, orderTarget(*d.OrderPublicID))
 	}
-	rows, _, err := ListAudit(c.Request.Context(), a.DB, AuditFilter{Targets: targets}, checkout.Page{})
+	rows, _, err := ListAudit(c.Request.Context(), a.DB, AuditFilter{Targets: targets}, report.Page{})
 	if err != nil {
 		return act, nil, err
 	}

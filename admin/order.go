@@ -15,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/views"
 )
 
@@ -32,7 +33,7 @@ func (a *console) order(c *gin.Context) {
 		return
 	}
 	v := orderVerdict(s)
-	g, ok, err := checkout.DoubleTapsOf(c.Request.Context(), a.DB, s.d.OrderRow, a.DoubleTapWindow)
+	g, ok, err := report.DoubleTapsOf(c.Request.Context(), a.DB, s.d.OrderRow, a.DoubleTapWindow)
 	if err != nil {
 		a.fail(c, err)
 		return
@@ -47,15 +48,15 @@ func (a *console) order(c *gin.Context) {
 // withDoubleTap adds to an order's verdict the other orders of its suspected double tap: on
 // its own the order was "charged once", and the operator was not told of the charge beside
 // it.
-func withDoubleTap(v views.Verdict, d checkout.OrderDetail, g checkout.DoubleTap) views.Verdict {
+func withDoubleTap(v views.Verdict, d report.OrderDetail, g report.DoubleTap) views.Verdict {
 	v.Kind = verdictTwice
 	others := len(g.Orders) - 1
 	v.Headline = fmt.Sprintf("Charged once for this order, but %s of the same customer, amount, items and card %s charged too, under %s: a suspected double tap.",
 		plural(others, "other order", "other orders"), map[bool]string{true: "was", false: "were"}[others == 1],
 		map[bool]string{true: "another key", false: "other keys"}[others == 1])
-	group := make([]checkout.OrderDetail, len(g.Orders))
+	group := make([]report.OrderDetail, len(g.Orders))
 	for i, o := range g.Orders {
-		group[i] = checkout.OrderDetail{OrderRow: o}
+		group[i] = report.OrderDetail{OrderRow: o}
 		if o.ID == d.ID {
 			continue
 		}
@@ -140,10 +141,10 @@ func (a *console) orderPair(c *gin.Context) {
 // orderStory is an order with what its keys saw: the page's card, and the requests of the
 // key that created it (this use of the key string only), from which the verdict is drawn.
 type orderStory struct {
-	d        checkout.OrderDetail
+	d        report.OrderDetail
 	card     views.OrderCard
-	requests []checkout.EventRow // the order key's events; empty if none is recorded
-	arrival  *checkout.EventRow  // the request that created the order, if recorded
+	requests []report.EventRow // the order key's events; empty if none is recorded
+	arrival  *report.EventRow  // the request that created the order, if recorded
 }
 
 // keySkew is how long before the time a key row records its created event may be stamped:
@@ -153,9 +154,9 @@ const keySkew = time.Minute
 // incarnation keeps the events of one use of a key string that first arrived at since:
 // from then (less keySkew) up to the next created event, which starts a later use of the
 // same string, after the first was forgotten.
-func incarnation(events []checkout.EventRow, since time.Time) []checkout.EventRow {
+func incarnation(events []report.EventRow, since time.Time) []report.EventRow {
 	from := since.Add(-keySkew)
-	var out []checkout.EventRow
+	var out []report.EventRow
 	created := false
 	for _, e := range events {
 		if e.At.Before(from) {
@@ -174,17 +175,17 @@ func incarnation(events []checkout.EventRow, since time.Time) []checkout.EventRo
 
 // loadOrder reads the order whose public id is publicID; ErrOrderNotFound if there is none.
 func (a *console) loadOrder(ctx context.Context, publicID string) (orderStory, error) {
-	id, err := checkout.OrderIDOf(ctx, a.DB, publicID)
+	id, err := report.OrderIDOf(ctx, a.DB, publicID)
 	if err != nil {
 		return orderStory{}, err
 	}
-	d, err := checkout.GetOrderDetail(ctx, a.DB, id)
+	d, err := report.GetOrderDetail(ctx, a.DB, id)
 	if err != nil {
 		return orderStory{}, err
 	}
 	s := orderStory{d: d, card: orderCard(d)}
 	for _, k := range d.Keys {
-		events, err := checkout.KeyTimeline(ctx, a.DB, k.ClientID, k.Key)
+		events, err := report.KeyTimeline(ctx, a.DB, k.ClientID, k.Key)
 		if err != nil {
 			return orderStory{}, err
 		}
@@ -195,7 +196,7 @@ func (a *console) loadOrder(ctx context.Context, publicID string) (orderStory, e
 			b.Role = "refund " + k.RefundPublicID
 		} else if s.arrival == nil {
 			s.requests = events
-			if i := slices.IndexFunc(events, func(e checkout.EventRow) bool { return e.Kind == checkout.EventCreated }); i >= 0 {
+			if i := slices.IndexFunc(events, func(e report.EventRow) bool { return e.Kind == checkout.EventCreated }); i >= 0 {
 				s.arrival = &events[i]
 			}
 		}
@@ -208,7 +209,7 @@ func (a *console) loadOrder(ctx context.Context, publicID string) (orderStory, e
 }
 
 // orderCard lays an order out for its page.
-func orderCard(d checkout.OrderDetail) views.OrderCard {
+func orderCard(d report.OrderDetail) views.OrderCard {
 	money := func(n int64) string { return checkout.FormatAmount(n, d.Currency) }
 	o := views.OrderCard{ID: d.PublicID, Status: d.Status}
 	// A charged order's capture is its amount (checkout.RefundTarget has it for the refund).

@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/views"
 )
 
@@ -22,7 +23,7 @@ import (
 const (
 	defaultDoubleTapWindow = 2 * time.Minute
 	minDoubleTapWindow     = time.Second
-	maxDoubleTapWindow     = checkout.MaxDoubleTapWindow
+	maxDoubleTapWindow     = report.MaxDoubleTapWindow
 )
 
 // orderHref links an order's page by its public id: the console never shows the internal one.
@@ -43,8 +44,8 @@ func (a *console) orders(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	rows, next, err := checkout.FindOrders(ctx, a.DB, of, checkout.Page{After: after})
-	if errors.Is(err, checkout.ErrInvalidQuery) {
+	rows, next, err := report.FindOrders(ctx, a.DB, of, report.Page{After: after})
+	if errors.Is(err, report.ErrInvalidQuery) {
 		p.Error = err.Error()
 		a.render(c, http.StatusBadRequest, views.OrdersList(p))
 		return
@@ -57,7 +58,7 @@ func (a *console) orders(c *gin.Context) {
 	for i, o := range rows {
 		ids[i] = o.ID
 	}
-	refunds, err := checkout.OrderRefunds(ctx, a.DB, ids)
+	refunds, err := report.OrderRefunds(ctx, a.DB, ids)
 	if err != nil {
 		a.fail(c, err)
 		return
@@ -77,9 +78,9 @@ func (a *console) orders(c *gin.Context) {
 }
 
 // doubleTaps fills the page's suspected double taps, each side with the request that made it.
-func (a *console) doubleTaps(ctx context.Context, p *views.OrdersPage, f checkout.OrderFilter, window time.Duration) error {
-	taps, err := checkout.SuspectedDoubleTaps(ctx, a.DB, f, window)
-	if errors.Is(err, checkout.ErrInvalidQuery) {
+func (a *console) doubleTaps(ctx context.Context, p *views.OrdersPage, f report.OrderFilter, window time.Duration) error {
+	taps, err := report.SuspectedDoubleTaps(ctx, a.DB, f, window)
+	if errors.Is(err, report.ErrInvalidQuery) {
 		// The window is checked already: what is missing is a time range or a customer,
 		// without which the detector would read every order.
 		p.PairsNote = "Double taps are looked for when the search has a time range (from and to) or a customer id or email."
@@ -88,15 +89,15 @@ func (a *console) doubleTaps(ctx context.Context, p *views.OrdersPage, f checkou
 	if err != nil {
 		return err
 	}
-	var orders []checkout.OrderRow
+	var orders []report.OrderRow
 	for _, t := range taps {
 		orders = append(orders, t.Orders...)
 	}
-	arrivals, err := checkout.OrderArrivals(ctx, a.DB, orders)
+	arrivals, err := report.OrderArrivals(ctx, a.DB, orders)
 	if err != nil {
 		return err
 	}
-	side := func(o checkout.OrderRow) views.PairSide {
+	side := func(o report.OrderRow) views.PairSide {
 		s := views.PairSide{Order: orderLine(o, nil), Items: itemsSummary(o.Items)}
 		if e, ok := arrivals[o.ID]; ok {
 			s.Arrived, s.Device, s.Address = e.At, e.UserAgent, e.RemoteAddr
@@ -124,8 +125,8 @@ func pairHref(first, second string) string {
 
 // orderFilter turns the search form into a query filter and the double-tap window,
 // refusing with a sentence what cannot be a value.
-func (a *console) orderFilter(f views.OrderFilter, loc *time.Location) (checkout.OrderFilter, time.Duration, error) {
-	of := checkout.OrderFilter{CustomerID: f.Customer, CustomerEmail: f.Email}
+func (a *console) orderFilter(f views.OrderFilter, loc *time.Location) (report.OrderFilter, time.Duration, error) {
+	of := report.OrderFilter{CustomerID: f.Customer, CustomerEmail: f.Email}
 	var err error
 	if f.Client != "" {
 		if of.ClientID, err = strconv.ParseInt(f.Client, 10, 64); err != nil || of.ClientID <= 0 {
@@ -165,7 +166,7 @@ func (a *console) orderFilter(f views.OrderFilter, loc *time.Location) (checkout
 }
 
 // orderLine is an order as a line of the search results.
-func orderLine(o checkout.OrderRow, refunds []checkout.RefundRow) views.OrderLine {
+func orderLine(o report.OrderRow, refunds []report.RefundRow) views.OrderLine {
 	l := views.OrderLine{ID: o.PublicID, Href: orderHref(o.PublicID), Created: o.CreatedAt,
 		Client: o.ClientName, Customer: o.CustomerID, Email: o.CustomerEmail,
 		Amount: checkout.FormatAmount(o.Amount, o.Currency), Status: o.Status, Keys: keyLinks(o.ClientID, o.Keys)}
@@ -187,7 +188,7 @@ func keyLinks(clientID int64, keys []string) []views.Link {
 }
 
 // paymentText is a charge in a few words: "succeeded · visa ••4242".
-func paymentText(p *checkout.PaymentRow) string {
+func paymentText(p *report.PaymentRow) string {
 	s := p.Status
 	if p.CardBrand != "" || p.CardLast4 != "" {
 		s += " · " + strings.TrimSpace(p.CardBrand+" ••"+p.CardLast4)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tekrar/tekrar/admin"
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/config"
 )
@@ -202,7 +203,7 @@ func TestOrderSearchNarrows(t *testing.T) {
 	}
 	first := c.b.do("GET", search(url.Values{"customer": {"cus_many"}}), nil)
 	next, _ := first.doc.Find(`#results a[hx-get]`).Last().Attr("href")
-	if n := len(rowIDs(first)); n != checkout.DefaultPageLimit || !strings.Contains(next, "after=") || first.doc.Find(".pairs").Length() != 1 {
+	if n := len(rowIDs(first)); n != report.DefaultPageLimit || !strings.Contains(next, "after=") || first.doc.Find(".pairs").Length() != 1 {
 		t.Fatalf("first page: %d rows, next %q", n, next)
 	}
 	second := c.b.do("GET", next, nil)

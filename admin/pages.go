@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/server"
 	"github.com/tekrar/tekrar/views"
@@ -34,26 +35,26 @@ func (a *console) overview(c *gin.Context) {
 	ctx := c.Request.Context()
 	to := a.Now()
 	from := to.Add(-span)
-	counts, err := checkout.EventCounts(ctx, a.DB, from, to, 0)
+	counts, err := report.EventCounts(ctx, a.DB, from, to, 0)
 	if err != nil {
 		a.fail(c, err)
 		return
 	}
-	attention, err := checkout.NeedsAttention(ctx, a.DB)
+	attention, err := report.NeedsAttention(ctx, a.DB)
 	if err != nil {
 		a.fail(c, err)
 		return
 	}
 	// The chart ends with the current minute, so that its bars start on whole minutes.
 	end := to.Truncate(time.Minute).Add(time.Minute)
-	rate, err := checkout.ReplayRate(ctx, a.DB, end.Add(-span), end, chartBuckets[window])
+	rate, err := report.ReplayRate(ctx, a.DB, end.Add(-span), end, chartBuckets[window])
 	if err != nil {
 		a.fail(c, err)
 		return
 	}
 	o := views.Overview{Nav: nav(c, "Overview"), Window: window}
 	o.Stats = []views.Stat{
-		{Label: "keyed requests", Value: counts[checkout.CountRequests]},
+		{Label: "keyed requests", Value: counts[report.CountRequests]},
 		{Label: "first executions", Value: counts[checkout.EventCreated]},
 		{Label: "replays", Value: counts[checkout.EventReplayed]},
 		{Label: "conflicts", Value: counts[checkout.EventReusedConflict]},
@@ -63,7 +64,7 @@ func (a *console) overview(c *gin.Context) {
 		{Label: "keys needing attention", Value: attention, Href: "/admin/keys?state=needs_attention", Alert: attention > 0},
 	}
 	o.Rate = "0%"
-	if n := counts[checkout.CountRequests]; n > 0 {
+	if n := counts[report.CountRequests]; n > 0 {
 		o.Rate = fmt.Sprintf("%.1f%%", 100*float64(counts[checkout.EventReplayed])/float64(n))
 	}
 	o.Bars, o.BarW = chartBars(rate, views.ZoneOf(c.Request.Context()))
@@ -72,7 +73,7 @@ func (a *console) overview(c *gin.Context) {
 
 // chartBars lays the replay chart out: per bucket, first executions under replays, scaled
 // to the tallest bucket, in a 600×150 drawing area.
-func chartBars(rate []checkout.RateBucket, loc *time.Location) ([]views.Bar, int) {
+func chartBars(rate []report.RateBucket, loc *time.Location) ([]views.Bar, int) {
 	if len(rate) == 0 {
 		return nil, 0
 	}
@@ -104,8 +105,8 @@ func (a *console) keys(c *gin.Context) {
 		a.render(c, http.StatusBadRequest, views.KeysList(p))
 		return
 	}
-	rows, next, err := checkout.ListKeys(c.Request.Context(), a.DB, kf, checkout.Page{After: c.Query("after")})
-	if errors.Is(err, checkout.ErrInvalidQuery) {
+	rows, next, err := report.ListKeys(c.Request.Context(), a.DB, kf, report.Page{After: c.Query("after")})
+	if errors.Is(err, report.ErrInvalidQuery) {
 		p.Error = err.Error()
 		a.render(c, http.StatusBadRequest, views.KeysList(p))
 		return
@@ -128,7 +129,7 @@ func queryFilter(c *gin.Context) views.KeyFilter {
 }
 
 // keyLine is a key as the console's key lists show it.
-func keyLine(r checkout.KeyRow) views.KeyLine {
+func keyLine(r report.KeyRow) views.KeyLine {
 	line := views.KeyLine{Client: r.ClientName, Key: r.Key, State: r.State, Method: r.Method, Path: r.Path,
 		Href: keyHref(r.ClientID, r.Key), Replays: r.Replays, Created: r.CreatedAt, Expires: r.ExpiresAt}
 	if r.OrderPublicID != nil {
@@ -149,8 +150,8 @@ func keyHref(clientID int64, key string) string {
 
 // keyFilter turns the form into a query filter, refusing what cannot be a value. The order
 // is given by its public id, and looked up; times are read in the operator's zone loc.
-func (a *console) keyFilter(ctx context.Context, f views.KeyFilter, loc *time.Location) (checkout.KeyFilter, error) {
-	kf := checkout.KeyFilter{Key: f.Key, CustomerID: f.Customer, State: f.State}
+func (a *console) keyFilter(ctx context.Context, f views.KeyFilter, loc *time.Location) (report.KeyFilter, error) {
+	kf := report.KeyFilter{Key: f.Key, CustomerID: f.Customer, State: f.State}
 	var err error
 	if f.Client != "" {
 		if kf.ClientID, err = strconv.ParseInt(f.Client, 10, 64); err != nil {
@@ -158,7 +159,7 @@ func (a *console) keyFilter(ctx context.Context, f views.KeyFilter, loc *time.Lo
 		}
 	}
 	if f.Order != "" {
-		kf.OrderID, err = checkout.OrderIDOf(ctx, a.DB, f.Order)
+		kf.OrderID, err = report.OrderIDOf(ctx, a.DB, f.Order)
 		if errors.Is(err, checkout.ErrOrderNotFound) {
 			return kf, errors.New("order must be the id of an order, like ord_ and 32 hex digits")
 		}
@@ -197,7 +198,7 @@ func (a *console) key(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	d, err := checkout.GetKey(ctx, a.DB, clientID, c.Param("key"))
+	d, err := report.GetKey(ctx, a.DB, clientID, c.Param("key"))
 	if errors.Is(err, checkout.ErrKeyNotFound) {
 		a.errorPage(c, http.StatusNotFound, "There is no such key: it may have been forgotten after its grace period.")
 		return
@@ -206,7 +207,7 @@ func (a *console) key(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	events, err := checkout.KeyTimeline(ctx, a.DB, clientID, d.Key)
+	events, err := report.KeyTimeline(ctx, a.DB, clientID, d.Key)
 	if err != nil {
 		a.fail(c, err)
 		return
@@ -263,7 +264,7 @@ func (a *console) key(c *gin.Context) {
 }
 
 // timelineEntries shows a key's events: who sent each request, and what it was answered.
-func timelineEntries(events []checkout.EventRow) []views.TimelineEntry {
+func timelineEntries(events []report.EventRow) []views.TimelineEntry {
 	var out []views.TimelineEntry
 	for _, e := range events {
 		t := views.TimelineEntry{At: e.At, Kind: e.Kind, Request: e.RequestID, Address: e.RemoteAddr, Device: e.UserAgent, Detail: string(e.Detail)}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/views"
 )
 
@@ -24,7 +25,7 @@ const (
 // requestCounts counts the repeats that reached one key and what they were answered.
 type requestCounts struct{ replays, inUse, conflicts, late, resumed int }
 
-func countRequests(events []checkout.EventRow) requestCounts {
+func countRequests(events []report.EventRow) requestCounts {
 	var n requestCounts
 	for _, e := range events {
 		switch e.Kind {
@@ -50,12 +51,12 @@ func plural(n int, one, many string) string {
 	return fmt.Sprintf("%d %s", n, many)
 }
 
-func charged(d checkout.OrderDetail) bool {
+func charged(d report.OrderDetail) bool {
 	return d.Payment != nil && d.Payment.Status == "succeeded"
 }
 
 // orderKey names the key that created the order, for a sentence.
-func orderKey(d checkout.OrderDetail) string {
+func orderKey(d report.OrderDetail) string {
 	for _, k := range d.Keys {
 		if k.RefundID == nil {
 			return k.Key
@@ -227,7 +228,7 @@ func pairVerdict(a, b orderStory) views.Verdict {
 	}
 	switch {
 	case ca && cb && same:
-		v.Advice = append(v.Advice, refundAdvice([]checkout.OrderDetail{a.d, b.d})...)
+		v.Advice = append(v.Advice, refundAdvice([]report.OrderDetail{a.d, b.d})...)
 		if shared != "" {
 			v.Advice = append(v.Advice, "Tell the app's team: the app sent a key again long after its first use (past the key's lifetime and grace). A key must name one purchase only.")
 		} else {
@@ -246,7 +247,7 @@ func pairVerdict(a, b orderStory) views.Verdict {
 // one charge stands, the others are refunded. Looking at one order alone, an operator who
 // had refunded the first in full was told to refund the second too, and the customer was
 // refunded twice.
-func refundAdvice(group []checkout.OrderDetail) []string {
+func refundAdvice(group []report.OrderDetail) []string {
 	if len(group) < 2 {
 		return nil
 	}
@@ -294,11 +295,11 @@ func refundAdvice(group []checkout.OrderDetail) []string {
 }
 
 // cardText names a charge's card: "visa ••4242".
-func cardText(p *checkout.PaymentRow) string {
+func cardText(p *report.PaymentRow) string {
 	return strings.TrimSpace(p.CardBrand + " ••" + p.CardLast4)
 }
 
-func customerText(d checkout.OrderDetail) string {
+func customerText(d report.OrderDetail) string {
 	switch {
 	case d.CustomerID != "" && d.CustomerEmail != "":
 		return d.CustomerID + " (" + d.CustomerEmail + ")"

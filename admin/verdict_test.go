@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/report"
 )
 
 func TestGapAndWindowText(t *testing.T) {
@@ -36,10 +37,10 @@ func TestGapAndWindowText(t *testing.T) {
 // the one that made it.
 func TestIncarnation(t *testing.T) {
 	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	ev := func(at time.Duration, kind string) checkout.EventRow {
-		return checkout.EventRow{At: t0.Add(at), Kind: kind}
+	ev := func(at time.Duration, kind string) report.EventRow {
+		return report.EventRow{At: t0.Add(at), Kind: kind}
 	}
-	events := []checkout.EventRow{
+	events := []report.EventRow{
 		ev(-40*24*time.Hour, checkout.EventCreated), ev(-40*24*time.Hour+time.Minute, checkout.EventReplayed),
 		ev(0, checkout.EventCreated), ev(0, checkout.EventCompleted), ev(time.Minute, checkout.EventReplayed),
 		ev(50*24*time.Hour, checkout.EventCreated), ev(50*24*time.Hour, checkout.EventReplayed),
@@ -57,18 +58,18 @@ func TestIncarnation(t *testing.T) {
 // by card, refunded as given.
 func story(t *testing.T, id int64, at time.Time, key, brand, last4 string, refunded int64) orderStory {
 	t.Helper()
-	d := checkout.OrderDetail{OrderRow: checkout.OrderRow{ID: id, PublicID: fmt.Sprint(id), ClientID: 1, ClientName: "shop", Status: "paid",
+	d := report.OrderDetail{OrderRow: report.OrderRow{ID: id, PublicID: fmt.Sprint(id), ClientID: 1, ClientName: "shop", Status: "paid",
 		Amount: 4500, Currency: "TRY", Items: []byte(`[{"sku":"L","name":"Latte","quantity":1,"unit_amount":4500}]`),
 		CustomerID: "cus_1", RefundedAmount: refunded, CreatedAt: at, Keys: []string{key},
-		Payment: &checkout.PaymentRow{ChargeID: fmt.Sprint("ch_", id), Status: "succeeded", CardBrand: brand, CardLast4: last4}}}
-	d.Keys = []checkout.OrderKey{{ClientID: 1, Key: key, FirstAt: at}}
+		Payment: &report.PaymentRow{ChargeID: fmt.Sprint("ch_", id), Status: "succeeded", CardBrand: brand, CardLast4: last4}}}
+	d.Keys = []report.OrderKey{{ClientID: 1, Key: key, FirstAt: at}}
 	switch {
 	case refunded >= d.Amount:
 		d.Status = checkout.StatusRefunded
 	case refunded > 0:
 		d.Status = checkout.StatusPartiallyRefunded
 	}
-	arrival := checkout.EventRow{At: at, Kind: checkout.EventCreated, UserAgent: "app/1.0", RemoteAddr: "10.0.0.1"}
+	arrival := report.EventRow{At: at, Kind: checkout.EventCreated, UserAgent: "app/1.0", RemoteAddr: "10.0.0.1"}
 	return orderStory{d: d, arrival: &arrival}
 }
 

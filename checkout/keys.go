@@ -17,6 +17,10 @@ const (
 	StateNeedsAttention = "needs_attention"
 )
 
+// KeyStateExpired is the state the console reports for a key that the sweeper removed:
+// only its tombstone is left.
+const KeyStateExpired = "expired"
+
 // Recovery points: the last step of a keyed request that committed.
 const (
 	PointOrderCreated  = "order_created"

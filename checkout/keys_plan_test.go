@@ -15,6 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/tekrar/tekrar/checkout/internal/plantest"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
@@ -28,7 +29,7 @@ import (
 // them all at every completion, more with every second between vacuums.
 func TestKeyWritesUseThePrimaryKey(t *testing.T) {
 	d := dbtest.New(t)
-	seedScale(t, d, 20_000)
+	plantest.Seed(t, d, 20_000)
 	// Statistics taken when no key was in progress, as on a busy server (a few keys in
 	// flight among millions) or after a quiet night; then three keys are in progress again.
 	for _, s := range []string{
@@ -60,8 +61,8 @@ func TestKeyWritesUseThePrimaryKey(t *testing.T) {
 		}
 		return &k
 	}
-	now := planEnd
-	rec := &recordingDB{QueryerContext: d}
+	now := plantest.End
+	rec := &plantest.DB{QueryerContext: d}
 	k := openKey(StateInProgress)
 	calls := []struct {
 		name string
@@ -90,7 +91,7 @@ func TestKeyWritesUseThePrimaryKey(t *testing.T) {
 		if err := c.run(); err != nil && !errors.Is(err, errFenced) && !errors.Is(err, errNoKey) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		queries := rec.take()
+		queries := rec.Take()
 		if len(queries) != 1 {
 			t.Fatalf("%s: recorded %d queries, want 1", c.name, len(queries))
 		}
@@ -111,7 +112,7 @@ func TestKeyWritesUseThePrimaryKey(t *testing.T) {
 		})
 	}
 	// The completer's work list, by contrast, must come from the index of unfinished keys.
-	q := recordedQuery{q: abandonedKeysSQL, args: []any{now, 100}}
+	q := plantest.Query{Q: abandonedKeysSQL, Args: []any{now, 100}}
 	for _, mode := range []string{"generic", "custom"} {
 		plan := explainAs(t, d, mode, q)
 		if scans := keyScans(plan); !slices.Equal(scans, []string{"idempotency_keys_unanswered_idx"}) {
@@ -123,7 +124,7 @@ func TestKeyWritesUseThePrimaryKey(t *testing.T) {
 // explainAs returns the JSON plan of q as a prepared statement would run it: "generic" is
 // the plan with parameters that a prepared statement settles on after its first runs;
 // "custom" is planned for q's arguments.
-func explainAs(t *testing.T, d *sqlx.DB, mode string, q recordedQuery) string {
+func explainAs(t *testing.T, d *sqlx.DB, mode string, q plantest.Query) string {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := d.Connx(ctx)
@@ -131,13 +132,13 @@ func explainAs(t *testing.T, d *sqlx.DB, mode string, q recordedQuery) string {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	lits := make([]string, len(q.args))
-	for i, a := range q.args {
+	lits := make([]string, len(q.Args))
+	for i, a := range q.Args {
 		lits[i] = sqlLiteral(t, a)
 	}
 	setup := []string{
 		"SET plan_cache_mode = force_" + mode + "_plan",
-		"PREPARE plan_test AS " + q.q,
+		"PREPARE plan_test AS " + q.Q,
 	}
 	for _, s := range setup {
 		if _, err := conn.ExecContext(ctx, s); err != nil {
@@ -147,7 +148,7 @@ func explainAs(t *testing.T, d *sqlx.DB, mode string, q recordedQuery) string {
 	defer conn.ExecContext(ctx, "DEALLOCATE plan_test; RESET plan_cache_mode")
 	var out string
 	if err := conn.GetContext(ctx, &out, "EXPLAIN (FORMAT JSON) EXECUTE plan_test("+strings.Join(lits, ", ")+")"); err != nil {
-		t.Fatalf("explain: %v\n%s", err, q.q)
+		t.Fatalf("explain: %v\n%s", err, q.Q)
 	}
 	return out
 }

@@ -1,7 +1,7 @@
-package checkout
+package report
 
 // The console's overview: keys needing attention, event counts, the replay rate and the
-// sweeper's recent passes. See queries.go for the conventions (parameters only,
+// sweeper's recent passes. See report.go for the conventions (parameters only,
 // index-backed, no whole scans).
 
 import (
@@ -12,6 +12,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+
+	"github.com/tekrar/tekrar/checkout"
 )
 
 // NeedsAttention counts the keys an operator has to resolve.
@@ -32,8 +34,8 @@ func NeedsAttention(ctx context.Context, db sqlx.QueryerContext) (int64, error) 
 const CountRequests = "requests"
 
 // requestKinds are the kinds of event that a keyed request leaves, one per request.
-var requestKinds = []string{EventCreated, EventReplayed, EventReusedConflict, EventInUseRejected,
-	EventResumed, EventLateRetry}
+var requestKinds = []string{checkout.EventCreated, checkout.EventReplayed, checkout.EventReusedConflict, checkout.EventInUseRejected,
+	checkout.EventResumed, checkout.EventLateRetry}
 
 // wholeMinutes returns the whole minutes [m1, m2) inside [from, to), which
 // key_event_counts answers; the ragged edges [from, m1) and [m2, to) are read from

@@ -1,7 +1,7 @@
-package checkout
+package report
 
 // The console's lists of keys: the search by client, key, order, customer, state and time,
-// and the keys about to expire. See queries.go for the conventions (parameters only,
+// and the keys about to expire. See report.go for the conventions (parameters only,
 // index-backed, no whole scans).
 
 import (
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout"
 )
 
 // KeyFilter selects keys; every field is optional and they combine with AND.
@@ -68,7 +70,7 @@ const keyRowsSQL = `
 	  LEFT JOIN refunds r ON r.id = p.refund_id
 	 ORDER BY %s`
 
-var keyStates = []string{StateInProgress, StateCompleted, StateNeedsAttention}
+var keyStates = []string{checkout.StateInProgress, checkout.StateCompleted, checkout.StateNeedsAttention}
 
 // listKeysSQL builds ListKeys' query for n+1 rows.
 func listKeysSQL(f KeyFilter, page Page) (string, []any, error) {
@@ -76,7 +78,7 @@ func listKeysSQL(f KeyFilter, page Page) (string, []any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	if f.State == KeyStateExpired {
+	if f.State == checkout.KeyStateExpired {
 		return expiredKeysSQL(f, cur, page)
 	}
 	if f.State != "" && !slices.Contains(keyStates, f.State) {
@@ -105,7 +107,7 @@ func listKeysSQL(f KeyFilter, page Page) (string, []any, error) {
 	preds = append(preds, keyOwnerPreds(client, order, customer)...)
 	if f.State != "" {
 		preds = append(preds, "k.state = "+a.p(f.State))
-		if f.State != StateCompleted {
+		if f.State != checkout.StateCompleted {
 			// Only keys without a response are not completed: this lets the partial
 			// idempotency_keys_unanswered_idx match, even in a generic plan.
 			preds = append(preds, "k.response_status IS NULL")
@@ -122,7 +124,7 @@ func listKeysSQL(f KeyFilter, page Page) (string, []any, error) {
 	}
 	limit := a.p(page.size() + 1)
 	selective := f.ClientID != 0 || f.Key != "" || f.OrderID != 0 || f.CustomerID != "" ||
-		(f.State != "" && f.State != StateCompleted)
+		(f.State != "" && f.State != checkout.StateCompleted)
 	var inner string
 	if selective {
 		inner = `SELECT ` + keyPageColumns + ` FROM idempotency_keys k` + sqlWhere(preds) +
@@ -173,7 +175,7 @@ func expiredKeysSQL(f KeyFilter, cur *pageCursor, page Page) (string, []any, err
 	}
 	q := `
 	SELECT coalesce(k.key_id, 0) AS id, k.client_id, c.name AS client_name, k.key,
-	       '` + KeyStateExpired + `' AS state, '` + PointFinished + `' AS recovery_point, k.method, k.path,
+	       '` + checkout.KeyStateExpired + `' AS state, '` + checkout.PointFinished + `' AS recovery_point, k.method, k.path,
 	       k.order_id, k.refund_id, r.order_id AS refund_order_id, NULL::int AS response_status,
 	       k.first_seen AS created_at, k.expired_at AS expires_at,
 	       (SELECT count(*) FROM key_events e
@@ -219,7 +221,7 @@ func ListKeys(ctx context.Context, db sqlx.QueryerContext, f KeyFilter, page Pag
 	if err := sqlx.SelectContext(ctx, db, &rows, q, a...); err != nil {
 		return nil, Page{}, fmt.Errorf("list keys: %w", err)
 	}
-	if f.State == KeyStateExpired {
+	if f.State == checkout.KeyStateExpired {
 		n := page.size()
 		nx := nextPage(n, len(rows), func() pageCursor {
 			return pageCursor{at: rows[n-1].ExpiresAt, id: rows[n-1].ClientID, key: rows[n-1].Key}

@@ -1,7 +1,7 @@
-package checkout
+package report
 
 // The console's searches of orders: the complaint search and the suspected double taps.
-// See queries.go for the conventions (parameters only, index-backed, no whole scans).
+// See report.go for the conventions (parameters only, index-backed, no whole scans).
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+
+	"github.com/tekrar/tekrar/checkout"
 )
 
 // OrderFilter selects orders; every field is optional and they combine with AND.
@@ -228,6 +230,10 @@ type DoubleTap struct {
 	Gap    time.Duration // from the first order to the last
 }
 
+// paidStatusesSQL is checkout.WasPaid in SQL, for "o.status IN "+paidStatusesSQL.
+const paidStatusesSQL = `('` + checkout.StatusPaid + `', '` + checkout.StatusPartiallyRefunded + `', '` +
+	checkout.StatusRefunded + `')`
+
 // MaxDoubleTapWindow bounds SuspectedDoubleTaps' window.
 const MaxDoubleTapWindow = 24 * time.Hour
 
@@ -355,7 +361,7 @@ func SuspectedDoubleTaps(ctx context.Context, db sqlx.QueryerContext, f OrderFil
 // part of, if any: the orders of its customer that look like the same purchase, charged
 // within window of it (or of another of them). ok is false when there is none.
 func DoubleTapsOf(ctx context.Context, db sqlx.QueryerContext, o OrderRow, window time.Duration) (DoubleTap, bool, error) {
-	if !WasPaid(o.Status) || (o.CustomerID == "" && o.CustomerEmail == "") {
+	if !checkout.WasPaid(o.Status) || (o.CustomerID == "" && o.CustomerEmail == "") {
 		return DoubleTap{}, false, nil
 	}
 	// The group's first order is at most a few windows before o; a longer chain of taps is
@@ -382,13 +388,13 @@ func DoubleTapsOf(ctx context.Context, db sqlx.QueryerContext, o OrderRow, windo
 // is addressed by public ids (its URLs, its filters) and its queries join on the internal
 // one. ErrOrderNotFound: anything else, an integer id included.
 func OrderIDOf(ctx context.Context, db sqlx.QueryerContext, publicID string) (int64, error) {
-	if !ValidOrderID(publicID) {
-		return 0, ErrOrderNotFound
+	if !checkout.ValidOrderID(publicID) {
+		return 0, checkout.ErrOrderNotFound
 	}
 	var id int64
 	err := sqlx.GetContext(ctx, db, &id, `SELECT id FROM orders WHERE public_id = $1`, publicID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, ErrOrderNotFound
+		return 0, checkout.ErrOrderNotFound
 	}
 	if err != nil {
 		return 0, fmt.Errorf("order %s: %w", publicID, err)

@@ -1,8 +1,8 @@
-package checkout
+package report
 
 // The console's reads of one order ("was this customer charged twice, and by what?") and
 // the batch reads that complete a page of orders: their refunds and the first request of
-// each. See queries.go for the conventions (parameters only, index-backed, no whole scans).
+// each. See report.go for the conventions (parameters only, index-backed, no whole scans).
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+
+	"github.com/tekrar/tekrar/checkout"
 )
 
 // OrderDetail is one order and everything that touched it.
@@ -53,7 +55,7 @@ var orderKeysSQL = func() string {
 	 UNION ALL
 	SELECT k.client_id, k.key, k.refund_id,
 	       coalesce((SELECT r.public_id::text FROM refunds r WHERE r.id = k.refund_id), ''),
-	       '` + KeyStateExpired + `', k.first_seen, k.forget_at
+	       '` + checkout.KeyStateExpired + `', k.first_seen, k.forget_at
 	  FROM key_tombstones k` + owner + `
 	   AND NOT EXISTS (SELECT 1 FROM idempotency_keys i WHERE i.id = k.key_id)
 	 ORDER BY first_at, key`
@@ -69,7 +71,7 @@ func GetOrderDetail(ctx context.Context, db sqlx.QueryerContext, id int64) (Orde
 		return OrderDetail{}, err
 	}
 	if len(orders) == 0 {
-		return OrderDetail{}, ErrOrderNotFound
+		return OrderDetail{}, checkout.ErrOrderNotFound
 	}
 	d := OrderDetail{OrderRow: orders[0]}
 	var meta sql.NullString

@@ -1,7 +1,7 @@
-package checkout
+package report
 
 // The console's lists of key events: the search by kind, client, key, order, customer and
-// time, and one key's timeline. See queries.go for the conventions (parameters only,
+// time, and one key's timeline. See report.go for the conventions (parameters only,
 // index-backed, no whole scans).
 
 import (
@@ -13,6 +13,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+
+	"github.com/tekrar/tekrar/checkout"
 )
 
 // EventRow is one entry of key_events.
@@ -70,8 +72,8 @@ const eventColumns = `e.id, e.at, e.client_id, e.key, e.key_id, e.kind, e.status
 	       coalesce(encode(e.fingerprint, 'hex'), '') AS fingerprint, e.detail::text AS detail`
 
 // EventKinds are all kinds of key events.
-var EventKinds = []string{EventCreated, EventReplayed, EventReusedConflict, EventInUseRejected,
-	EventResumed, EventCompleted, EventExpired, EventLateRetry}
+var EventKinds = []string{checkout.EventCreated, checkout.EventReplayed, checkout.EventReusedConflict, checkout.EventInUseRejected,
+	checkout.EventResumed, checkout.EventCompleted, checkout.EventExpired, checkout.EventLateRetry}
 
 func selectEvents(ctx context.Context, db sqlx.QueryerContext, q string, a []any) ([]EventRow, error) {
 	var rows []eventScan

@@ -1,4 +1,4 @@
-package checkout
+package report
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout"
 )
 
 // keyNames names the keys of rows: the shop app's by their key, other clients' as
@@ -63,14 +65,14 @@ func testListKeys(t *testing.T, f *consoleFixture) {
 		{"customer of another client", KeyFilter{ClientID: f.pos, CustomerID: "cus_B"}, []string{}},
 		{"order: its key and its refund keys", KeyFilter{OrderID: f.orders["a1"]}, []string{"k-r1", "k-a1"}},
 		{"order and customer", KeyFilter{OrderID: f.orders["a1"], CustomerID: "cus_B"}, []string{}},
-		{"state", KeyFilter{State: StateNeedsAttention}, []string{"k-c1"}},
-		{"state in progress", KeyFilter{State: StateInProgress}, []string{"k-b2"}},
-		{"state and client", KeyFilter{ClientID: f.pos, State: StateInProgress}, []string{}},
+		{"state", KeyFilter{State: checkout.StateNeedsAttention}, []string{"k-c1"}},
+		{"state in progress", KeyFilter{State: checkout.StateInProgress}, []string{"k-b2"}},
+		{"state and client", KeyFilter{ClientID: f.pos, State: checkout.StateInProgress}, []string{}},
 		{"time range", KeyFilter{ClientID: f.shop, From: at0.Add(h), To: at0.Add(4 * h)}, []string{"k-b1", "k-a2", "k-r1"}},
 		{"time range all clients", KeyFilter{From: at0.Add(3 * h), To: at0.Add(6*h + 1)},
 			[]string{"k-tie-900005", "k-tie-900004", "k-tie-900003", "k-tie-900002", "k-tie-900001",
 				"pos fleet/dup", "k-tie", "dup", "k-c1", "k-b2", "k-b1"}},
-		{"everything combined", KeyFilter{ClientID: f.shop, CustomerID: "cus_A", State: StateCompleted,
+		{"everything combined", KeyFilter{ClientID: f.shop, CustomerID: "cus_A", State: checkout.StateCompleted,
 			From: at0, To: at0.Add(2 * h)}, []string{"k-r1", "k-a1"}},
 	}
 	for _, tt := range tests {
@@ -83,13 +85,13 @@ func testListKeys(t *testing.T, f *consoleFixture) {
 	// Swept keys page by (expired_at, client, key): every one once, in order, at any page size.
 	for _, limit := range []int{1, 2, 3} {
 		got := keyNames(collectPages(t, limit, func(p Page) ([]KeyRow, Page, error) {
-			return ListKeys(ctx, f.db, KeyFilter{State: KeyStateExpired}, p)
+			return ListKeys(ctx, f.db, KeyFilter{State: checkout.KeyStateExpired}, p)
 		}))
 		if want := []string{"same-key", "k-r2", "k-settle", "k-swept"}; !slices.Equal(got, want) {
 			t.Errorf("expired keys by pages of %d: %v, want %v", limit, got, want)
 		}
 	}
-	if rows := list(KeyFilter{State: KeyStateExpired, Key: "k-swept"}); len(rows) != 1 || rows[0].State != KeyStateExpired ||
+	if rows := list(KeyFilter{State: checkout.KeyStateExpired, Key: "k-swept"}); len(rows) != 1 || rows[0].State != checkout.KeyStateExpired ||
 		!rows[0].CreatedAt.Equal(at0.Add(-48*h)) || !rows[0].ExpiresAt.Equal(at0.Add(-24*h)) || rows[0].OrderID == nil {
 		t.Errorf("k-swept = %+v", rows)
 	}
@@ -100,8 +102,8 @@ func testListKeys(t *testing.T, f *consoleFixture) {
 		t.Fatalf("k-a1: %d rows", len(rows))
 	}
 	r := rows[0]
-	if r.ID != f.keys["k-a1"] || r.ClientID != f.shop || r.ClientName != "shop app" || r.State != StateCompleted ||
-		r.RecoveryPoint != PointFinished || r.Method != "POST" || r.Path != "/v1/orders" ||
+	if r.ID != f.keys["k-a1"] || r.ClientID != f.shop || r.ClientName != "shop app" || r.State != checkout.StateCompleted ||
+		r.RecoveryPoint != checkout.PointFinished || r.Method != "POST" || r.Path != "/v1/orders" ||
 		r.OrderID == nil || *r.OrderID != f.orders["a1"] || r.RefundID != nil || r.ResponseStatus == nil ||
 		*r.ResponseStatus != 201 || !r.CreatedAt.Equal(at0) || !r.ExpiresAt.Equal(at0.Add(24*h)) || r.Replays != 3 {
 		t.Errorf("k-a1 row = %+v", r)
@@ -129,7 +131,7 @@ func testListKeys(t *testing.T, f *consoleFixture) {
 		{KeyFilter{ClientID: f.pos, From: at0.Add(24*h + 10*time.Second), To: at0.Add(24*h + 100*time.Second)},
 			"client_id = $1 AND created_at >= $2 AND created_at < $3",
 			[]any{f.pos, at0.Add(24*h + 10*time.Second), at0.Add(24*h + 100*time.Second)}},
-		{KeyFilter{State: StateCompleted}, "state = 'completed'", nil},
+		{KeyFilter{State: checkout.StateCompleted}, "state = 'completed'", nil},
 	}
 	for _, p := range pages {
 		want := oracleKeys(t, f.db, p.where, p.args...)

@@ -1,8 +1,8 @@
-package checkout
+package report
 
-// The console queries' tests. TestConsoleQueries seeds one fixture (queries_fixture_test.go)
-// per way of connecting and runs the tests of each topic (queries_*_test.go) on it;
-// TestConsolePlans (queries_plan_test.go) checks the queries' plans at scale.
+// The console queries' tests. TestConsoleQueries seeds one fixture (fixture_test.go) per
+// way of connecting and runs the tests of each topic (keys_test.go, events_test.go, ...)
+// on it; TestConsolePlans (plan_test.go) checks the queries' plans at scale.
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package checkout
+package report
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/tekrar/tekrar/checkout"
 )
 
 func testGetKey(t *testing.T, f *consoleFixture) {
@@ -17,7 +19,7 @@ func testGetKey(t *testing.T, f *consoleFixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.ID != f.keys["k-a1"] || d.State != StateCompleted || d.Replays != 3 || d.Tombstone != nil ||
+	if d.ID != f.keys["k-a1"] || d.State != checkout.StateCompleted || d.Replays != 3 || d.Tombstone != nil ||
 		d.Fingerprint != hex.EncodeToString(sha("k-a1")) || d.CompletedAt == nil || !d.CompletedAt.Equal(at0.Add(time.Second)) ||
 		d.ResponseHeaders["Content-Type"] != "application/json" ||
 		string(d.ResponseBody) != fmt.Sprintf(`{"id":%d}`, f.orders["a1"]) {
@@ -30,7 +32,7 @@ func testGetKey(t *testing.T, f *consoleFixture) {
 		o.Payment.CardBrand != "visa" || o.Payment.CardLast4 != "4242" {
 		t.Fatalf("GetKey(k-a1).Order = %+v", o)
 	}
-	var items []Item
+	var items []checkout.Item
 	if err := json.Unmarshal(o.Items, &items); err != nil || len(items) != 1 || items[0].SKU != "LATTE" {
 		t.Errorf("items %s: %v", o.Items, err)
 	}
@@ -54,7 +56,7 @@ func testGetKey(t *testing.T, f *consoleFixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.ID != 0 || d.State != KeyStateExpired || d.Tombstone == nil || d.Tombstone.KeyID != nil ||
+	if d.ID != 0 || d.State != checkout.KeyStateExpired || d.Tombstone == nil || d.Tombstone.KeyID != nil ||
 		!d.Tombstone.ExpiredAt.Equal(at0.Add(-24*time.Hour)) || !d.CreatedAt.Equal(at0.Add(-48*time.Hour)) ||
 		d.Fingerprint != hex.EncodeToString(sha("k-swept")) || d.Order == nil || d.Order.ID != f.orders["d1"] ||
 		!slices.Equal(d.Order.Keys, []string{"k-swept"}) {
@@ -65,7 +67,7 @@ func testGetKey(t *testing.T, f *consoleFixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.ID != f.keys["k-settle"] || d.State != StateCompleted || d.Tombstone == nil || d.Tombstone.KeyID == nil ||
+	if d.ID != f.keys["k-settle"] || d.State != checkout.StateCompleted || d.Tombstone == nil || d.Tombstone.KeyID == nil ||
 		*d.Tombstone.KeyID != d.ID || !slices.Equal(d.Order.Keys, []string{"k-settle"}) {
 		t.Errorf("GetKey(k-settle) = %+v", d)
 	}
@@ -82,7 +84,7 @@ func testGetKey(t *testing.T, f *consoleFixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.State != StateNeedsAttention || d.AttentionReason != "provider outcome unknown" || d.ResponseBody != nil ||
+	if d.State != checkout.StateNeedsAttention || d.AttentionReason != "provider outcome unknown" || d.ResponseBody != nil ||
 		d.Order == nil || d.Order.Payment != nil || d.Order.Status != "pending" {
 		t.Errorf("GetKey(k-c1) = %+v", d)
 	}
@@ -90,8 +92,8 @@ func testGetKey(t *testing.T, f *consoleFixture) {
 		client int64
 		key    string
 	}{{f.shop, "nope"}, {f.pos, "k-a1"}, {f.idle, "dup"}} {
-		if _, err := GetKey(ctx, f.db, k.client, k.key); !errors.Is(err, ErrKeyNotFound) {
-			t.Errorf("GetKey(%d, %s): err %v, want ErrKeyNotFound", k.client, k.key, err)
+		if _, err := GetKey(ctx, f.db, k.client, k.key); !errors.Is(err, checkout.ErrKeyNotFound) {
+			t.Errorf("GetKey(%d, %s): err %v, want checkout.ErrKeyNotFound", k.client, k.key, err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package checkout
+package report
 
 import (
 	"crypto/sha256"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout"
 )
 
 // at0 is the fixture's "now"; every row is placed relative to it.
@@ -99,9 +101,9 @@ func (f *consoleFixture) order(o fixtureOrder) {
 	}
 	state := o.keyState
 	if state == "" {
-		state = StateCompleted
+		state = checkout.StateCompleted
 		if o.status == "pending" {
-			state = StateInProgress
+			state = checkout.StateInProgress
 		}
 	}
 	status := 201
@@ -215,7 +217,7 @@ func seedConsole(t *testing.T, d *sqlx.DB) *consoleFixture {
 	f.order(fixtureOrder{name: "b1", client: shop, key: "k-b1", status: "declined", amount: 4500, cust: "cus_B",
 		at: at0.Add(3 * h), last4: "0002", brand: "visa"})
 	f.order(fixtureOrder{name: "b2", client: shop, key: "k-b2", status: "pending", amount: 1200, cust: "cus_B", at: at0.Add(4 * h)})
-	f.order(fixtureOrder{name: "c1", client: shop, key: "k-c1", keyState: StateNeedsAttention, status: "pending",
+	f.order(fixtureOrder{name: "c1", client: shop, key: "k-c1", keyState: checkout.StateNeedsAttention, status: "pending",
 		amount: 1300, cust: "cus_C", at: at0.Add(5 * h)})
 
 	// A swept key (tombstone only) and a key being swept (row and tombstone).
@@ -287,24 +289,24 @@ func seedConsole(t *testing.T, d *sqlx.DB) *consoleFixture {
 	// Events. k-a1: created, completed, three replays, a conflict; one replay of an earlier
 	// incarnation of the key (another row id) that its replay count must not include.
 	m := time.Minute
-	f.event(shop, "k-a1", EventReplayed, at0.Add(-240*h), int64(987654))
-	f.event(shop, "k-a1", EventCreated, at0, 201, `{"order_id":1}`)
-	f.event(shop, "k-a1", EventCompleted, at0, 201)
-	f.event(shop, "k-a1", EventReplayed, at0.Add(1*m), 201)
-	f.event(shop, "k-a1", EventReplayed, at0.Add(2*m), 201)
-	f.event(shop, "k-a1", EventReusedConflict, at0.Add(3*m), 422, sha("other body"), `{"method":"POST","path":"/v1/orders"}`)
-	f.event(shop, "k-a1", EventReplayed, at0.Add(3*m), 201) // the same instant as the conflict
-	f.event(shop, "k-a2", EventCreated, at0.Add(2*h), 201)
-	f.event(shop, "k-a2", EventReplayed, at0.Add(2*h+m), 201)
-	f.event(shop, "k-b2", EventCreated, at0.Add(4*h), 202)
-	f.event(shop, "k-b2", EventInUseRejected, at0.Add(4*h+m), 409)
-	f.event(shop, "k-c1", EventCreated, at0.Add(5*h), 503)
-	f.event(shop, "k-swept", EventExpired, at0.Add(-23*h), 0)
-	f.event(shop, "k-swept", EventLateRetry, at0.Add(-22*h), 422, sha("k-swept"), `{"swept":true}`)
-	f.event(pos, "dup", EventCreated, at0.Add(6*h), 201)
-	f.event(pos, "dup", EventReplayed, at0.Add(6*h+m), 201)
-	f.event(pos, "dup", EventReplayed, at0.Add(6*h+2*m), 201)
-	f.event(shop, "dup", EventReplayed, at0.Add(6*h+2*m), 201)
+	f.event(shop, "k-a1", checkout.EventReplayed, at0.Add(-240*h), int64(987654))
+	f.event(shop, "k-a1", checkout.EventCreated, at0, 201, `{"order_id":1}`)
+	f.event(shop, "k-a1", checkout.EventCompleted, at0, 201)
+	f.event(shop, "k-a1", checkout.EventReplayed, at0.Add(1*m), 201)
+	f.event(shop, "k-a1", checkout.EventReplayed, at0.Add(2*m), 201)
+	f.event(shop, "k-a1", checkout.EventReusedConflict, at0.Add(3*m), 422, sha("other body"), `{"method":"POST","path":"/v1/orders"}`)
+	f.event(shop, "k-a1", checkout.EventReplayed, at0.Add(3*m), 201) // the same instant as the conflict
+	f.event(shop, "k-a2", checkout.EventCreated, at0.Add(2*h), 201)
+	f.event(shop, "k-a2", checkout.EventReplayed, at0.Add(2*h+m), 201)
+	f.event(shop, "k-b2", checkout.EventCreated, at0.Add(4*h), 202)
+	f.event(shop, "k-b2", checkout.EventInUseRejected, at0.Add(4*h+m), 409)
+	f.event(shop, "k-c1", checkout.EventCreated, at0.Add(5*h), 503)
+	f.event(shop, "k-swept", checkout.EventExpired, at0.Add(-23*h), 0)
+	f.event(shop, "k-swept", checkout.EventLateRetry, at0.Add(-22*h), 422, sha("k-swept"), `{"swept":true}`)
+	f.event(pos, "dup", checkout.EventCreated, at0.Add(6*h), 201)
+	f.event(pos, "dup", checkout.EventReplayed, at0.Add(6*h+m), 201)
+	f.event(pos, "dup", checkout.EventReplayed, at0.Add(6*h+2*m), 201)
+	f.event(shop, "dup", checkout.EventReplayed, at0.Add(6*h+2*m), 201)
 
 	// Five replays at one instant, the highest id inserted in the middle: however a plan
 	// reads them (in the order of their rows or the reverse), only the id tie-breaker pages

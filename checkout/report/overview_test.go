@@ -1,4 +1,4 @@
-package checkout
+package report
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/tekrar/tekrar/checkout"
 )
 
 func testOverview(t *testing.T, f *consoleFixture) {
@@ -15,8 +17,8 @@ func testOverview(t *testing.T, f *consoleFixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int64{EventCreated: 5, EventCompleted: 1, EventReplayed: 5, EventReusedConflict: 1,
-		EventInUseRejected: 1, EventResumed: 0, EventExpired: 0, EventLateRetry: 0, CountRequests: 12}
+	want := map[string]int64{checkout.EventCreated: 5, checkout.EventCompleted: 1, checkout.EventReplayed: 5, checkout.EventReusedConflict: 1,
+		checkout.EventInUseRejected: 1, checkout.EventResumed: 0, checkout.EventExpired: 0, checkout.EventLateRetry: 0, CountRequests: 12}
 	if fmt.Sprint(counts) != fmt.Sprint(want) {
 		t.Errorf("EventCounts = %v, want %v", counts, want)
 	}
@@ -24,8 +26,8 @@ func testOverview(t *testing.T, f *consoleFixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = map[string]int64{EventCreated: 1, EventCompleted: 0, EventReplayed: 2, EventReusedConflict: 0,
-		EventInUseRejected: 0, EventResumed: 0, EventExpired: 0, EventLateRetry: 0, CountRequests: 3}
+	want = map[string]int64{checkout.EventCreated: 1, checkout.EventCompleted: 0, checkout.EventReplayed: 2, checkout.EventReusedConflict: 0,
+		checkout.EventInUseRejected: 0, checkout.EventResumed: 0, checkout.EventExpired: 0, checkout.EventLateRetry: 0, CountRequests: 3}
 	if fmt.Sprint(counts) != fmt.Sprint(want) {
 		t.Errorf("EventCounts(pos) = %v, want %v", counts, want)
 	}
@@ -33,7 +35,7 @@ func testOverview(t *testing.T, f *consoleFixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if counts[EventExpired] != 1 || counts[EventLateRetry] != 1 || counts[CountRequests] != 1 {
+	if counts[checkout.EventExpired] != 1 || counts[checkout.EventLateRetry] != 1 || counts[CountRequests] != 1 {
 		t.Errorf("EventCounts(sweep window) = %v", counts)
 	}
 

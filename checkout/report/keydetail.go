@@ -1,7 +1,7 @@
-package checkout
+package report
 
 // The console's read of one key: its row or tombstone, stored response, order and refunds.
-// See queries.go for the conventions (parameters only, index-backed, no whole scans).
+// See report.go for the conventions (parameters only, index-backed, no whole scans).
 
 import (
 	"context"
@@ -12,11 +12,9 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
-)
 
-// KeyStateExpired is the state GetKey reports for a key that the sweeper removed: only its
-// tombstone is left.
-const KeyStateExpired = "expired"
+	"github.com/tekrar/tekrar/checkout"
+)
 
 // KeyDetail is everything about one key: the row, its stored response, what it made, and
 // its tombstone once the sweeper has expired it.
@@ -173,12 +171,12 @@ func GetKey(ctx context.Context, db sqlx.QueryerContext, clientID int64, key str
 		}
 	case dead:
 		d = KeyDetail{KeyRow: KeyRow{ClientID: t.ClientID, ClientName: t.ClientName, Key: t.Key,
-			State: KeyStateExpired, RecoveryPoint: PointFinished, Method: t.Method, Path: t.Path,
+			State: checkout.KeyStateExpired, RecoveryPoint: checkout.PointFinished, Method: t.Method, Path: t.Path,
 			OrderID: t.OrderID, RefundID: t.RefundID, RefundOrderID: t.RefundOrderID, OrderPublicID: t.OrderPublicID,
 			CreatedAt: t.FirstSeen.UTC(), ExpiresAt: t.ExpiredAt.UTC(), Replays: t.Replays},
 			Fingerprint: t.Fingerprint, Tombstone: t.tombstone()}
 	default:
-		return KeyDetail{}, ErrKeyNotFound
+		return KeyDetail{}, checkout.ErrKeyNotFound
 	}
 	orderID := d.OrderID
 	if orderID == nil {

@@ -1,0 +1,291 @@
+package report
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/internal/plantest"
+	"github.com/tekrar/tekrar/internal/dbtest"
+)
+
+// planScale is how many keys TestConsolePlans seeds: enough that a full scan costs more
+// than an index range in the planner's eyes, few enough to seed in a couple of seconds.
+const planScale = 200_000
+
+// consoleCall is one console query with representative parameters for plantest.Seed's data.
+type consoleCall struct {
+	name string
+	run  func(ctx context.Context, q sqlx.QueryerContext) (rows int, err error)
+}
+
+func pageRows[T any](rows []T, _ Page, err error) (int, error) { return len(rows), err }
+
+// consoleCalls are the console's queries as an operator would run them against plantest.Seed's
+// data: last hour, last day, one client, one key, one customer.
+func consoleCalls() []consoleCall {
+	end := plantest.End
+	h := time.Hour
+	day := 24 * h
+	keys := func(f KeyFilter) func(context.Context, sqlx.QueryerContext) (int, error) {
+		return func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+			return pageRows(ListKeys(ctx, q, f, Page{}))
+		}
+	}
+	events := func(f EventFilter) func(context.Context, sqlx.QueryerContext) (int, error) {
+		return func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+			return pageRows(ListEvents(ctx, q, f, Page{}))
+		}
+	}
+	orders := func(f OrderFilter) func(context.Context, sqlx.QueryerContext) (int, error) {
+		return func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+			return pageRows(FindOrders(ctx, q, f, Page{}))
+		}
+	}
+	taps := func(f OrderFilter, w time.Duration) func(context.Context, sqlx.QueryerContext) (int, error) {
+		return func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+			t, err := SuspectedDoubleTaps(ctx, q, f, w)
+			return len(t) + 1, err // finding none is a fine answer
+		}
+	}
+	var calls []consoleCall
+	add := func(name string, run func(context.Context, sqlx.QueryerContext) (int, error)) {
+		calls = append(calls, consoleCall{name, run})
+	}
+	add("ListKeys all clients", keys(KeyFilter{}))
+	add("ListKeys one client", keys(KeyFilter{ClientID: 1}))
+	add("ListKeys small client, last hour", keys(KeyFilter{ClientID: 4, From: end.Add(-h), To: end}))
+	add("ListKeys all clients, last hour", keys(KeyFilter{From: end.Add(-h), To: end}))
+	add("ListKeys key", keys(KeyFilter{Key: plantest.Key(12347)}))
+	add("ListKeys key and client", keys(KeyFilter{ClientID: 2, Key: plantest.Key(12345)}))
+	add("ListKeys customer", keys(KeyFilter{CustomerID: "cus_1234"}))
+	add("ListKeys customer and client", keys(KeyFilter{ClientID: 1, CustomerID: "cus_1234"}))
+	add("ListKeys order", keys(KeyFilter{OrderID: 1207}))
+	add("ListKeys needs attention", keys(KeyFilter{State: checkout.StateNeedsAttention}))
+	add("ListKeys in progress of a client", keys(KeyFilter{ClientID: 1, State: checkout.StateInProgress}))
+	add("ListKeys completed", keys(KeyFilter{State: checkout.StateCompleted}))
+	add("ListKeys completed of a client, last day", keys(KeyFilter{ClientID: 2, State: checkout.StateCompleted, From: end.Add(-day), To: end}))
+	add("ListKeys all clients, page 2", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		_, nx, err := ListKeys(ctx, q, KeyFilter{}, Page{})
+		if err != nil || nx.After == "" {
+			return 0, fmt.Errorf("no second page: %v", err)
+		}
+		return pageRows(ListKeys(ctx, q, KeyFilter{}, nx))
+	})
+	add("ListKeys one client, page 2", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		_, nx, err := ListKeys(ctx, q, KeyFilter{ClientID: 1}, Page{})
+		if err != nil || nx.After == "" {
+			return 0, fmt.Errorf("no second page: %v", err)
+		}
+		return pageRows(ListKeys(ctx, q, KeyFilter{ClientID: 1}, nx))
+	})
+	add("ExpiringKeys next hour", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		return pageRows(ExpiringKeys(ctx, q, end, end.Add(h), Page{}))
+	})
+	add("GetKey", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		d, err := GetKey(ctx, q, 2, plantest.Key(1207)) // refunded
+		return len(d.Refunds), err
+	})
+	add("GetKey swept", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		d, err := GetKey(ctx, q, 1, plantest.Key(planScale+2))
+		return len(d.Order.Keys), err
+	})
+	add("KeyTimeline", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		tl, err := KeyTimeline(ctx, q, 1, plantest.Key(1203)) // replayed
+		return len(tl), err
+	})
+	add("ListEvents conflicts and replays, last day", events(EventFilter{Kinds: []string{checkout.EventReplayed, checkout.EventReusedConflict},
+		From: end.Add(-day), To: end}))
+	add("ListEvents all kinds", events(EventFilter{}))
+	add("ListEvents conflicts of a client, last day", events(EventFilter{ClientID: 2, Kinds: []string{checkout.EventReusedConflict},
+		From: end.Add(-day), To: end}))
+	add("ListEvents of a client", events(EventFilter{ClientID: 3}))
+	add("ListEvents of a key", events(EventFilter{ClientID: 1, Key: plantest.Key(1203), Kinds: []string{checkout.EventReplayed}}))
+	add("ListEvents of a key at every client", events(EventFilter{Key: plantest.Key(1203)}))
+	add("ListEvents of an order", events(EventFilter{OrderID: 1207})) // refunded
+	add("ListEvents of a swept order", events(EventFilter{OrderID: planScale + 2}))
+	add("ListEvents of a customer, replays and conflicts", events(EventFilter{CustomerID: "cus_1234",
+		Kinds: []string{checkout.EventCreated, checkout.EventReplayed, checkout.EventReusedConflict}}))
+	add("ListEvents of a customer of a client, ten days", events(EventFilter{ClientID: 1, CustomerID: "cus_1234",
+		From: end.Add(-10 * day), To: end}))
+	add("EventCounts last day", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		m, err := EventCounts(ctx, q, end.Add(-day), end, 0)
+		return int(m[CountRequests]), err
+	})
+	add("EventCounts of a client, last hour", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		m, err := EventCounts(ctx, q, end.Add(-h), end, 2)
+		return int(m[CountRequests]), err
+	})
+	add("NeedsAttention", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		n, err := NeedsAttention(ctx, q)
+		return int(n), err
+	})
+	add("ReplayRate last day", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		b, err := ReplayRate(ctx, q, end.Add(-day), end, 48)
+		return len(b), err
+	})
+	// Buckets that do not start on a minute are counted from the events themselves: the
+	// baseline that the per-minute counts are measured against in the same run.
+	add("ReplayRate last day, from the events", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		b, err := ReplayRate(ctx, q, end.Add(-day+time.Second), end, 48)
+		return len(b), err
+	})
+	add("RecentSweeps", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		s, err := RecentSweeps(ctx, q, 20)
+		return len(s), err
+	})
+	add("FindOrders customer", orders(OrderFilter{CustomerID: "cus_1234"}))
+	add("FindOrders email", orders(OrderFilter{CustomerEmail: "user1234@example.com"}))
+	add("FindOrders card last4, last day", orders(OrderFilter{CardLast4: "0042", From: end.Add(-day), To: end}))
+	add("FindOrders amount, last day", orders(OrderFilter{Amount: 4200, From: end.Add(-day), To: end}))
+	add("FindOrders amount and card", orders(OrderFilter{Amount: 5600, CardLast4: "0485"})) // order 12345
+	add("FindOrders last hour", orders(OrderFilter{From: end.Add(-h), To: end}))
+	add("FindOrders one client", orders(OrderFilter{ClientID: 2}))
+	add("FindOrders all", orders(OrderFilter{}))
+	add("FindOrders all, page 2", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		_, nx, err := FindOrders(ctx, q, OrderFilter{}, Page{})
+		if err != nil || nx.After == "" {
+			return 0, fmt.Errorf("no second page: %v", err)
+		}
+		return pageRows(FindOrders(ctx, q, OrderFilter{}, nx))
+	})
+	add("ListEvents replays, page 2", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		f := EventFilter{Kinds: []string{checkout.EventReplayed}}
+		_, nx, err := ListEvents(ctx, q, f, Page{})
+		if err != nil || nx.After == "" {
+			return 0, fmt.Errorf("no second page: %v", err)
+		}
+		return pageRows(ListEvents(ctx, q, f, nx))
+	})
+	add("SuspectedDoubleTaps last hour", taps(OrderFilter{From: end.Add(-h), To: end}, 2*time.Minute))
+	add("SuspectedDoubleTaps a client, last day", taps(OrderFilter{ClientID: 3, From: end.Add(-day), To: end}, 2*time.Minute))
+	add("SuspectedDoubleTaps a customer", taps(OrderFilter{CustomerID: "cus_1234"}, 10*time.Minute))
+	add("SuspectedDoubleTaps an email", taps(OrderFilter{CustomerEmail: "USER1234@example.com"}, 10*time.Minute))
+	add("GetOrderDetail with a refund", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		d, err := GetOrderDetail(ctx, q, 1007) // refunded: see plantest.Seed
+		return len(d.Keys) + len(d.Refunds) - 1, err
+	})
+	add("GetOrderDetail swept", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		d, err := GetOrderDetail(ctx, q, planScale+1) // a tombstone only
+		return len(d.Keys), err
+	})
+	add("OrderRefunds and OrderArrivals of a page", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		rows, _, err := FindOrders(ctx, q, OrderFilter{From: end.Add(-day), To: end}, Page{})
+		if err != nil {
+			return 0, err
+		}
+		ids := make([]int64, len(rows))
+		for i, o := range rows {
+			ids[i] = o.ID
+		}
+		if _, err := OrderRefunds(ctx, q, ids); err != nil {
+			return 0, err
+		}
+		arrivals, err := OrderArrivals(ctx, q, rows)
+		return len(arrivals), err
+	})
+	return calls
+}
+
+// TestConsolePlans seeds planScale keys and checks that no console query reads
+// idempotency_keys, orders, key_events, payments or refunds whole: at 10 million keys such
+// a plan would take seconds and load the checkout database.
+func TestConsolePlans(t *testing.T) {
+	d := dbtest.New(t)
+	start := time.Now()
+	plantest.Seed(t, d, planScale)
+	t.Logf("seeded %d keys in %s", planScale, time.Since(start).Round(time.Millisecond))
+	var n struct {
+		Keys   int64 `db:"keys"`
+		Events int64 `db:"events"`
+	}
+	if err := d.Get(&n, `SELECT (SELECT count(*) FROM idempotency_keys) AS keys, (SELECT count(*) FROM key_events) AS events`); err != nil {
+		t.Fatal(err)
+	}
+	if n.Keys < planScale || n.Events < 2*planScale {
+		t.Fatalf("seeded %d keys and %d events", n.Keys, n.Events)
+	}
+
+	big := []string{"idempotency_keys", "orders", "key_events", "payments", "refunds"}
+	ctx := context.Background()
+	for _, c := range consoleCalls() {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &plantest.DB{QueryerContext: d}
+			rows, err := c.run(ctx, rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rows == 0 {
+				t.Fatal("found nothing: the parameters are not representative")
+			}
+			queries := rec.Take()
+			if len(queries) == 0 {
+				t.Fatal("no query recorded")
+			}
+			for _, q := range queries {
+				var out string
+				if err := d.GetContext(ctx, &out, "EXPLAIN (FORMAT JSON) "+q.Q, q.Args...); err != nil {
+					t.Fatalf("explain: %v\n%s", err, q.Q)
+				}
+				var plan any
+				if err := json.Unmarshal([]byte(out), &plan); err != nil {
+					t.Fatal(err)
+				}
+				for _, rel := range plantest.SeqScans(plan) {
+					if slices.Contains(big, rel) {
+						t.Errorf("Seq Scan on %s in the plan of\n%s\nargs %v\n%s", rel, q.Q, q.Args, textPlan(t, d, q))
+					}
+				}
+			}
+		})
+	}
+	t.Logf("plan test took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// textPlan is EXPLAIN's text form, to read in a failure message.
+func textPlan(t *testing.T, d *sqlx.DB, q plantest.Query) string {
+	var lines []string
+	if err := d.Select(&lines, "EXPLAIN "+q.Q, q.Args...); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// BenchmarkConsoleQueries times every console query on plantest.Seed's data at a scale of
+// TEKRAR_CONSOLE_SCALE keys (default planScale). At 10 million keys the data takes some
+// 15 GB: point TEST_DATABASE_URL at a Postgres on disk rather than the tests' RAM one.
+//
+//	TEKRAR_CONSOLE_SCALE=10000000 TEST_DATABASE_URL=postgres://... \
+//	  go test -run '^$' -bench ConsoleQueries -benchtime 20x -timeout 3h ./checkout/report/
+func BenchmarkConsoleQueries(b *testing.B) {
+	n := planScale
+	if v := os.Getenv("TEKRAR_CONSOLE_SCALE"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 10_000 {
+			b.Fatalf("TEKRAR_CONSOLE_SCALE=%q: want a number of keys of at least 10000", v)
+		}
+	}
+	d := dbtest.New(b)
+	start := time.Now()
+	plantest.Seed(b, d, n)
+	b.Logf("seeded %d keys in %s", n, time.Since(start).Round(time.Second))
+	ctx := context.Background()
+	for _, c := range consoleCalls() {
+		b.Run(strings.ReplaceAll(c.name, " ", "_"), func(b *testing.B) {
+			for b.Loop() {
+				if rows, err := c.run(ctx, d); err != nil || rows == 0 {
+					b.Fatalf("%d rows, %v", rows, err)
+				}
+			}
+		})
+	}
+}
