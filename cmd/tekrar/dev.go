@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/spf13/cobra"
 
 	"github.com/tekrar/tekrar/admin"
 	"github.com/tekrar/tekrar/checkout/clients"
@@ -32,11 +33,14 @@ const (
 
 // dev runs the server on a private Postgres kept in cfg.DevDir, unless DATABASE_URL names
 // one. Ctrl-C stops the server first, then that Postgres.
-func dev(ctx context.Context, e env, args []string) (err error) {
-	cfg, err := config.LoadServer("dev", args, e.getenv, e.stderr)
-	if err != nil {
-		return err
-	}
+func devCmd(e env) *cobra.Command {
+	var cfg config.Server
+	return command(e, "dev", "run the server on a private Postgres started for you", exactArgs(0),
+		func(s *config.Set) { config.BindServer(s, "dev", &cfg) },
+		func(ctx context.Context, _ []string) error { return dev(ctx, e, cfg) })
+}
+
+func dev(ctx context.Context, e env, cfg config.Server) (err error) {
 	logger := app.NewLogger(cfg, e.stderr)
 	psqlURL := cfg.DatabaseURL
 	private := cfg.DatabaseURL == ""
