@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -73,6 +76,7 @@ func TestHelpExitsZeroAndListsOnlyItsSettings(t *testing.T) {
 		{[]string{}, "tekrar [command]", []string{"version"}},
 		{[]string{"serve"}, "tekrar serve [flags]", serverSettings("serve")},
 		{[]string{"dev"}, "tekrar dev [flags]", serverSettings("dev")},
+		{[]string{"dev", "reset"}, "tekrar dev reset [flags]", []string{"dev-dir"}},
 		{[]string{"sweep"}, "tekrar sweep [flags]", []string{"database-url", "log-format", "log-level", "sweep-batch", "sweep-pause", "sweep-settle", "event-retention"}},
 		{[]string{"psp"}, "tekrar psp [flags]", []string{"database-url", "addr", "slow-delay", "no-cancel", "shutdown-timeout"}},
 		{[]string{"migrate"}, "tekrar migrate [command]", nil},
@@ -300,4 +304,70 @@ func TestREADMECommandsRun(t *testing.T) {
 	if n := countRows(t, db, `SELECT count(*) FROM operators WHERE role = 'admin'`); n != 1 {
 		t.Errorf("%d admin operators after the README's commands, want 1", n)
 	}
+}
+
+// TestDevReset: `tekrar dev reset` deletes the private Postgres's directory, and only that:
+// not a directory without a cluster in it, not one whose postmaster runs.
+func TestDevReset(t *testing.T) {
+	t.Parallel()
+	cluster := func(t *testing.T) string {
+		t.Helper()
+		dir := filepath.Join(t.TempDir(), "pg")
+		if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "data", "PG_VERSION"), []byte("16\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+
+	t.Run("removes a stopped cluster", func(t *testing.T) {
+		dir := cluster(t)
+		out := mustRun(t, childEnv("TEKRAR_DEV_DIR="+dir), nil, "dev", "reset")
+		if exists(dir) || !strings.Contains(out, "removed "+dir) {
+			t.Fatalf("dir still there: %v; printed %q", exists(dir), out)
+		}
+		out = mustRun(t, childEnv(), nil, "dev", "reset", "--dev-dir", dir)
+		if !strings.Contains(out, "nothing to reset") {
+			t.Fatalf("second reset printed %q", out)
+		}
+	})
+	t.Run("refuses a directory without a cluster", func(t *testing.T) {
+		dir := t.TempDir()
+		keep := filepath.Join(dir, "notes.txt")
+		if err := os.WriteFile(keep, []byte("mine"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := runTekrar(t, childEnv(), nil, "dev", "reset", "--dev-dir", dir)
+		if code == 0 || !exists(keep) {
+			t.Fatalf("exit %d, file kept %v", code, exists(keep))
+		}
+		if line := oneLine(t, "stderr", stderr); !strings.Contains(line, "no private Postgres") {
+			t.Errorf("stderr %q", line)
+		}
+	})
+	t.Run("refuses a running cluster", func(t *testing.T) {
+		dir := cluster(t)
+		data := filepath.Join(dir, "data")
+		// A stand-in postmaster: a live process working in the data directory, as postgres does.
+		sleeper := exec.Command("sleep", "60")
+		sleeper.Dir = data
+		if err := sleeper.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
+		pid := strconv.Itoa(sleeper.Process.Pid)
+		if err := os.WriteFile(filepath.Join(data, "postmaster.pid"), []byte(pid+"\n"+data+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := runTekrar(t, childEnv(), nil, "dev", "reset", "--dev-dir", dir)
+		if code == 0 || !exists(filepath.Join(data, "PG_VERSION")) {
+			t.Fatalf("exit %d, cluster kept %v", code, exists(data))
+		}
+		if line := oneLine(t, "stderr", stderr); !strings.Contains(line, "pid "+pid) {
+			t.Errorf("stderr %q does not name the running postmaster", line)
+		}
+	})
 }

@@ -35,9 +35,31 @@ const (
 // one. Ctrl-C stops the server first, then that Postgres.
 func devCmd(e env) *cobra.Command {
 	var cfg config.Server
-	return command(e, "dev", "run the server on a private Postgres started for you", exactArgs(0),
+	c := command(e, "dev", "run the server on a private Postgres started for you", exactArgs(0),
 		func(s *config.Set) { config.BindServer(s, "dev", &cfg) },
 		func(ctx context.Context, _ []string) error { return dev(ctx, e, cfg) })
+	c.AddCommand(devResetCmd(e))
+	return c
+}
+
+// devResetCmd: `tekrar dev reset` deletes the private Postgres's directory, so that the next
+// `tekrar dev` starts on an empty database, created, migrated and seeded anew.
+func devResetCmd(e env) *cobra.Command {
+	var dir string
+	return command(e, "reset", "delete the private Postgres's data (stop tekrar dev first); the next dev starts empty", exactArgs(0),
+		func(s *config.Set) { config.BindDevDir(s, &dir) },
+		func(context.Context, []string) error {
+			removed, err := pglocal.Remove(dir)
+			if err != nil {
+				return err
+			}
+			if !removed {
+				fmt.Fprintf(e.stdout, "nothing to reset: %s does not exist\n", dir)
+				return nil
+			}
+			fmt.Fprintf(e.stdout, "removed %s; the next tekrar dev starts on an empty database\n", dir)
+			return nil
+		})
 }
 
 func dev(ctx context.Context, e env, cfg config.Server) (err error) {

@@ -102,7 +102,7 @@ func BindServer(s *Set, command string, c *Server) {
 	s.List(&c.CrashAt, "crash-at", "TEKRAR_CRASH_AT", "testing only: exit the process at these crash points (after_claim, after_provider, after_complete)", "after_claim", "after_provider", "after_complete")
 	s.Float(&c.CrashRate, "crash-rate", "TEKRAR_CRASH_RATE", "1", "testing only: the chance of exiting at an armed crash point", 0, 1)
 	if dev {
-		s.String(&c.DevDir, "dev-dir", "TEKRAR_DEV_DIR", DefaultDevDir(), "data directory of the private Postgres (kept between runs)")
+		BindDevDir(s, &c.DevDir)
 		s.Int(&c.DevPGPort, "dev-pg-port", "TEKRAR_DEV_PG_PORT", "54329", "127.0.0.1 port of the private Postgres, for psql and load tools", 1024, 65535)
 		s.Bool(&c.Demo, "demo", "TEKRAR_DEMO", "false", "fill the console with demo traffic")
 	}
@@ -126,4 +126,9 @@ func bindSweep(s *Set, c *Server) {
 	s.Duration(&c.SweepPause, "sweep-pause", "TEKRAR_SWEEP_PAUSE", "10ms", "pause between sweep batches, leaving room for checkout traffic", 0, time.Minute)
 	s.Duration(&c.SweepSettle, "sweep-settle", "TEKRAR_SWEEP_SETTLE", "1m", "how long an expired key lives on next to its new tombstone before the row is deleted (longer than any claim statement)", time.Second, 24*time.Hour)
 	s.Duration(&c.EventRetention, "event-retention", "TEKRAR_EVENT_RETENTION", "720h", "how long the history of keys (key events) is kept", time.Hour, 3650*24*time.Hour)
+}
+
+// BindDevDir registers where dev's private Postgres keeps its data: dev and dev reset.
+func BindDevDir(s *Set, p *string) {
+	s.String(p, "dev-dir", "TEKRAR_DEV_DIR", DefaultDevDir(), "data directory of the private Postgres (kept between runs)")
 }
