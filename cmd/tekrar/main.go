@@ -138,8 +138,12 @@ func command(e env, use, short string, args cobra.PositionalArgs, bind func(*con
 // exactArgs wants exactly the arguments the usage line names.
 func exactArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != n {
-			return usageError("want %d argument(s), got %d: %s", n, len(args), cmd.UseLine())
+		switch {
+		case len(args) == n:
+		case n == 0:
+			return usageError("takes no arguments, got %q (usage: %s)", args, cmd.UseLine())
+		default:
+			return usageError("want %d argument(s), got %d (usage: %s)", n, len(args), cmd.UseLine())
 		}
 		return nil
 	}
