@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/spf13/cobra"
 
 	"github.com/tekrar/tekrar/admin"
 	"github.com/tekrar/tekrar/checkout/clients"
@@ -32,11 +33,36 @@ const (
 
 // dev runs the server on a private Postgres kept in cfg.DevDir, unless DATABASE_URL names
 // one. Ctrl-C stops the server first, then that Postgres.
-func dev(ctx context.Context, e env, args []string) (err error) {
-	cfg, err := config.LoadServer("dev", args, e.getenv, e.stderr)
-	if err != nil {
-		return err
-	}
+func devCmd(e env) *cobra.Command {
+	var cfg config.Server
+	c := command(e, "dev", "run the server on a private Postgres started for you", exactArgs(0),
+		func(s *config.Set) { config.BindServer(s, "dev", &cfg) },
+		func(ctx context.Context, _ []string) error { return dev(ctx, e, cfg) })
+	c.AddCommand(devResetCmd(e))
+	return c
+}
+
+// devResetCmd: `tekrar dev reset` deletes the private Postgres's directory, so that the next
+// `tekrar dev` starts on an empty database, created, migrated and seeded anew.
+func devResetCmd(e env) *cobra.Command {
+	var dir string
+	return command(e, "reset", "delete the private Postgres's data (stop tekrar dev first); the next dev starts empty", exactArgs(0),
+		func(s *config.Set) { config.BindDevDir(s, &dir) },
+		func(context.Context, []string) error {
+			removed, err := pglocal.Remove(dir)
+			if err != nil {
+				return err
+			}
+			if !removed {
+				fmt.Fprintf(e.stdout, "nothing to reset: %s does not exist\n", dir)
+				return nil
+			}
+			fmt.Fprintf(e.stdout, "removed %s; the next tekrar dev starts on an empty database\n", dir)
+			return nil
+		})
+}
+
+func dev(ctx context.Context, e env, cfg config.Server) (err error) {
 	logger := app.NewLogger(cfg, e.stderr)
 	psqlURL := cfg.DatabaseURL
 	private := cfg.DatabaseURL == ""

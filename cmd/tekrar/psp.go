@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/server"
@@ -17,31 +19,33 @@ import (
 // pspCmd: `tekrar psp` runs the sandbox card processor on its own, over HTTP, with its
 // ledger in DATABASE_URL; `tekrar serve --psp-url` then talks to it as to a remote
 // processor.
-func pspCmd(ctx context.Context, e env, args []string) error {
-	var addr string
+func pspCmd(e env) *cobra.Command {
+	var url, addr string
 	var slow, grace time.Duration
 	var noCancel bool
-	pool, rest, err := openFromFlags(ctx, e, "psp", args, func(s *config.Set) {
-		s.String(&addr, "addr", "TEKRAR_PSP_ADDR", "127.0.0.1:8099", "HTTP listen address of the sandbox provider")
-		s.Duration(&slow, "slow-delay", "TEKRAR_PSP_SLOW_DELAY", "2s", "how long the tok_slow and tok_late cards take to approve", time.Millisecond, 10*time.Minute)
-		s.Bool(&noCancel, "no-cancel", "TEKRAR_PSP_NO_CANCEL", "false", "behave as a processor that cannot cancel a charge key (tekrar then owes a refund of any late charge)")
-		s.Duration(&grace, "shutdown-timeout", "TEKRAR_PSP_SHUTDOWN_TIMEOUT", "10s", "how long in-flight requests may finish after SIGTERM", time.Second, 10*time.Minute)
-	})
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	if len(rest) != 0 {
-		return usageError("tekrar psp takes no arguments, only flags")
-	}
-	if err := migrations.Up(ctx, pool.DB); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
-	h := psp.NewHandler(psp.NewSandbox(pool, psp.SandboxOptions{SlowDelay: slow, NoCancel: noCancel, Logger: logger}), logger)
-	return server.Run(ctx, addr, endOnStop(ctx, grace/2, h), grace, logger, func(a net.Addr) {
-		logger.Info("tekrar psp: sandbox provider serving", "addr", a.String())
-	})
+	return command(e, "psp", "run the sandbox payment provider as its own HTTP service", exactArgs(0),
+		func(s *config.Set) {
+			s.DatabaseURL(&url, "Postgres connection string (required)")
+			s.String(&addr, "addr", "TEKRAR_PSP_ADDR", "127.0.0.1:8099", "HTTP listen address of the sandbox provider")
+			s.Duration(&slow, "slow-delay", "TEKRAR_PSP_SLOW_DELAY", "2s", "how long the tok_slow and tok_late cards take to approve", time.Millisecond, 10*time.Minute)
+			s.Bool(&noCancel, "no-cancel", "TEKRAR_PSP_NO_CANCEL", "false", "behave as a processor that cannot cancel a charge key (tekrar then owes a refund of any late charge)")
+			s.Duration(&grace, "shutdown-timeout", "TEKRAR_PSP_SHUTDOWN_TIMEOUT", "10s", "how long in-flight requests may finish after SIGTERM", time.Second, 10*time.Minute)
+		},
+		func(ctx context.Context, _ []string) error {
+			pool, err := connect(ctx, url, 4)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			if err := migrations.Up(ctx, pool.DB); err != nil {
+				return fmt.Errorf("migrate: %w", err)
+			}
+			logger := slog.New(slog.NewTextHandler(e.stderr, nil))
+			h := psp.NewHandler(psp.NewSandbox(pool, psp.SandboxOptions{SlowDelay: slow, NoCancel: noCancel, Logger: logger}), logger)
+			return server.Run(ctx, addr, endOnStop(ctx, grace/2, h), grace, logger, func(a net.Addr) {
+				logger.Info("tekrar psp: sandbox provider serving", "addr", a.String())
+			})
+		})
 }
 
 // endOnStop cancels the context of a request still running `after` the process was told to

@@ -7,6 +7,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/tekrar/tekrar/internal/app"
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/db"
@@ -14,11 +16,14 @@ import (
 	"github.com/tekrar/tekrar/migrations"
 )
 
-func serve(ctx context.Context, e env, args []string) error {
-	cfg, err := config.LoadServer("serve", args, e.getenv, e.stderr)
-	if err != nil {
-		return err
-	}
+func serveCmd(e env) *cobra.Command {
+	var cfg config.Server
+	return command(e, "serve", "run the HTTP server (needs DATABASE_URL)", exactArgs(0),
+		func(s *config.Set) { config.BindServer(s, "serve", &cfg) },
+		func(ctx context.Context, _ []string) error { return serve(ctx, e, cfg) })
+}
+
+func serve(ctx context.Context, e env, cfg config.Server) error {
 	if cfg.DatabaseURL == "" {
 		return usageError("DATABASE_URL (or --database-url) is required; 'tekrar dev' runs on a private Postgres instead")
 	}

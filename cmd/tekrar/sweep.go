@@ -5,24 +5,24 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/internal/app"
 	"github.com/tekrar/tekrar/internal/config"
-	"github.com/tekrar/tekrar/internal/db"
 )
 
 // sweep runs one sweep pass by hand, as every serve process does every TEKRAR_SWEEP_INTERVAL.
-func sweep(ctx context.Context, e env, args []string) error {
-	cfg, err := config.LoadServer("sweep", args, e.getenv, e.stderr)
-	if err != nil {
-		return err
-	}
-	if cfg.DatabaseURL == "" {
-		return usageError("DATABASE_URL (or --database-url) is required")
-	}
-	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	pool, err := db.Open(cctx, cfg.DatabaseURL, 2)
-	cancel()
+// It reads only the settings a pass uses (BindSweep), not the whole server's.
+func sweepCmd(e env) *cobra.Command {
+	var cfg config.Server
+	return command(e, "sweep", "run one pass of the key sweeper", exactArgs(0),
+		func(s *config.Set) { config.BindSweep(s, &cfg) },
+		func(ctx context.Context, _ []string) error { return sweep(ctx, e, cfg) })
+}
+
+func sweep(ctx context.Context, e env, cfg config.Server) error {
+	pool, err := connect(ctx, cfg.DatabaseURL, 2)
 	if err != nil {
 		return err
 	}

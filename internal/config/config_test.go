@@ -123,3 +123,47 @@ func TestParseDurationDays(t *testing.T) {
 		}
 	}
 }
+
+// TestWrongValueSaysWhatIsAccepted: slog's "unknown name" and a range in 2160h0m0s made the
+// user look up what tekrar wanted. The message lists the valid words, and gives a duration's
+// range in the unit the value was written in.
+func TestWrongValueSaysWhatIsAccepted(t *testing.T) {
+	tests := []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{[]string{"--log-level=loud"}, nil, `"loud" is not one of debug, info, warn, error`},
+		{nil, []string{"TEKRAR_LOG_LEVEL", "loud"}, `TEKRAR_LOG_LEVEL: "loud" is not one of debug, info, warn, error`},
+		{[]string{"--lease=2h"}, nil, `"2h" is out of range: from 1s to 1h`},
+		{[]string{"--lease=90m"}, nil, `"90m" is out of range: from 1s to 60m (from 1s to 1h)`},
+		{[]string{"--lease=5ms"}, nil, `"5ms" is out of range: from 1000ms to 3600000ms (from 1s to 1h)`},
+		{[]string{"--event-retention=3651d"}, nil, `"3651d" is out of range: from 1h to 3650d`},
+		{[]string{"--max-wait=2m"}, nil, `"2m" is out of range: from 0m to 1m`},
+		{nil, []string{"TEKRAR_DOUBLE_TAP_WINDOW", "1d12h"}, `"1d12h" is out of range: from 1s to 1d`},
+	}
+	for _, tt := range tests {
+		_, err := LoadServer("serve", tt.args, env(tt.env...), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v %v: error %v, want %q", tt.args, tt.env, err, tt.want)
+		}
+	}
+	for _, ok := range []string{"debug", "INFO", "warn", "error"} {
+		if _, err := LoadServer("serve", []string{"--log-level", ok}, env(), io.Discard); err != nil {
+			t.Errorf("--log-level %s: %v", ok, err)
+		}
+	}
+}
+
+// TestFlagsAfterArguments: the standard flag package stopped at the first argument.
+func TestFlagsAfterArguments(t *testing.T) {
+	var role string
+	s := NewSet("operators create", env(), io.Discard)
+	s.Choice(&role, "role", "TEKRAR_OPERATOR_ROLE", "viewer", "role", "viewer", "admin")
+	if err := s.Parse([]string{"ops@example.com", "--role", "admin"}); err != nil {
+		t.Fatal(err)
+	}
+	if role != "admin" || len(s.Args()) != 1 || s.Args()[0] != "ops@example.com" {
+		t.Fatalf("role %q, args %q", role, s.Args())
+	}
+}

@@ -54,27 +54,36 @@ type Server struct {
 	Demo      bool
 }
 
-// LoadServer parses the settings of the serve or dev command. Defaults differ only where
-// a developer's laptop and a production host want different things (log format, bind
-// address).
+// LoadServer parses the settings of the serve or dev command from args, stand-alone (the
+// tekrar binary binds the same settings to its cobra commands with BindServer).
 func LoadServer(command string, args []string, getenv func(string) string, output io.Writer) (Server, error) {
 	var c Server
-	dev := command == "dev"
 	s := NewSet(command, getenv, output)
+	BindServer(s, command, &c)
+	if err := s.Parse(args); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// BindServer registers the settings of serve (command "serve") or dev (command "dev") on s,
+// to be stored in c. Defaults differ only where a developer's laptop and a production host
+// want different things (log format, bind address).
+func BindServer(s *Set, command string, c *Server) {
+	dev := command == "dev"
 	addr, format := ":8080", "json"
 	if dev {
 		addr, format = "127.0.0.1:8080", "text"
 	}
 	s.DatabaseURL(&c.DatabaseURL, "Postgres connection string"+map[bool]string{true: "; unset: start a private Postgres", false: " (required)"}[dev])
 	s.String(&c.Addr, "addr", "TEKRAR_ADDR", addr, "HTTP listen address")
-	s.Choice(&c.LogFormat, "log-format", "TEKRAR_LOG_FORMAT", format, "log line format", "json", "text")
-	s.Level(&c.LogLevel, "log-level", "TEKRAR_LOG_LEVEL", "info", "lowest level logged")
+	bindLog(s, c, format)
 	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", "TEKRAR_SHUTDOWN_TIMEOUT", "15s", "how long in-flight requests may finish after SIGTERM", 0, 10*time.Minute)
 	s.Int(&c.DBMaxConns, "db-max-conns", "TEKRAR_DB_MAX_CONNS", "32", "most open Postgres connections", 2, 1000)
 	s.Duration(&c.DBTimeout, "db-timeout", "TEKRAR_DB_TIMEOUT", "5s", "longest a database call waits for Postgres to answer; past it the request fails closed with 503 store_unavailable", 100*time.Millisecond, 10*time.Minute)
 	s.Bool(&c.AutoMigrate, "auto-migrate", "TEKRAR_AUTO_MIGRATE", "true", "apply pending migrations at start (safe with many replicas: a Postgres lock serialises them)")
 	s.Duration(&c.AuthCacheTTL, "auth-cache-ttl", "TEKRAR_AUTH_CACHE_TTL", "30s", "how long a client secret lookup is cached (a disabled client is refused after at most this)", 0, time.Hour)
-	s.URL(&c.PSPURL, "psp-url", "TEKRAR_PSP_URL", "payment provider base URL (a `tekrar psp` process); unset: the sandbox provider runs in-process")
+	s.URL(&c.PSPURL, "psp-url", "TEKRAR_PSP_URL", "payment provider base URL (a 'tekrar psp' process); unset: the sandbox provider runs in-process")
 	s.Bool(&c.SecureCookies, "secure-cookies", "TEKRAR_SECURE_COOKIES", "false", "mark console cookies Secure even on plain HTTP (TLS ends at a proxy in front); they are Secure on TLS anyway")
 	s.Duration(&c.DoubleTapWindow, "double-tap-window", "TEKRAR_DOUBLE_TAP_WINDOW", "2m", "console: how far apart two paid orders of one customer with the same amount and items are flagged as a suspected double tap", time.Second, 24*time.Hour)
 	s.CIDRs(&c.TrustedProxies, "trusted-proxies", "TEKRAR_TRUSTED_PROXIES", "comma-separated CIDRs of proxies whose X-Forwarded-For is believed for the client address in key history")
@@ -86,22 +95,40 @@ func LoadServer(command string, args []string, getenv func(string) string, outpu
 	s.Bool(&c.SandboxNoCancel, "sandbox-no-cancel", "TEKRAR_SANDBOX_NO_CANCEL", "false", "the in-process sandbox provider behaves as a processor that cannot cancel a charge key")
 	s.Duration(&c.SandboxSlowDelay, "sandbox-slow-delay", "TEKRAR_SANDBOX_SLOW_DELAY", "2s", "how long the in-process sandbox provider takes for tok_slow", 0, time.Minute)
 	s.Duration(&c.SweepInterval, "sweep-interval", "TEKRAR_SWEEP_INTERVAL", "1m", "how often each process tries to sweep expired keys (one process sweeps at a time)", time.Second, 24*time.Hour)
-	s.Int(&c.SweepBatch, "sweep-batch", "TEKRAR_SWEEP_BATCH", "1000", "rows per sweep statement", 10, 100000)
-	s.Duration(&c.SweepPause, "sweep-pause", "TEKRAR_SWEEP_PAUSE", "10ms", "pause between sweep batches, leaving room for checkout traffic", 0, time.Minute)
-	s.Duration(&c.SweepSettle, "sweep-settle", "TEKRAR_SWEEP_SETTLE", "1m", "how long an expired key lives on next to its new tombstone before the row is deleted (longer than any claim statement)", time.Second, 24*time.Hour)
-	s.Duration(&c.EventRetention, "event-retention", "TEKRAR_EVENT_RETENTION", "720h", "how long the history of keys (key events) is kept", time.Hour, 3650*24*time.Hour)
+	bindSweep(s, c)
 	s.Duration(&c.CompleterInterval, "completer-interval", "TEKRAR_COMPLETER_INTERVAL", "10s", "how often each process looks for abandoned keys to complete", 100*time.Millisecond, time.Hour)
 	s.Duration(&c.CompleterGrace, "completer-grace", "TEKRAR_COMPLETER_GRACE", "1m", "how long after a key's lease lapsed the client keeps the first chance to retry before the completer settles it", time.Millisecond, 24*time.Hour)
 	s.Duration(&c.AttentionAfter, "attention-after", "TEKRAR_ATTENTION_AFTER", "1h", "how long a key whose payment outcome cannot be learnt waits before it is handed to an operator", time.Second, 30*24*time.Hour)
 	s.List(&c.CrashAt, "crash-at", "TEKRAR_CRASH_AT", "testing only: exit the process at these crash points (after_claim, after_provider, after_complete)", "after_claim", "after_provider", "after_complete")
 	s.Float(&c.CrashRate, "crash-rate", "TEKRAR_CRASH_RATE", "1", "testing only: the chance of exiting at an armed crash point", 0, 1)
 	if dev {
-		s.String(&c.DevDir, "dev-dir", "TEKRAR_DEV_DIR", DefaultDevDir(), "data directory of the private Postgres (kept between runs)")
+		BindDevDir(s, &c.DevDir)
 		s.Int(&c.DevPGPort, "dev-pg-port", "TEKRAR_DEV_PG_PORT", "54329", "127.0.0.1 port of the private Postgres, for psql and load tools", 1024, 65535)
 		s.Bool(&c.Demo, "demo", "TEKRAR_DEMO", "false", "fill the console with demo traffic")
 	}
-	if err := s.Parse(args); err != nil {
-		return c, err
-	}
-	return c, nil
+}
+
+// BindSweep registers what a one-shot `tekrar sweep` uses: the database, the log and the
+// sweep's own settings, with the same names and defaults as serve's.
+func BindSweep(s *Set, c *Server) {
+	s.DatabaseURL(&c.DatabaseURL, "Postgres connection string (required)")
+	bindLog(s, c, "json")
+	bindSweep(s, c)
+}
+
+func bindLog(s *Set, c *Server, format string) {
+	s.Choice(&c.LogFormat, "log-format", "TEKRAR_LOG_FORMAT", format, "log line format", "json", "text")
+	s.Level(&c.LogLevel, "log-level", "TEKRAR_LOG_LEVEL", "info", "lowest level logged")
+}
+
+func bindSweep(s *Set, c *Server) {
+	s.Int(&c.SweepBatch, "sweep-batch", "TEKRAR_SWEEP_BATCH", "1000", "rows per sweep statement", 10, 100000)
+	s.Duration(&c.SweepPause, "sweep-pause", "TEKRAR_SWEEP_PAUSE", "10ms", "pause between sweep batches, leaving room for checkout traffic", 0, time.Minute)
+	s.Duration(&c.SweepSettle, "sweep-settle", "TEKRAR_SWEEP_SETTLE", "1m", "how long an expired key lives on next to its new tombstone before the row is deleted (longer than any claim statement)", time.Second, 24*time.Hour)
+	s.Duration(&c.EventRetention, "event-retention", "TEKRAR_EVENT_RETENTION", "720h", "how long the history of keys (key events) is kept", time.Hour, 3650*24*time.Hour)
+}
+
+// BindDevDir registers where dev's private Postgres keeps its data: dev and dev reset.
+func BindDevDir(s *Set, p *string) {
+	s.String(p, "dev-dir", "TEKRAR_DEV_DIR", DefaultDevDir(), "data directory of the private Postgres (kept between runs)")
 }
