@@ -78,7 +78,7 @@ func TestHelpExitsZeroAndListsOnlyItsSettings(t *testing.T) {
 		{[]string{"dev"}, "tekrar dev [flags]", serverSettings("dev")},
 		{[]string{"dev", "reset"}, "tekrar dev reset [flags]", []string{"dev-dir"}},
 		{[]string{"sweep"}, "tekrar sweep [flags]", []string{"database-url", "log-format", "log-level", "sweep-batch", "sweep-pause", "sweep-settle", "event-retention"}},
-		{[]string{"psp"}, "tekrar psp [flags]", []string{"database-url", "addr", "slow-delay", "no-cancel", "shutdown-timeout"}},
+		{[]string{"psp"}, "tekrar psp [flags]", []string{"database-url", "addr", "slow-delay", "no-cancel", "webhook-url", "webhook-secret", "webhook-duplicate", "webhook-delay", "webhook-delay-for", "shutdown-timeout"}},
 		{[]string{"migrate"}, "tekrar migrate [command]", nil},
 		{[]string{"migrate", "up"}, "tekrar migrate up [flags]", []string{"database-url"}},
 		{[]string{"migrate", "down"}, "tekrar migrate down [flags]", []string{"database-url"}},

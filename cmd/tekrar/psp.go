@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/checkout/webhook"
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/server"
 	"github.com/tekrar/tekrar/migrations"
@@ -23,12 +24,18 @@ func pspCmd(e env) *cobra.Command {
 	var url, addr string
 	var slow, grace time.Duration
 	var noCancel bool
+	var hooks psp.WebhookOptions
 	return command(e, "psp", "run the sandbox payment provider as its own HTTP service", exactArgs(0),
 		func(s *config.Set) {
 			s.DatabaseURL(&url, "Postgres connection string (required)")
 			s.String(&addr, "addr", "TEKRAR_PSP_ADDR", "127.0.0.1:8099", "HTTP listen address of the sandbox provider")
 			s.Duration(&slow, "slow-delay", "TEKRAR_PSP_SLOW_DELAY", "2s", "how long the tok_slow and tok_late cards take to approve", time.Millisecond, 10*time.Minute)
 			s.Bool(&noCancel, "no-cancel", "TEKRAR_PSP_NO_CANCEL", "false", "behave as a processor that cannot cancel a charge key (tekrar then owes a refund of any late charge)")
+			s.URL(&hooks.URL, "webhook-url", "TEKRAR_PSP_WEBHOOK_URL", "where to send the sandbox's webhooks (a charge made, declined, refunded, disputed); unset: none are sent")
+			s.String(&hooks.Secret, "webhook-secret", "TEKRAR_PSP_WEBHOOK_SECRET", "", "the webhooks' signing secret, whsec_ and base64 (Standard Webhooks); required with --webhook-url")
+			s.Float(&hooks.Duplicate, "webhook-duplicate", "TEKRAR_PSP_WEBHOOK_DUPLICATE", "0", "share of delivered webhooks sent a second time", 0, 1)
+			s.Float(&hooks.Delay, "webhook-delay", "TEKRAR_PSP_WEBHOOK_DELAY", "0", "share of webhooks held back before their first delivery, so that they arrive out of order", 0, 1)
+			s.Duration(&hooks.DelayFor, "webhook-delay-for", "TEKRAR_PSP_WEBHOOK_DELAY_FOR", "2s", "how long a held-back webhook waits", 0, time.Hour)
 			s.Duration(&grace, "shutdown-timeout", "TEKRAR_PSP_SHUTDOWN_TIMEOUT", "10s", "how long in-flight requests may finish after SIGTERM", time.Second, 10*time.Minute)
 		},
 		func(ctx context.Context, _ []string) error {
@@ -41,7 +48,16 @@ func pspCmd(e env) *cobra.Command {
 				return fmt.Errorf("migrate: %w", err)
 			}
 			logger := slog.New(slog.NewTextHandler(e.stderr, nil))
-			h := psp.NewHandler(psp.NewSandbox(pool, psp.SandboxOptions{SlowDelay: slow, NoCancel: noCancel, Logger: logger}), logger)
+			opts := psp.SandboxOptions{SlowDelay: slow, NoCancel: noCancel, Logger: logger}
+			if hooks.URL != "" {
+				if _, err := webhook.ParseSecret(hooks.Secret); err != nil {
+					return usageError("--webhook-secret: %v", err)
+				}
+				opts.Webhooks = &hooks
+			}
+			sb := psp.NewSandbox(pool, opts)
+			go sb.RunWebhooks(ctx)
+			h := psp.NewHandler(sb, logger)
 			return server.Run(ctx, addr, endOnStop(ctx, grace/2, h), grace, logger, func(a net.Addr) {
 				logger.Info("tekrar psp: sandbox provider serving", "addr", a.String())
 			})
