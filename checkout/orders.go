@@ -257,15 +257,16 @@ func (s *Service) settleOrder(ctx context.Context, db sqlx.QueryerContext, k *Ke
 		if err != nil {
 			return Response{}, fmt.Errorf("encode order: %w", err)
 		}
+		// No Location: the API, which knows its routes, adds it to this response and its
+		// replays (keys completed before it did still store one, the same).
 		resp = Response{Status: http.StatusCreated, Body: body, Header: map[string]string{
 			"Content-Type": "application/json",
-			"Location":     "/v1/orders/" + view.ID,
 		}}
 	} else {
 		view.Status = "declined"
-		p := AdviseKeyed(problem.New(http.StatusPaymentRequired, "payment_declined", "Payment declined").
+		p := problem.Of(problem.CodePaymentDeclined).
 			WithDetail("the card was declined; the order is kept in status declined").
-			With("order_id", view.ID).With("decline_code", ch.DeclineCode))
+			With("order_id", view.ID).With("decline_code", ch.DeclineCode).Advised()
 		resp = Response{Status: p.Status, Body: p.Body(k.Path), Header: map[string]string{"Content-Type": problem.ContentType}}
 	}
 	if err := completeOrder(ctx, db, k, resp, s.cfg.Now(), view.Status, captured, ch, pk); err != nil {

@@ -58,8 +58,7 @@ func NewEngine(logger *slog.Logger, db *sqlx.DB, trustedProxies []string) (*gin.
 		}
 		if err != nil {
 			logger.Warn("readiness: database unreachable", "err", err, "request_id", RequestID(c))
-			c.Header("Retry-After", "1")
-			Abort(c, problem.New(http.StatusServiceUnavailable, "store_unavailable", "Database unavailable"))
+			Abort(c, problem.Of(problem.CodeStoreUnavailable)) // with the table's Retry-After
 			return
 		}
 		c.JSON(http.StatusOK, gin.H{"status": "ready"})
