@@ -264,15 +264,20 @@ func (s *Service) settleOrder(ctx context.Context, db sqlx.QueryerContext, k *Ke
 		}}
 	} else {
 		view.Status = "declined"
-		p := problem.Of(problem.CodePaymentDeclined).
-			WithDetail("the card was declined; the order is kept in status declined").
-			With("order_id", view.ID).With("decline_code", ch.DeclineCode).Advised()
+		p := declinedAnswer(view.ID, ch.DeclineCode)
 		resp = Response{Status: p.Status, Body: p.Body(k.Path), Header: map[string]string{"Content-Type": problem.ContentType}}
 	}
 	if err := completeOrder(ctx, db, k, resp, s.cfg.Now(), view.Status, captured, ch, pk); err != nil {
 		return Response{}, err
 	}
 	return resp, nil
+}
+
+// declinedAnswer is the stored answer of an order whose card was declined.
+func declinedAnswer(orderID, declineCode string) *problem.Problem {
+	return problem.Of(problem.CodePaymentDeclined).
+		WithDetail("the card was declined; the order is kept in status declined").
+		With("order_id", orderID).With("decline_code", declineCode).Advised()
 }
 
 // providerFailed handles an unknown provider outcome: the charge may or may not exist. The

@@ -46,9 +46,6 @@ type RefundView struct {
 
 // Problems of refunds, raised before anything is stored.
 var (
-	errOrderNotFound = func() *problem.Problem {
-		return problem.Of(problem.CodeOrderNotFound).Advised()
-	}
 	errNotRefundable = func(status string) *problem.Problem {
 		return problem.Of(problem.CodeOrderNotRefundable).
 			WithDetail("only a paid order (or one refunded in part) can be refunded; this one is " + status).Advised()

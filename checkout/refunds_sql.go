@@ -11,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/internal/db"
+	"github.com/tekrar/tekrar/internal/problem"
 )
 
 // claimRefund inserts the key row, reserves the amount on the order and creates the
@@ -20,7 +21,7 @@ import (
 // CHECK orders_refund_within_capture refuses the one that would exceed the capture.
 func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderPublicID string, in RefundInput) (_ *Key, claimed bool, _ error) {
 	if !ValidOrderID(orderPublicID) {
-		return nil, false, errOrderNotFound()
+		return nil, false, ErrOrderNotFound
 	}
 	tx, err := d.BeginTxx(ctx, nil)
 	if err != nil {
@@ -66,7 +67,7 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderPublicID string, 
 		var status string
 		err := tx.GetContext(ctx, &status, `SELECT status FROM orders WHERE public_id = $1 AND client_id = $2`, orderPublicID, k.ClientID)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, false, errOrderNotFound()
+			return nil, false, ErrOrderNotFound
 		}
 		if err != nil {
 			return nil, false, fmt.Errorf("claim refund: %w", err)
@@ -161,7 +162,7 @@ func (r refundRow) view(status string) RefundView {
 var refundIDSyntax = regexp.MustCompile(`^rf_[0-9a-f]{32}$`)
 
 // ErrRefundNotFound is a refund that the order (found) does not have.
-var ErrRefundNotFound = errors.New("refund not found")
+var ErrRefundNotFound error = problem.Of(problem.CodeRefundNotFound)
 
 // refundSelect reads the refunds of one of a client's orders ($1 its public id, $2 the
 // client). The LEFT JOIN keeps the order's row when it has no refund (or not the one asked

@@ -79,7 +79,7 @@ func (a *handlers) createOrder(c *gin.Context) {
 func (a *handlers) createRefund(c *gin.Context) {
 	orderID := c.Param("id")
 	if !checkout.ValidOrderID(orderID) {
-		a.fail(c, keyed{}, orderNotFound()) // with the advice every keyed request gets
+		a.fail(c, keyed{}, checkout.ErrOrderNotFound) // with the advice every keyed request gets
 		return
 	}
 	req, k, ok := a.begin(c)
@@ -153,10 +153,6 @@ func queryInt(c *gin.Context, name string, def int64) (int64, error) {
 		return def, nil
 	}
 	return strconv.ParseInt(v, 10, 64)
-}
-
-func orderNotFound() *problem.Problem {
-	return problem.Of(problem.CodeOrderNotFound)
 }
 
 // getRefund: GET /v1/orders/{id}/refunds/{rid}, where a created refund's Location points.

@@ -68,29 +68,14 @@ func setKeyHeaders(c *gin.Context, k keyed, replayed bool, expires time.Time) {
 	}
 }
 
-// notFound are the domain's "there is no such thing for this client" errors, with their
-// codes: a read answers them without the advice of a keyed request (it has no key).
-var notFound = []struct {
-	err    error
-	code   problem.Code
-	detail string
-}{
-	{checkout.ErrOrderNotFound, problem.CodeOrderNotFound, ""},
-	{checkout.ErrRefundNotFound, problem.CodeRefundNotFound, ""},
-	{checkout.ErrKeyNotFound, problem.CodeIdempotencyKeyNotFound, "this client never sent this key, or it was forgotten after its retention"},
-}
-
-// failRead answers a GET whose domain call failed.
+// failRead answers a GET whose domain call failed: a problem of the domain (a sentinel
+// such as checkout.ErrOrderNotFound) as it is, without the advice of a keyed request (a
+// read has no key); anything else as fail does.
 func (a *handlers) failRead(c *gin.Context, err error) {
-	for _, nf := range notFound {
-		if errors.Is(err, nf.err) {
-			p := problem.Of(nf.code)
-			if nf.detail != "" {
-				p.WithDetail(nf.detail)
-			}
-			server.Abort(c, p)
-			return
-		}
+	var p *problem.Problem
+	if errors.As(err, &p) {
+		server.Abort(c, p)
+		return
 	}
 	a.fail(c, keyed{}, err)
 }

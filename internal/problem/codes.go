@@ -1,6 +1,7 @@
 package problem
 
 import (
+	"maps"
 	"net/http"
 	"strconv"
 )
@@ -158,6 +159,9 @@ func Of(code Code) *Problem {
 // Advised adds retryable and safe_new_key, from the table, to a problem answered to a
 // request that carries an Idempotency-Key. A problem that already says (a code whose
 // safe_new_key depends on the occurrence) keeps what it says.
+//
+// It returns a copy and leaves p as it was, so that a domain's sentinel (a problem shared by
+// every request, like checkout.ErrOrderNotFound) can be advised and answered.
 func (p *Problem) Advised() *Problem {
 	if _, ok := p.Extensions["retryable"]; ok {
 		return p
@@ -166,7 +170,18 @@ func (p *Problem) Advised() *Problem {
 	if !ok {
 		s = Spec{Retryable: p.Status >= 500}
 	}
-	return p.With("retryable", s.Retryable).With("safe_new_key", s.SafeNewKey)
+	q := *p
+	q.Extensions = maps.Clone(p.Extensions)
+	return q.With("retryable", s.Retryable).With("safe_new_key", s.SafeNewKey)
+}
+
+// Is makes a problem an error that errors.Is matches by code: a domain declares the
+// problems its callers test for as sentinels (var ErrOrderNotFound = problem.Of(...)), and
+// every problem of that code, with whatever detail, is that error. One condition, one
+// error: the API answers it as it is, a console page tests for it.
+func (p *Problem) Is(target error) bool {
+	t, ok := target.(*Problem)
+	return ok && t != nil && t.Code == p.Code
 }
 
 // retryAfter is the Retry-After header value of code, "" for none.
