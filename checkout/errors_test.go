@@ -42,9 +42,15 @@ func TestOneErrorPerCondition(t *testing.T) {
 		{"refund-integer", func() error { return refund("1") }, ErrOrderNotFound, problem.CodeOrderNotFound},
 		{"operator-refund-unknown", func() error { _, err := GetRefundTarget(ctx, e.db, unknown); return err }, ErrOrderNotFound, problem.CodeOrderNotFound},
 		{"detail-unknown", func() error { _, err := GetOrderDetail(ctx, e.db, 1<<40); return err }, ErrOrderNotFound, problem.CodeOrderNotFound},
-		{"get-refund-of-unknown-order", func() error { _, err := e.s.GetRefund(ctx, e.client.ID, unknown, "rf_"+strings.Repeat("0", 32)); return err }, ErrOrderNotFound, problem.CodeOrderNotFound},
+		{"get-refund-of-unknown-order", func() error {
+			_, err := e.s.GetRefund(ctx, e.client.ID, unknown, "rf_"+strings.Repeat("0", 32))
+			return err
+		}, ErrOrderNotFound, problem.CodeOrderNotFound},
 		{"list-refunds-of-another-clients", func() error { _, err := e.s.ListRefunds(ctx, stranger.ID, other); return err }, ErrOrderNotFound, problem.CodeOrderNotFound},
-		{"get-unknown-refund", func() error { _, err := e.s.GetRefund(ctx, e.client.ID, other, "rf_"+strings.Repeat("0", 32)); return err }, ErrRefundNotFound, problem.CodeRefundNotFound},
+		{"get-unknown-refund", func() error {
+			_, err := e.s.GetRefund(ctx, e.client.ID, other, "rf_"+strings.Repeat("0", 32))
+			return err
+		}, ErrRefundNotFound, problem.CodeRefundNotFound},
 		{"get-refund-not-an-id", func() error { _, err := e.s.GetRefund(ctx, e.client.ID, other, "7"); return err }, ErrRefundNotFound, problem.CodeRefundNotFound},
 		{"key-unknown", func() error { _, err := e.s.KeyStatus(ctx, e.client.ID, "never-sent"); return err }, ErrKeyNotFound, problem.CodeIdempotencyKeyNotFound},
 	} {

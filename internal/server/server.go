@@ -104,7 +104,7 @@ func noStore(c *gin.Context) {
 func Abort(c *gin.Context, p *problem.Problem) {
 	c.Abort()
 	if p.Status >= 500 {
-		c.Set(logProblemKey, p.Code)
+		c.Set(logProblemKey, string(p.Code)) // a string: the access log reads it with GetString
 	}
 	problem.Write(c.Writer, c.Request, p)
 }
