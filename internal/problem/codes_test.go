@@ -2,12 +2,15 @@ package problem
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -203,4 +206,53 @@ func constName(t *testing.T, code Code) string {
 		}
 	}
 	return name
+}
+
+// TestWriteFollowsTheTable: Retry-After was set by a switch on code strings in the API, and
+// by hand elsewhere, so one code (store_unavailable) went out with 1, 2 or no Retry-After
+// depending on who raised it. Every problem written now carries its code's Retry-After, and
+// a keyed request's advice is its code's.
+func TestWriteFollowsTheTable(t *testing.T) {
+	for _, s := range Codes {
+		t.Run(string(s.Code), func(t *testing.T) {
+			p := Of(s.Code)
+			if p.Status != s.Status || p.Title != s.Title || p.Code != s.Code {
+				t.Fatalf("Of: %+v, want %+v", p, s)
+			}
+			w := httptest.NewRecorder()
+			Write(w, httptest.NewRequest("GET", "/x", nil), p.Advised())
+			want := ""
+			if s.RetryAfter > 0 {
+				want = strconv.Itoa(s.RetryAfter)
+			}
+			if got := w.Header().Get("Retry-After"); got != want || w.Code != s.Status {
+				t.Errorf("status %d Retry-After %q, want %d %q", w.Code, got, s.Status, want)
+			}
+			var body map[string]any
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+				t.Fatal(err)
+			}
+			if body["retryable"] != s.Retryable || !s.PerOccurrence && body["safe_new_key"] != s.SafeNewKey {
+				t.Errorf("advice %v %v, want %v %v", body["retryable"], body["safe_new_key"], s.Retryable, s.SafeNewKey)
+			}
+		})
+	}
+	// What the raiser says of its occurrence stays; the advised problem is a copy.
+	p := Of(CodeIdempotencyKeyExpired).With("retryable", false).With("safe_new_key", true)
+	if q := p.Advised(); q.Extensions["safe_new_key"] != true {
+		t.Errorf("Advised overrode the occurrence's safe_new_key: %v", q.Extensions)
+	}
+	shared := Of(CodeOrderNotFound)
+	if shared.Advised(); len(shared.Extensions) != 0 {
+		t.Errorf("Advised changed the problem it was given: %v", shared.Extensions)
+	}
+	// A code outside the table is a bug, answered as one rather than undocumented.
+	if p := Of("no_such_code"); p.Code != CodeInternalError || p.Status != 500 {
+		t.Errorf("Of an unknown code: %+v", p)
+	}
+	// Problems are errors that errors.Is matches by code.
+	if !errors.Is(fmt.Errorf("wrapped: %w", Of(CodeOrderNotFound).WithDetail("x")), Of(CodeOrderNotFound)) ||
+		errors.Is(Of(CodeOrderNotFound), Of(CodeRefundNotFound)) {
+		t.Error("errors.Is does not match problems by code")
+	}
 }
