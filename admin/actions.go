@@ -257,5 +257,5 @@ func problemText(p *problem.Problem) string {
 	if p.Detail != "" {
 		s += ": " + p.Detail
 	}
-	return s + " (" + p.Code + ")"
+	return s + " (" + string(p.Code) + ")"
 }

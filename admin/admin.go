@@ -131,7 +131,7 @@ func sameOrigin(c *gin.Context) {
 		}
 	}
 	if !ok {
-		server.Abort(c, problem.New(http.StatusForbidden, "cross_origin_request", "Cross-origin request refused").
+		server.Abort(c, problem.Of(problem.CodeCrossOriginRequest).
 			WithDetail("the console accepts forms only from its own pages"))
 		return
 	}
@@ -149,7 +149,7 @@ func formsOnly(c *gin.Context) {
 		return
 	}
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
-		server.Abort(c, problem.New(http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type").
+		server.Abort(c, problem.Of(problem.CodeUnsupportedMediaType).
 			WithDetail("a console form must be application/x-www-form-urlencoded"))
 		return
 	}

@@ -166,7 +166,7 @@ func (s *Service) RefundAsOperator(ctx context.Context, in OperatorRefund) (Oper
 	out := OperatorRefundResult{ClientID: client.ID, Key: req.Key}
 	res, err := s.CreateRefund(ctx, req, in.OrderID, in.RefundInput)
 	var p *problem.Problem
-	if errors.As(err, &p) && p.Code == "payment_pending" {
+	if errors.As(err, &p) && p.Code == problem.CodePaymentPending {
 		return s.pendingRefund(ctx, out)
 	}
 	if err != nil {

@@ -599,7 +599,7 @@ func TestConcurrentReleasesSettleOnce(t *testing.T) {
 func problemCode(err error) string {
 	var p *problem.Problem
 	if errors.As(err, &p) {
-		return p.Code
+		return string(p.Code)
 	}
 	return ""
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -44,9 +43,9 @@ func canceledAnswer(orderID string, owed bool) *problem.Problem {
 	if owed {
 		detail = "the request was interrupted before the card was charged and was not retried in time; the order is canceled. If the payment provider still completes the interrupted charge, it is refunded in full automatically. Pay again with a new key"
 	}
-	return problem.New(http.StatusConflict, "payment_abandoned", "Payment abandoned").
+	return problem.Of(problem.CodePaymentAbandoned).
 		WithDetail(detail).
-		With("order_id", orderID).With("retryable", false).With("safe_new_key", true)
+		With("order_id", orderID).Advised()
 }
 
 // owedRefund is the compensation written with an order canceled without a provider fence.

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"time"
+
+	"github.com/tekrar/tekrar/internal/problem"
 )
 
 // KeyView is what GET /v1/idempotency-keys/{key} tells an app that restarted mid-payment
@@ -28,7 +30,8 @@ type KeyView struct {
 }
 
 // ErrKeyNotFound is a key this client never sent (or that was forgotten).
-var ErrKeyNotFound = errors.New("idempotency key not found")
+var ErrKeyNotFound error = problem.Of(problem.CodeIdempotencyKeyNotFound).
+	WithDetail("this client never sent this key, or it was forgotten after its retention")
 
 // FingerprintAlgorithm documents how an app can compute the fingerprint itself, to check
 // whether a retry it is about to send matches the stored one.

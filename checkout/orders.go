@@ -257,21 +257,27 @@ func (s *Service) settleOrder(ctx context.Context, db sqlx.QueryerContext, k *Ke
 		if err != nil {
 			return Response{}, fmt.Errorf("encode order: %w", err)
 		}
+		// No Location: the API, which knows its routes, adds it to this response and its
+		// replays (keys completed before it did still store one, the same).
 		resp = Response{Status: http.StatusCreated, Body: body, Header: map[string]string{
 			"Content-Type": "application/json",
-			"Location":     "/v1/orders/" + view.ID,
 		}}
 	} else {
 		view.Status = "declined"
-		p := AdviseKeyed(problem.New(http.StatusPaymentRequired, "payment_declined", "Payment declined").
-			WithDetail("the card was declined; the order is kept in status declined").
-			With("order_id", view.ID).With("decline_code", ch.DeclineCode))
+		p := declinedAnswer(view.ID, ch.DeclineCode)
 		resp = Response{Status: p.Status, Body: p.Body(k.Path), Header: map[string]string{"Content-Type": problem.ContentType}}
 	}
 	if err := completeOrder(ctx, db, k, resp, s.cfg.Now(), view.Status, captured, ch, pk); err != nil {
 		return Response{}, err
 	}
 	return resp, nil
+}
+
+// declinedAnswer is the stored answer of an order whose card was declined.
+func declinedAnswer(orderID, declineCode string) *problem.Problem {
+	return problem.Of(problem.CodePaymentDeclined).
+		WithDetail("the card was declined; the order is kept in status declined").
+		With("order_id", orderID).With("decline_code", declineCode).Advised()
 }
 
 // providerFailed handles an unknown provider outcome: the charge may or may not exist. The

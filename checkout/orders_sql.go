@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/internal/problem"
 )
 
 // providerKey derives the key tekrar sends the provider for one step of a key row. It is
@@ -186,8 +187,9 @@ func (r *orderRow) view() (OrderView, error) {
 }
 
 // ErrOrderNotFound is an order that does not exist or belongs to another client: the two
-// are indistinguishable to a client by design.
-var ErrOrderNotFound = errors.New("order not found")
+// are indistinguishable to a client by design. Every order_not_found problem is it
+// (errors.Is); a shared value, never modified (Advised copies).
+var ErrOrderNotFound error = problem.Of(problem.CodeOrderNotFound)
 
 // GetOrder returns one of the client's orders by its public id. Anything that is not an
 // order id (an integer, another prefix) is not found, without a query.

@@ -46,17 +46,13 @@ type RefundView struct {
 
 // Problems of refunds, raised before anything is stored.
 var (
-	errOrderNotFound = func() *problem.Problem {
-		return AdviseKeyed(problem.New(http.StatusNotFound, "order_not_found", "Order not found"))
-	}
 	errNotRefundable = func(status string) *problem.Problem {
-		return AdviseKeyed(problem.New(http.StatusConflict, "order_not_refundable", "Order cannot be refunded").
-			WithDetail("only a paid order (or one refunded in part) can be refunded; this one is " + status))
+		return problem.Of(problem.CodeOrderNotRefundable).
+			WithDetail("only a paid order (or one refunded in part) can be refunded; this one is " + status).Advised()
 	}
 	errExceedsCaptured = func() *problem.Problem {
-		return AdviseKeyed(problem.New(http.StatusUnprocessableEntity, "refund_exceeds_captured",
-			"Refund exceeds what was captured").
-			WithDetail("the refunds of an order, counting those in progress, cannot exceed its captured amount"))
+		return problem.Of(problem.CodeRefundExceedsCaptured).
+			WithDetail("the refunds of an order, counting those in progress, cannot exceed its captured amount").Advised()
 	}
 )
 
@@ -110,15 +106,14 @@ func (r *refundOp) run(ctx context.Context, k *Key, resumed bool) (Response, err
 }
 
 // refundResponse is the 201 of a refund the provider made: what its key stores and replays.
+// No Location: the API, which knows its routes, adds it (GET /v1/orders/{id}/refunds/{rid}
+// answers the same body).
 func refundResponse(ref refundRow) (Response, error) {
-	view := RefundView{ID: ref.PublicID, OrderID: ref.OrderPublicID, Amount: ref.Amount, Currency: ref.Currency,
-		Status: "succeeded", Reason: ref.Reason, CreatedAt: ref.CreatedAt.UTC()}
-	body, err := json.Marshal(view)
+	body, err := json.Marshal(ref.view("succeeded"))
 	if err != nil {
 		return Response{}, fmt.Errorf("encode refund: %w", err)
 	}
 	return Response{Status: http.StatusCreated, Body: body, Header: map[string]string{
 		"Content-Type": "application/json",
-		"Location":     "/v1/orders/" + ref.OrderPublicID + "/refunds/" + ref.PublicID,
 	}}, nil
 }

@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/internal/db"
+	"github.com/tekrar/tekrar/internal/problem"
 )
 
 // claimRefund inserts the key row, reserves the amount on the order and creates the
@@ -19,7 +21,7 @@ import (
 // CHECK orders_refund_within_capture refuses the one that would exceed the capture.
 func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderPublicID string, in RefundInput) (_ *Key, claimed bool, _ error) {
 	if !ValidOrderID(orderPublicID) {
-		return nil, false, errOrderNotFound()
+		return nil, false, ErrOrderNotFound
 	}
 	tx, err := d.BeginTxx(ctx, nil)
 	if err != nil {
@@ -65,7 +67,7 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderPublicID string, 
 		var status string
 		err := tx.GetContext(ctx, &status, `SELECT status FROM orders WHERE public_id = $1 AND client_id = $2`, orderPublicID, k.ClientID)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, false, errOrderNotFound()
+			return nil, false, ErrOrderNotFound
 		}
 		if err != nil {
 			return nil, false, fmt.Errorf("claim refund: %w", err)
@@ -147,4 +149,91 @@ func completeRefund(ctx context.Context, d sqlx.QueryerContext, k *Key, resp Res
 		return errFenced
 	}
 	return nil
+}
+
+// view is the refund as the API shows it, with status.
+func (r refundRow) view(status string) RefundView {
+	return RefundView{ID: r.PublicID, OrderID: r.OrderPublicID, Amount: r.Amount, Currency: r.Currency,
+		Status: status, Reason: r.Reason, CreatedAt: r.CreatedAt.UTC()}
+}
+
+// refundIDSyntax is the shape of a refund's public id, as the domain refund_public_id
+// (migrations/00013_public_ids.sql) says.
+var refundIDSyntax = regexp.MustCompile(`^rf_[0-9a-f]{32}$`)
+
+// ErrRefundNotFound is a refund that the order (found) does not have.
+var ErrRefundNotFound error = problem.Of(problem.CodeRefundNotFound)
+
+// refundSelect reads the refunds of one of a client's orders ($1 its public id, $2 the
+// client). The LEFT JOIN keeps the order's row when it has no refund (or not the one asked
+// for), which tells an unknown order from an unknown refund in one query.
+const refundSelect = `
+	SELECT o.public_id AS order_public_id, r.public_id, r.amount, r.currency,
+	       coalesce(r.reason, '') AS reason, r.status, r.created_at
+	  FROM orders o LEFT JOIN refunds r ON r.order_id = o.id`
+
+type refundViewRow struct {
+	OrderPublicID string         `db:"order_public_id"`
+	PublicID      sql.NullString `db:"public_id"`
+	Amount        sql.NullInt64  `db:"amount"`
+	Currency      sql.NullString `db:"currency"`
+	Reason        string         `db:"reason"`
+	Status        sql.NullString `db:"status"`
+	CreatedAt     sql.NullTime   `db:"created_at"`
+}
+
+func (r refundViewRow) view() RefundView {
+	row := refundRow{PublicID: r.PublicID.String, OrderPublicID: r.OrderPublicID, Amount: r.Amount.Int64,
+		Currency: r.Currency.String, Reason: r.Reason, CreatedAt: r.CreatedAt.Time}
+	return row.view(r.Status.String)
+}
+
+// GetRefund returns a refund of one of the client's orders: what the 201 that created it
+// answered, with its status now. ErrOrderNotFound when the client has no such order (another
+// client's included), ErrRefundNotFound when the order has no such refund; anything that is
+// not a public id is not found, without a query.
+func (s *Service) GetRefund(ctx context.Context, clientID int64, orderPublicID, refundPublicID string) (RefundView, error) {
+	if !ValidOrderID(orderPublicID) {
+		return RefundView{}, ErrOrderNotFound
+	}
+	if !refundIDSyntax.MatchString(refundPublicID) {
+		refundPublicID = "" // no refund has it: only the order is looked up
+	}
+	var r refundViewRow
+	err := sqlx.GetContext(ctx, s.db, &r, refundSelect+` AND r.public_id = $3::text
+		 WHERE o.public_id = $1 AND o.client_id = $2`, orderPublicID, clientID, refundPublicID)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return RefundView{}, ErrOrderNotFound
+	case err != nil:
+		return RefundView{}, fmt.Errorf("get refund: %w", err)
+	case !r.PublicID.Valid:
+		return RefundView{}, ErrRefundNotFound
+	}
+	return r.view(), nil
+}
+
+// ListRefunds returns the refunds of one of the client's orders, oldest first; all of them:
+// an order has few, its captured amount bounds their sum. ErrOrderNotFound as GetRefund.
+func (s *Service) ListRefunds(ctx context.Context, clientID int64, orderPublicID string) ([]RefundView, error) {
+	if !ValidOrderID(orderPublicID) {
+		return nil, ErrOrderNotFound
+	}
+	var rows []refundViewRow
+	err := sqlx.SelectContext(ctx, s.db, &rows, refundSelect+`
+		 WHERE o.public_id = $1 AND o.client_id = $2
+		 ORDER BY r.id`, orderPublicID, clientID)
+	if err != nil {
+		return nil, fmt.Errorf("list refunds: %w", err)
+	}
+	if len(rows) == 0 {
+		return nil, ErrOrderNotFound
+	}
+	out := make([]RefundView, 0, len(rows))
+	for _, r := range rows {
+		if r.PublicID.Valid {
+			out = append(out, r.view())
+		}
+	}
+	return out, nil
 }

@@ -3,7 +3,6 @@
 package api
 
 import (
-	"errors"
 	"log/slog"
 	"net/http"
 
@@ -11,7 +10,6 @@ import (
 
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/clients"
-	"github.com/tekrar/tekrar/internal/problem"
 	"github.com/tekrar/tekrar/internal/server"
 )
 
@@ -38,6 +36,8 @@ func Register(g *gin.RouterGroup, d Deps) {
 	g.GET("/orders", a.listOrders)
 	g.GET("/orders/:id", a.getOrder)
 	g.POST("/orders/:id/refunds", a.createRefund)
+	g.GET("/orders/:id/refunds", a.listRefunds)
+	g.GET("/orders/:id/refunds/:rid", a.getRefund)
 	g.GET("/idempotency-keys/:key", a.keyStatus)
 }
 
@@ -49,13 +49,8 @@ func whoami(c *gin.Context) {
 
 func (a *handlers) keyStatus(c *gin.Context) {
 	v, err := a.svc.KeyStatus(c.Request.Context(), client(c).ID, c.Param("key"))
-	if errors.Is(err, checkout.ErrKeyNotFound) {
-		server.Abort(c, problem.New(http.StatusNotFound, "idempotency_key_not_found", "Idempotency key not found").
-			WithDetail("this client never sent this key, or it was forgotten after its retention"))
-		return
-	}
 	if err != nil {
-		a.fail(c, keyed{}, err)
+		a.failRead(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, v)

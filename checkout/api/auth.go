@@ -60,14 +60,13 @@ func unauthorized(c *gin.Context) {
 // next, when the request carries a key.
 func keyedAdvice(c *gin.Context, p *problem.Problem) *problem.Problem {
 	if c.GetHeader("Idempotency-Key") != "" {
-		return checkout.AdviseKeyed(p)
+		return p.Advised()
 	}
 	return p
 }
 
 // abortUnavailable fails closed: the client retries later, nothing was executed.
 func abortUnavailable(c *gin.Context) {
-	c.Header("Retry-After", "2")
 	server.Abort(c, checkout.StoreUnavailable())
 }
 

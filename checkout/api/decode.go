@@ -23,17 +23,17 @@ import (
 func readJSON(r *http.Request, max int64) ([]byte, *problem.Problem) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return nil, problem.New(http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type").
+		return nil, problem.Of(problem.CodeUnsupportedMediaType).
 			WithDetail("send the body as Content-Type: application/json")
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, max))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return nil, problem.New(http.StatusRequestEntityTooLarge, "body_too_large", "Request body too large").
+		return nil, problem.Of(problem.CodeBodyTooLarge).
 			WithDetail(fmt.Sprintf("the body may be at most %d bytes", max))
 	case err != nil:
-		return nil, problem.New(http.StatusBadRequest, "malformed_json", "Request body could not be read")
+		return nil, problem.Of(problem.CodeMalformedJSON).WithTitle("Request body could not be read")
 	}
 	// Validity is checked by decodeStrict: json.Decoder scans the whole document before it
 	// decodes, so a syntax error is reported as such, never as a field error.
@@ -54,13 +54,13 @@ func decodeStrict(body []byte, v any) *problem.Problem {
 	// JSON is UTF-8 (RFC 8259); encoding/json would quietly turn invalid bytes into U+FFFD
 	// and store a name or a reason the client never sent.
 	if !utf8.Valid(body) {
-		return problem.New(http.StatusBadRequest, "malformed_json", "Request body is not valid JSON").
+		return problem.Of(problem.CodeMalformedJSON).
 			WithDetail("the body is not valid UTF-8")
 	}
 	// The canonical form is what the fingerprint hashes; its refusals are the decoder's.
 	_, canonErr := checkout.CanonicalJSON(body)
 	if errors.Is(canonErr, checkout.ErrDuplicateMember) {
-		return problem.New(http.StatusBadRequest, "malformed_json", "Request body is not valid JSON").
+		return problem.Of(problem.CodeMalformedJSON).
 			WithDetail("an object names the same member twice; send each member once")
 	}
 	if canonErr == nil {
@@ -80,11 +80,11 @@ func decodeStrict(body []byte, v any) *problem.Problem {
 		// One document, then only JSON's own whitespace: a second document or stray bytes
 		// would make the body mean two things, and the fingerprint refuses it too.
 		if len(bytes.Trim(body[dec.InputOffset():], " \t\r\n")) > 0 {
-			return problem.New(http.StatusBadRequest, "malformed_json", "Request body is not valid JSON").
+			return problem.Of(problem.CodeMalformedJSON).
 				WithDetail("send exactly one JSON document")
 		}
 		if canonErr != nil { // never seen: whatever the fingerprint refuses, the decoder does too
-			return problem.New(http.StatusBadRequest, "malformed_json", "Request body is not valid JSON")
+			return problem.Of(problem.CodeMalformedJSON)
 		}
 		return nil
 	}
@@ -100,7 +100,7 @@ func decodeStrict(body []byte, v any) *problem.Problem {
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return checkout.ValidationFailed([]checkout.FieldError{{Field: name, Message: "is not a known field"}})
 	default:
-		return problem.New(http.StatusBadRequest, "malformed_json", "Request body is not valid JSON")
+		return problem.Of(problem.CodeMalformedJSON)
 	}
 }
 

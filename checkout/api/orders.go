@@ -21,11 +21,11 @@ func (a *handlers) begin(c *gin.Context) (checkout.Request, keyed, bool) {
 	key, err := idempotencyKey(c.Request.Header)
 	switch {
 	case errors.Is(err, errKeyMissing):
-		a.fail(c, k, problem.New(http.StatusBadRequest, "idempotency_key_missing", "Idempotency-Key header required").
+		a.fail(c, k, problem.Of(problem.CodeIdempotencyKeyMissing).
 			WithDetail("send one Idempotency-Key per intent (a UUID is a good choice) and reuse it on every retry"))
 		return checkout.Request{}, k, false
 	case err != nil:
-		a.fail(c, k, problem.New(http.StatusBadRequest, "idempotency_key_invalid", "Idempotency-Key header invalid").
+		a.fail(c, k, problem.Of(problem.CodeIdempotencyKeyInvalid).
 			WithDetail("send exactly one key of 1 to 255 visible ASCII characters"))
 		return checkout.Request{}, k, false
 	}
@@ -79,7 +79,7 @@ func (a *handlers) createOrder(c *gin.Context) {
 func (a *handlers) createRefund(c *gin.Context) {
 	orderID := c.Param("id")
 	if !checkout.ValidOrderID(orderID) {
-		a.fail(c, keyed{}, orderNotFound()) // with the advice every keyed request gets
+		a.fail(c, keyed{}, checkout.ErrOrderNotFound) // with the advice every keyed request gets
 		return
 	}
 	req, k, ok := a.begin(c)
@@ -111,12 +111,8 @@ func (a *handlers) getOrder(c *gin.Context) {
 	// Anything that is not an order's public id, an internal integer id included, is an
 	// order that does not exist: 404, as for another client's order.
 	v, err := a.svc.GetOrder(c.Request.Context(), client(c).ID, c.Param("id"))
-	if errors.Is(err, checkout.ErrOrderNotFound) {
-		server.Abort(c, orderNotFound())
-		return
-	}
 	if err != nil {
-		a.fail(c, keyed{}, err)
+		a.failRead(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, v)
@@ -159,6 +155,23 @@ func queryInt(c *gin.Context, name string, def int64) (int64, error) {
 	return strconv.ParseInt(v, 10, 64)
 }
 
-func orderNotFound() *problem.Problem {
-	return problem.New(http.StatusNotFound, "order_not_found", "Order not found")
+// getRefund: GET /v1/orders/{id}/refunds/{rid}, where a created refund's Location points.
+// Another client's order is order_not_found, as on GET /v1/orders/{id}.
+func (a *handlers) getRefund(c *gin.Context) {
+	v, err := a.svc.GetRefund(c.Request.Context(), client(c).ID, c.Param("id"), c.Param("rid"))
+	if err != nil {
+		a.failRead(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, v)
+}
+
+// listRefunds: GET /v1/orders/{id}/refunds, all the order's refunds, oldest first.
+func (a *handlers) listRefunds(c *gin.Context) {
+	refunds, err := a.svc.ListRefunds(c.Request.Context(), client(c).ID, c.Param("id"))
+	if err != nil {
+		a.failRead(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"data": refunds})
 }

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -25,6 +27,9 @@ func writeResult(c *gin.Context, k keyed, res checkout.Result) {
 	for name, v := range res.Header {
 		h.Set(name, v)
 	}
+	if loc := location(c, res); loc != "" {
+		h.Set("Location", loc)
+	}
 	setKeyHeaders(c, k, res.Replayed, res.ExpiresAt)
 	if res.WaitedFor > 0 {
 		h.Set("Preference-Applied", "wait="+strconv.Itoa(int(res.WaitedFor.Seconds())))
@@ -32,6 +37,24 @@ func writeResult(c *gin.Context, k keyed, res checkout.Result) {
 	h.Set("Content-Length", strconv.Itoa(len(res.Body)))
 	c.Status(res.Status)
 	_, _ = c.Writer.Write(res.Body)
+}
+
+// location is where the resource a keyed POST created (201) is read: its id, the body's
+// "id", under the collection it was posted to. Both creating routes have a GET there:
+// POST /v1/orders → GET /v1/orders/{id}, POST /v1/orders/{id}/refunds → GET
+// /v1/orders/{id}/refunds/{rid}. The domain stores no Location (keys completed before it
+// stopped still hold the same one); it is made here, for the first answer and its replays.
+func location(c *gin.Context, res checkout.Result) string {
+	if res.Status != http.StatusCreated {
+		return ""
+	}
+	var created struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(res.Body, &created); err != nil || created.ID == "" {
+		return ""
+	}
+	return c.Request.URL.Path + "/" + created.ID
 }
 
 func setKeyHeaders(c *gin.Context, k keyed, replayed bool, expires time.Time) {
@@ -45,6 +68,18 @@ func setKeyHeaders(c *gin.Context, k keyed, replayed bool, expires time.Time) {
 	}
 }
 
+// failRead answers a GET whose domain call failed: a problem of the domain (a sentinel
+// such as checkout.ErrOrderNotFound) as it is, without the advice of a keyed request (a
+// read has no key); anything else as fail does.
+func (a *handlers) failRead(c *gin.Context, err error) {
+	var p *problem.Problem
+	if errors.As(err, &p) {
+		server.Abort(c, p)
+		return
+	}
+	a.fail(c, keyed{}, err)
+}
+
 // fail answers a keyed request that did not produce a response: a problem from the
 // domain, the store being down, or a bug.
 func (a *handlers) fail(c *gin.Context, k keyed, err error) {
@@ -53,16 +88,11 @@ func (a *handlers) fail(c *gin.Context, k keyed, err error) {
 	case errors.As(err, &p):
 	case db.IsUnavailable(err):
 		a.logger.Warn("store unavailable", "err", err, "request_id", server.RequestID(c))
-		c.Header("Retry-After", "2")
 		p = checkout.StoreUnavailable()
 	default:
 		a.logger.Error("keyed request failed", "err", err, "request_id", server.RequestID(c))
 		p = problem.Internal()
 	}
-	switch p.Code {
-	case "idempotency_key_in_use", "payment_pending", "needs_attention":
-		c.Header("Retry-After", "1")
-	}
 	setKeyHeaders(c, k, false, time.Time{})
-	server.Abort(c, checkout.AdviseKeyed(p))
+	server.Abort(c, p.Advised()) // Retry-After comes with the code, from problem.Codes
 }

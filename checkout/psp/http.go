@@ -209,7 +209,7 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request, v any, err erro
 	}
 	for _, d := range definitive {
 		if errors.Is(err, d.err) {
-			problem.Write(w, r, problem.New(d.status, d.code, d.title).WithDetail(err.Error()))
+			problem.Write(w, r, problem.New(d.status, problem.Code(d.code), d.title).WithDetail(err.Error()))
 			return
 		}
 	}

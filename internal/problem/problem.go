@@ -18,7 +18,7 @@ const ContentType = "application/problem+json"
 // disagree; Instance is the request path unless set.
 type Problem struct {
 	Status   int
-	Code     string
+	Code     Code
 	Title    string
 	Detail   string
 	Instance string
@@ -27,9 +27,17 @@ type Problem struct {
 	Extensions map[string]any
 }
 
-// New returns a problem with the given status, stable code and title.
-func New(status int, code, title string) *Problem {
+// New returns a problem with the given status, stable code and title. Only a service with
+// codes of its own (the fake payment provider) calls it: tekrar's problems come from the
+// table, through Of.
+func New(status int, code Code, title string) *Problem {
 	return &Problem{Status: status, Code: code, Title: title}
+}
+
+// WithTitle replaces the table's title, for an occurrence that a more precise one serves.
+func (p *Problem) WithTitle(title string) *Problem {
+	p.Title = title
+	return p
 }
 
 // WithDetail sets the human-readable explanation of this occurrence.
@@ -50,14 +58,14 @@ func (p *Problem) With(key string, value any) *Problem {
 // Error lets a problem travel as an error through the domain.
 func (p *Problem) Error() string {
 	if p.Detail != "" {
-		return p.Code + ": " + p.Detail
+		return string(p.Code) + ": " + p.Detail
 	}
-	return p.Code + ": " + p.Title
+	return string(p.Code) + ": " + p.Title
 }
 
 // TypeURI is the problem type for a code. A URN rather than a URL: it is stable, and the
 // codes are documented in docs/problems.md.
-func TypeURI(code string) string { return "urn:tekrar:problem:" + code }
+func TypeURI(code Code) string { return "urn:tekrar:problem:" + string(code) }
 
 // MarshalJSON writes type, title, status, detail, instance and code, then the extensions.
 func (p *Problem) MarshalJSON() ([]byte, error) {
@@ -146,10 +154,13 @@ func (p *Problem) Body(path string) []byte {
 	return body
 }
 
-// Write sends the problem as the response.
+// Write sends the problem as the response, with the Retry-After its code has in the table.
 func Write(w http.ResponseWriter, r *http.Request, p *Problem) {
 	body := p.Body(r.URL.Path)
 	h := w.Header()
+	if ra := retryAfter(p.Code); ra != "" {
+		h.Set("Retry-After", ra)
+	}
 	h.Set("Content-Type", ContentType)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("X-Content-Type-Options", "nosniff")

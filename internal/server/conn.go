@@ -121,10 +121,10 @@ var netHTTPRefusal = regexp.MustCompile(`^HTTP/1\.1 ([45]\d\d) [^\r\n]*\r\nConte
 
 // protocolCodes are the problem codes of net/http's refusals, by status.
 var protocolCodes = map[int]*problem.Problem{
-	http.StatusBadRequest:                  problem.New(http.StatusBadRequest, "malformed_request", "Request is not valid HTTP"),
-	http.StatusRequestHeaderFieldsTooLarge: problem.New(http.StatusRequestHeaderFieldsTooLarge, "headers_too_large", "Request headers too large"),
-	http.StatusNotImplemented:              problem.New(http.StatusNotImplemented, "transfer_encoding_not_supported", "Transfer encoding not supported"),
-	http.StatusHTTPVersionNotSupported:     problem.New(http.StatusHTTPVersionNotSupported, "http_version_not_supported", "HTTP version not supported"),
+	http.StatusBadRequest:                  problem.Of(problem.CodeMalformedRequest),
+	http.StatusRequestHeaderFieldsTooLarge: problem.Of(problem.CodeHeadersTooLarge),
+	http.StatusNotImplemented:              problem.Of(problem.CodeTransferEncodingNotSupported),
+	http.StatusHTTPVersionNotSupported:     problem.Of(problem.CodeHTTPVersionNotSupported),
 }
 
 func (c *httpConn) Write(b []byte) (int, error) {
@@ -152,7 +152,7 @@ func (c *httpConn) Write(b []byte) (int, error) {
 func refuseSmuggling(c *gin.Context) {
 	if hc, ok := c.Request.Context().Value(connKey{}).(*httpConn); ok && hc.conflict.Load() {
 		c.Header("Connection", "close")
-		Abort(c, problem.New(http.StatusBadRequest, "malformed_request", "Request framing is ambiguous").
+		Abort(c, problem.Of(problem.CodeMalformedRequest).WithTitle("Request framing is ambiguous").
 			WithDetail("send either Content-Length or Transfer-Encoding, not both"))
 		return
 	}

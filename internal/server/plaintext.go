@@ -34,7 +34,7 @@ func PlainText(advise func(*gin.Context, *problem.Problem) *problem.Problem) gin
 				err := r.ParseForm()
 				var tooLarge *http.MaxBytesError
 				if errors.As(err, &tooLarge) {
-					abortAdvised(c, advise, problem.New(http.StatusRequestEntityTooLarge, "body_too_large", "Request body too large").
+					abortAdvised(c, advise, problem.Of(problem.CodeBodyTooLarge).
 						WithDetail(fmt.Sprintf("a form may be at most %d bytes", MaxFormBytes)))
 					return
 				}
@@ -43,7 +43,7 @@ func PlainText(advise func(*gin.Context, *problem.Problem) *problem.Problem) gin
 			}
 		}
 		if !ok {
-			abortAdvised(c, advise, problem.New(http.StatusBadRequest, "malformed_request", "Request holds text that cannot be stored").
+			abortAdvised(c, advise, problem.Of(problem.CodeMalformedRequest).WithTitle("Request holds text that cannot be stored").
 				WithDetail("the path, query or form is not valid UTF-8 or holds a NUL character"))
 			return
 		}

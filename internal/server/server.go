@@ -79,8 +79,7 @@ func Ready(logger *slog.Logger, timeout time.Duration, ping func(context.Context
 		}
 		if err != nil {
 			logger.Warn("readiness: database unreachable", "err", err, "request_id", RequestID(c))
-			c.Header("Retry-After", "1")
-			Abort(c, problem.New(http.StatusServiceUnavailable, "store_unavailable", "Database unavailable"))
+			Abort(c, problem.Of(problem.CodeStoreUnavailable)) // with the table's Retry-After
 			return
 		}
 		c.JSON(http.StatusOK, gin.H{"status": "ready"})
@@ -136,7 +135,7 @@ func noStore(c *gin.Context) {
 func Abort(c *gin.Context, p *problem.Problem) {
 	c.Abort()
 	if p.Status >= 500 {
-		c.Set(logProblemKey, p.Code)
+		c.Set(logProblemKey, string(p.Code)) // a string: the access log reads it with GetString
 	}
 	problem.Write(c.Writer, c.Request, p)
 }

@@ -1,0 +1,210 @@
+package problem
+
+import (
+	"maps"
+	"net/http"
+	"strconv"
+)
+
+// Code is a problem's stable, machine-readable code: what clients branch on.
+type Code string
+
+// The codes a tekrar client can receive. Each has one row in Codes, which decides
+// everything about it that is not particular to one occurrence.
+const (
+	CodeIdempotencyKeyMissing        Code = "idempotency_key_missing"
+	CodeIdempotencyKeyInvalid        Code = "idempotency_key_invalid"
+	CodeMalformedJSON                Code = "malformed_json"
+	CodeMalformedRequest             Code = "malformed_request"
+	CodeUnauthorized                 Code = "unauthorized"
+	CodePaymentDeclined              Code = "payment_declined"
+	CodeCrossOriginRequest           Code = "cross_origin_request"
+	CodeNotFound                     Code = "not_found"
+	CodeOrderNotFound                Code = "order_not_found"
+	CodeRefundNotFound               Code = "refund_not_found"
+	CodeIdempotencyKeyNotFound       Code = "idempotency_key_not_found"
+	CodeMethodNotAllowed             Code = "method_not_allowed"
+	CodeOrderNotRefundable           Code = "order_not_refundable"
+	CodePaymentAbandoned             Code = "payment_abandoned"
+	CodeIdempotencyKeyInUse          Code = "idempotency_key_in_use"
+	CodeBodyTooLarge                 Code = "body_too_large"
+	CodeUnsupportedMediaType         Code = "unsupported_media_type"
+	CodeValidationFailed             Code = "validation_failed"
+	CodeRefundExceedsCaptured        Code = "refund_exceeds_captured"
+	CodeIdempotencyKeyReused         Code = "idempotency_key_reused"
+	CodeIdempotencyKeyExpired        Code = "idempotency_key_expired"
+	CodeHeadersTooLarge              Code = "headers_too_large"
+	CodeInternalError                Code = "internal_error"
+	CodeTransferEncodingNotSupported Code = "transfer_encoding_not_supported"
+	CodePaymentPending               Code = "payment_pending"
+	CodeStoreUnavailable             Code = "store_unavailable"
+	CodeNeedsAttention               Code = "needs_attention"
+	CodeHTTPVersionNotSupported      Code = "http_version_not_supported"
+)
+
+// Spec is everything about a code that does not depend on the occurrence: its status, its
+// title, what a client that sent an Idempotency-Key may do next, how long it should wait
+// before retrying, and what it means (docs/problems.md is generated from Doc).
+type Spec struct {
+	Code   Code
+	Status int
+	Title  string
+	// Retryable: the same request with the same key may succeed.
+	Retryable bool
+	// SafeNewKey: a new key cannot cause a second charge. Ignored when PerOccurrence.
+	SafeNewKey bool
+	// PerOccurrence: safe_new_key depends on the occurrence, so the raiser sets it.
+	PerOccurrence bool
+	// RetryAfter, in seconds, is sent as Retry-After with every problem of this code.
+	RetryAfter int
+	Doc        string
+}
+
+// Codes is the one table of problem codes, in the order docs/problems.md lists them. A code
+// that is not here cannot be raised (Of refuses it), and TestProblemsDoc keeps the
+// documentation generated from it.
+var Codes = []Spec{
+	// Nothing was executed and the request as sent can never succeed: fix it; the same key
+	// may be reused for the fixed request, and so may a new one.
+	{CodeIdempotencyKeyMissing, http.StatusBadRequest, "Idempotency-Key header required", false, true, false, 0,
+		"no `Idempotency-Key` on a POST that needs one"},
+	{CodeIdempotencyKeyInvalid, http.StatusBadRequest, "Idempotency-Key header invalid", false, true, false, 0,
+		"not 1-255 visible ASCII characters (bare or as an RFC 8941 `\"string\"`), or sent twice"},
+	{CodeMalformedJSON, http.StatusBadRequest, "Request body is not valid JSON", false, true, false, 0,
+		"the body is not one JSON document, is not UTF-8, or an object in it names a member twice"},
+	{CodeMalformedRequest, http.StatusBadRequest, "Request is not valid HTTP", false, true, false, 0,
+		"the path or query (or a console form) is not UTF-8 or holds a NUL character, which Postgres cannot store or search for; or the request is not valid HTTP/1.1 (a malformed request line, a header with bytes HTTP does not allow, no `Host`, two different `Content-Length`s), or has both `Content-Length` and `Transfer-Encoding` (the connection is closed)"},
+	{CodeUnauthorized, http.StatusUnauthorized, "Missing or invalid credentials", false, true, false, 0,
+		"missing or unknown `Authorization: Bearer` secret, or two `Authorization` headers"},
+	// A final, stored outcome: a retry replays it; a new key is a new attempt that charges
+	// nothing twice (the declined attempt charged nothing).
+	{CodePaymentDeclined, http.StatusPaymentRequired, "Payment declined", false, true, false, 0,
+		"the card was declined; `order_id` names the order, kept in status `declined`. Stored and replayed like a success"},
+	{CodeCrossOriginRequest, http.StatusForbidden, "Cross-origin request refused", false, true, false, 0,
+		"a console form sent from another origin (`Origin`, `Sec-Fetch-Site` or `Referer`; see console.md, Security)"},
+	{CodeNotFound, http.StatusNotFound, "Not found", false, true, false, 0,
+		"no such route"},
+	{CodeOrderNotFound, http.StatusNotFound, "Order not found", false, true, false, 0,
+		"no such order for this client (another client's order is not found, by design; so is anything in an order's place in the path that is not an order id, `ord_…`, such as an integer)"},
+	{CodeRefundNotFound, http.StatusNotFound, "Refund not found", false, true, false, 0,
+		"the order has no such refund (anything in a refund's place in the path that is not a refund id, `rf_…`, is not found either)"},
+	{CodeIdempotencyKeyNotFound, http.StatusNotFound, "Idempotency key not found", false, true, false, 0,
+		"this client never sent this key, or it was forgotten after its retention"},
+	{CodeMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed", false, true, false, 0,
+		"the route exists with another method"},
+	{CodeOrderNotRefundable, http.StatusConflict, "Order cannot be refunded", false, true, false, 0,
+		"only a paid or partially refunded order can be refunded"},
+	// The completer canceled an abandoned order: nothing was charged, or what still is gets
+	// refunded.
+	{CodePaymentAbandoned, http.StatusConflict, "Payment abandoned", false, true, false, 0,
+		"the request was interrupted before the card was charged and not retried in time: the completer (or an operator's release) canceled the order, named by `order_id`. When the payment provider canceled the charge key first, `detail` says nothing was charged; with a provider that cannot, it says that a charge the provider still completes is refunded in full automatically (docs/recovery.md). Stored and replayed; pay again with a new key"},
+	// The outcome is not known yet: retry with the same key, never a new one.
+	{CodeIdempotencyKeyInUse, http.StatusConflict, "A request with this key is still in progress", true, false, false, 1,
+		"the first request with this key is still running; retry after `Retry-After`, or send `Prefer: wait=N`"},
+	{CodeBodyTooLarge, http.StatusRequestEntityTooLarge, "Request body too large", false, true, false, 0,
+		"the body is over `TEKRAR_MAX_BODY_BYTES` (64 KiB by default); a console form over 64 KiB"},
+	{CodeUnsupportedMediaType, http.StatusUnsupportedMediaType, "Unsupported media type", false, true, false, 0,
+		"the body is not `application/json`; a console form that is not `application/x-www-form-urlencoded`"},
+	{CodeValidationFailed, http.StatusUnprocessableEntity, "Validation failed", false, true, false, 0,
+		"`errors` lists each field and what is wrong (text fields may not hold U+0000, which Postgres cannot store); nothing was stored, so the fixed request may reuse the key"},
+	{CodeRefundExceedsCaptured, http.StatusUnprocessableEntity, "Refund exceeds what was captured", false, true, false, 0,
+		"this refund, with the others of the order (counting those in progress), would exceed what was captured"},
+	// The key already stands for another request, or for a request that has expired: its
+	// effect may exist, so a new key could duplicate it.
+	{CodeIdempotencyKeyReused, http.StatusUnprocessableEntity, "Idempotency key reused with another request", false, false, false, 0,
+		"the key was first used for another request (other body, other endpoint); nothing was executed"},
+	{CodeIdempotencyKeyExpired, http.StatusUnprocessableEntity, "Idempotency key expired", false, false, true, 0,
+		"the key expired (or was swept and its tombstone is in its grace period); `order_id`, `first_seen` and `expired_at` say what it was. `safe_new_key` is false when this is the same purchase as the expired one, true when it is another purchase under an old key"},
+	{CodeHeadersTooLarge, http.StatusRequestHeaderFieldsTooLarge, "Request headers too large", false, true, false, 0,
+		"the request line and headers are over 64 KiB; the connection is closed"},
+	{CodeInternalError, http.StatusInternalServerError, "Internal server error", true, false, false, 0,
+		"a bug; the log has the details under the `X-Request-Id`"},
+	{CodeTransferEncodingNotSupported, http.StatusNotImplemented, "Transfer encoding not supported", false, true, false, 0,
+		"a `Transfer-Encoding` other than one `chunked`; the connection is closed"},
+	{CodePaymentPending, http.StatusServiceUnavailable, "Payment outcome not known yet", true, false, false, 1,
+		"the provider did not answer in time or failed: the charge may exist. Retry with the same key: tekrar looks the charge up before charging"},
+	{CodeStoreUnavailable, http.StatusServiceUnavailable, "Database unavailable", true, false, false, 2,
+		"the database is unreachable; tekrar failed closed and executed nothing it could not record"},
+	{CodeNeedsAttention, http.StatusServiceUnavailable, "This request needs an operator", true, false, false, 1,
+		"the outcome could not be resolved automatically and an operator is on it"},
+	{CodeHTTPVersionNotSupported, http.StatusHTTPVersionNotSupported, "HTTP version not supported", false, true, false, 0,
+		"an HTTP version other than 1.x on an HTTP/1 connection; the connection is closed"},
+}
+
+var specs = func() map[Code]Spec {
+	m := make(map[Code]Spec, len(Codes))
+	for _, s := range Codes {
+		m[s.Code] = s
+	}
+	return m
+}()
+
+// Lookup returns the table's row for code.
+func Lookup(code Code) (Spec, bool) {
+	s, ok := specs[code]
+	return s, ok
+}
+
+// Of returns a new problem of code with the table's status and title. A code that is not in
+// the table is a programming error: the client gets internal_error rather than a problem
+// nobody documented.
+func Of(code Code) *Problem {
+	s, ok := specs[code]
+	if !ok {
+		s = specs[CodeInternalError]
+	}
+	return &Problem{Status: s.Status, Code: s.Code, Title: s.Title}
+}
+
+// Advised adds retryable and safe_new_key, from the table, to a problem answered to a
+// request that carries an Idempotency-Key. A problem that already says (a code whose
+// safe_new_key depends on the occurrence) keeps what it says.
+//
+// It returns a copy and leaves p as it was, so that a domain's sentinel (a problem shared by
+// every request, like checkout.ErrOrderNotFound) can be advised and answered.
+func (p *Problem) Advised() *Problem {
+	if _, ok := p.Extensions["retryable"]; ok {
+		return p
+	}
+	s, ok := specs[p.Code]
+	if !ok {
+		s = Spec{Retryable: p.Status >= 500}
+	}
+	q := *p
+	q.Extensions = maps.Clone(p.Extensions)
+	return q.With("retryable", s.Retryable).With("safe_new_key", s.SafeNewKey)
+}
+
+// Is makes a problem an error that errors.Is matches by code: a domain declares the
+// problems its callers test for as sentinels (var ErrOrderNotFound = problem.Of(...)), and
+// every problem of that code, with whatever detail, is that error. One condition, one
+// error: the API answers it as it is, a console page tests for it.
+func (p *Problem) Is(target error) bool {
+	t, ok := target.(*Problem)
+	return ok && t != nil && t.Code == p.Code
+}
+
+// retryAfter is the Retry-After header value of code, "" for none.
+func retryAfter(code Code) string {
+	if s, ok := specs[code]; ok && s.RetryAfter > 0 {
+		return strconv.Itoa(s.RetryAfter)
+	}
+	return ""
+}
+
+// The problems the HTTP plumbing raises most, as shorthands.
+
+// NotFound is a route that does not exist.
+func NotFound() *Problem { return Of(CodeNotFound) }
+
+// MethodNotAllowed is a route that exists with another method.
+func MethodNotAllowed() *Problem { return Of(CodeMethodNotAllowed) }
+
+// Unauthorized is a missing, malformed or unknown client secret.
+func Unauthorized() *Problem {
+	return Of(CodeUnauthorized).WithDetail("send the client secret as 'Authorization: Bearer <secret>'")
+}
+
+// Internal is a bug: the details are in the log under the request id, never in the
+// response.
+func Internal() *Problem { return Of(CodeInternalError) }
