@@ -41,7 +41,6 @@ func TestOneErrorPerCondition(t *testing.T) {
 		{"refund-unknown", func() error { return refund(unknown) }, ErrOrderNotFound, problem.CodeOrderNotFound},
 		{"refund-integer", func() error { return refund("1") }, ErrOrderNotFound, problem.CodeOrderNotFound},
 		{"operator-refund-unknown", func() error { _, err := GetRefundTarget(ctx, e.db, unknown); return err }, ErrOrderNotFound, problem.CodeOrderNotFound},
-		{"detail-unknown", func() error { _, err := GetOrderDetail(ctx, e.db, 1<<40); return err }, ErrOrderNotFound, problem.CodeOrderNotFound},
 		{"get-refund-of-unknown-order", func() error {
 			_, err := e.s.GetRefund(ctx, e.client.ID, unknown, "rf_"+strings.Repeat("0", 32))
 			return err
