@@ -103,6 +103,19 @@ func (s *Sandbox) emit(ctx context.Context, tx *sqlx.Tx, chargeID, typ string, a
 	if fill != nil {
 		fill(&d)
 	}
+	if d.Dispute == nil {
+		// The charge's whole state: its latest dispute, if it has one, rides on every event.
+		var dp Dispute
+		err := tx.GetContext(ctx, &dp, `
+			SELECT id, charge_id, amount, reason, status, created_at, closed_at FROM psp_disputes
+			 WHERE charge_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1`, chargeID)
+		switch {
+		case err == nil:
+			d.Dispute = &dp
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("psp sandbox: event %s: read dispute: %w", typ, err)
+		}
+	}
 	e, body, err := newEvent(typ, at, d)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -23,6 +24,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/api"
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/checkout/webhook"
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/problem"
 	"github.com/tekrar/tekrar/internal/server"
@@ -93,6 +95,17 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		Service:       svc,
 		MaxBodyBytes:  int64(cfg.MaxBodyBytes),
 	})
+	if cfg.PSPWebhookSecrets != "" {
+		var keys []webhook.Key
+		for _, secret := range strings.Split(cfg.PSPWebhookSecrets, ",") {
+			k, err := webhook.ParseSecret(strings.TrimSpace(secret))
+			if err != nil {
+				return nil, fmt.Errorf("TEKRAR_PSP_WEBHOOK_SECRET: %w", err)
+			}
+			keys = append(keys, k)
+		}
+		e.POST("/webhooks/psp", api.ProviderInbox(svc, keys, logger))
+	}
 	consoleNotFound := admin.Register(e.Group("/admin"), admin.Deps{DB: db, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now,
 		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc})
 	sweeper := checkout.NewSweeper(db, SweepConfig(cfg, o.now), logger)

@@ -18,9 +18,12 @@ type Server struct {
 	AutoMigrate     bool
 	AuthCacheTTL    time.Duration
 	PSPURL          string
-	MaxBodyBytes    int
-	TrustedProxies  []string
-	SecureCookies   bool
+	// PSPWebhookSecrets are the provider webhooks' signing secrets, comma-separated (two
+	// during a rotation); empty: POST /webhooks/psp is not served.
+	PSPWebhookSecrets string
+	MaxBodyBytes      int
+	TrustedProxies    []string
+	SecureCookies     bool
 	// DoubleTapWindow is how far apart two paid orders of one customer, amount and items
 	// may be for the console to flag them as a suspected double tap.
 	DoubleTapWindow time.Duration
@@ -83,6 +86,7 @@ func BindServer(s *Set, command string, c *Server) {
 	s.Duration(&c.DBTimeout, "db-timeout", "TEKRAR_DB_TIMEOUT", "5s", "longest a database call waits for Postgres to answer; past it the request fails closed with 503 store_unavailable", 100*time.Millisecond, 10*time.Minute)
 	s.Bool(&c.AutoMigrate, "auto-migrate", "TEKRAR_AUTO_MIGRATE", "true", "apply pending migrations at start (safe with many replicas: a Postgres lock serialises them)")
 	s.Duration(&c.AuthCacheTTL, "auth-cache-ttl", "TEKRAR_AUTH_CACHE_TTL", "30s", "how long a client secret lookup is cached (a disabled client is refused after at most this)", 0, time.Hour)
+	s.String(&c.PSPWebhookSecrets, "psp-webhook-secret", "TEKRAR_PSP_WEBHOOK_SECRET", "", "the payment provider's webhook signing secret (whsec_...; two, comma-separated, during a rotation); unset: POST /webhooks/psp is not served")
 	s.URL(&c.PSPURL, "psp-url", "TEKRAR_PSP_URL", "payment provider base URL (a 'tekrar psp' process); unset: the sandbox provider runs in-process")
 	s.Bool(&c.SecureCookies, "secure-cookies", "TEKRAR_SECURE_COOKIES", "false", "mark console cookies Secure even on plain HTTP (TLS ends at a proxy in front); they are Secure on TLS anyway")
 	s.Duration(&c.DoubleTapWindow, "double-tap-window", "TEKRAR_DOUBLE_TAP_WINDOW", "2m", "console: how far apart two paid orders of one customer with the same amount and items are flagged as a suspected double tap", time.Second, 24*time.Hour)

@@ -40,6 +40,7 @@ const (
 	CodeStoreUnavailable             Code = "store_unavailable"
 	CodeNeedsAttention               Code = "needs_attention"
 	CodeHTTPVersionNotSupported      Code = "http_version_not_supported"
+	CodeWebhookSignatureInvalid      Code = "webhook_signature_invalid"
 )
 
 // Spec is everything about a code that does not depend on the occurrence: its status, its
@@ -74,6 +75,9 @@ var Codes = []Spec{
 		"the body is not one JSON document, is not UTF-8, or an object in it names a member twice"},
 	{CodeMalformedRequest, http.StatusBadRequest, "Request is not valid HTTP", false, true, false, 0,
 		"the path or query (or a console form) is not UTF-8 or holds a NUL character, which Postgres cannot store or search for; or the request is not valid HTTP/1.1 (a malformed request line, a header with bytes HTTP does not allow, no `Host`, two different `Content-Length`s), or has both `Content-Length` and `Transfer-Encoding` (the connection is closed)"},
+	// Only the payment provider posts to /webhooks/psp; it resends what it sent.
+	{CodeWebhookSignatureInvalid, http.StatusBadRequest, "Webhook signature invalid", false, true, false, 0,
+		"`POST /webhooks/psp`: the `webhook-signature` does not verify under the provider's secret, a `webhook-*` header is missing, `webhook-timestamp` is more than five minutes from tekrar's clock, or `webhook-id` is not the event's `id`; nothing was stored (docs/webhooks-in.md)"},
 	{CodeUnauthorized, http.StatusUnauthorized, "Missing or invalid credentials", false, true, false, 0,
 		"missing or unknown `Authorization: Bearer` secret, or two `Authorization` headers"},
 	// A final, stored outcome: a retry replays it; a new key is a new attempt that charges

@@ -1,0 +1,95 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/internal/db"
+	"github.com/tekrar/tekrar/internal/pgtext"
+	"github.com/tekrar/tekrar/internal/problem"
+	"github.com/tekrar/tekrar/internal/server"
+)
+
+// maxWebhookBody bounds a provider webhook's body; the sandbox's are under 2 KiB.
+const maxWebhookBody = 256 << 10
+
+// ProviderInbox answers POST /webhooks/psp: the payment provider's webhooks, outside /v1's
+// client authentication. The Standard Webhooks signature (under one of keys) and a
+// timestamp within five minutes are checked before anything is read or stored: a forged,
+// stale or altered delivery is 400 webhook_signature_invalid and leaves no trace but a log
+// line. A verified event is recorded once (a redelivery is acknowledged with 200 and
+// counted) and applied in its charge's order; an event type tekrar does not act on is
+// stored and acknowledged, not refused, so that the provider stops resending it.
+func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logger) gin.HandlerFunc {
+	verifier := webhook.Verifier{Keys: keys}
+	return func(c *gin.Context) {
+		body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxWebhookBody))
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			server.Abort(c, problem.Of(problem.CodeBodyTooLarge))
+			return
+		case err != nil:
+			server.Abort(c, problem.Of(problem.CodeMalformedRequest).WithDetail("the body could not be read"))
+			return
+		}
+		m, err := verifier.Verify(c.Request.Header, body)
+		if err != nil {
+			logger.Warn("provider webhook refused", "err", err, "request_id", server.RequestID(c))
+			server.Abort(c, problem.Of(problem.CodeWebhookSignatureInvalid).WithDetail(err.Error()))
+			return
+		}
+		e, err := decodeProviderEvent(body)
+		if err != nil {
+			server.Abort(c, problem.Of(problem.CodeMalformedJSON).WithDetail(err.Error()))
+			return
+		}
+		if e.ID != m.ID {
+			// The id deduplication goes by must be the one the signature covers.
+			server.Abort(c, problem.Of(problem.CodeWebhookSignatureInvalid).WithDetail("webhook-id is not the event's id"))
+			return
+		}
+		outcome, err := svc.ReceiveProviderEvent(c.Request.Context(), e)
+		if err != nil {
+			p := problem.Internal()
+			if db.IsUnavailable(err) {
+				p = checkout.StoreUnavailable()
+			}
+			logger.Warn("provider webhook not applied", "err", err, "event_id", e.ID, "request_id", server.RequestID(c))
+			server.Abort(c, p) // the provider delivers it again
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"id": e.ID, "outcome": outcome})
+	}
+}
+
+// decodeProviderEvent reads a verified body. Members tekrar does not know are allowed: a
+// provider adds fields without notice.
+func decodeProviderEvent(body []byte) (checkout.ProviderEvent, error) {
+	var pe psp.Event
+	if err := json.Unmarshal(body, &pe); err != nil {
+		return checkout.ProviderEvent{}, errors.New("the body is not a provider event: " + err.Error())
+	}
+	if pe.ID == "" || len(pe.ID) > 255 || pe.Type == "" || len(pe.Type) > 100 ||
+		!pgtext.Valid(pe.ID) || !pgtext.Valid(pe.Type) {
+		return checkout.ProviderEvent{}, errors.New("an event needs an id (1 to 255 characters) and a type (1 to 100)")
+	}
+	e := checkout.ProviderEvent{Provider: "psp", ID: pe.ID, Type: pe.Type, Body: body}
+	if d := pe.Data; d.ChargeID != "" {
+		if d.Sequence <= 0 || !pgtext.Valid(d.ChargeID) || !pgtext.Valid(d.ChargeKey) {
+			return checkout.ProviderEvent{}, errors.New("a charge's event needs a positive sequence")
+		}
+		e.Charge = &checkout.ProviderCharge{ID: d.ChargeID, Key: d.ChargeKey, Sequence: d.Sequence, Status: d.Status,
+			Amount: d.Amount, Currency: d.Currency, Refunded: d.RefundedAmount,
+			Disputed: d.Dispute != nil && d.Dispute.Status == psp.DisputeOpen}
+	}
+	return e, nil
+}

@@ -1,0 +1,203 @@
+package api_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/internal/apptest"
+	"github.com/tekrar/tekrar/internal/config"
+)
+
+// inboxEnv is tekrar with its provider inbox on, and the provider's signing key.
+func inboxEnv(t *testing.T) (*apptest.Env, webhook.Key) {
+	t.Helper()
+	secret := webhook.NewSecret()
+	e := apptest.New(t, func(c *config.Server) { c.PSPWebhookSecrets = secret })
+	k, err := webhook.ParseSecret(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, k
+}
+
+// event is the body of a provider event of charge ch at seq, in the sandbox's shape.
+func event(t *testing.T, id, typ, ch string, seq int, refunded int64) []byte {
+	t.Helper()
+	b, err := json.Marshal(psp.Event{ID: id, Type: typ, Created: time.Now().UTC(), Data: psp.EventData{
+		ChargeID: ch, ChargeKey: "tekrar_ch_" + ch, Sequence: seq, Amount: 9000, Currency: "TRY",
+		Status: psp.StatusSucceeded, RefundedAmount: refunded}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// deliver posts body to the inbox with headers h; h nil signs it now with k.
+func deliver(e *apptest.Env, k webhook.Key, id string, body []byte, h http.Header) (int, string, error) {
+	if h == nil {
+		h = webhook.Headers(id, time.Now(), body, k)
+	}
+	req, err := http.NewRequest("POST", e.URL+"/webhooks/psp", bytes.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header = h
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out struct {
+		Outcome string `json:"outcome"`
+		Code    string `json:"code"`
+	}
+	_ = json.Unmarshal(b, &out)
+	if out.Code != "" {
+		return resp.StatusCode, out.Code, nil
+	}
+	return resp.StatusCode, out.Outcome, nil
+}
+
+// Forged, stale and altered deliveries are refused with 400 and store nothing; the genuine
+// one is accepted.
+func TestProviderWebhookSignatures(t *testing.T) {
+	e, k := inboxEnv(t)
+	body := event(t, "evt_sig", psp.EventChargeSucceeded, "ch_sig", 1, 0)
+	other, _ := webhook.ParseSecret(webhook.NewSecret())
+	cases := []struct {
+		name string
+		h    http.Header
+		body []byte
+	}{
+		{"forged: another key", webhook.Headers("evt_sig", time.Now(), body, other), body},
+		{"stale: six minutes old", webhook.Headers("evt_sig", time.Now().Add(-6*time.Minute), body, k), body},
+		{"from the future", webhook.Headers("evt_sig", time.Now().Add(6*time.Minute), body, k), body},
+		{"body changed after signing", webhook.Headers("evt_sig", time.Now(), body, k), bytes.Replace(body, []byte("9000"), []byte("9001"), 1)},
+		{"replayed under another id", webhook.Headers("evt_other", time.Now(), body, k), body},
+		{"no signature", http.Header{}, body},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			status, code, err := deliver(e, k, "", c.body, c.h)
+			if err != nil || status != 400 || code != "webhook_signature_invalid" {
+				t.Fatalf("%d %s %v, want 400 webhook_signature_invalid", status, code, err)
+			}
+		})
+	}
+	if n := count(t, e, `SELECT count(*) FROM provider_events`) + count(t, e, `SELECT count(*) FROM provider_charges`); n != 0 {
+		t.Fatalf("refused deliveries stored %d rows", n)
+	}
+	if status, outcome, err := deliver(e, k, "evt_sig", body, nil); err != nil || status != 200 || outcome != "applied" {
+		t.Fatalf("the genuine delivery: %d %s %v", status, outcome, err)
+	}
+	// An event type tekrar does not know is stored and acknowledged, not refused.
+	if status, outcome, _ := deliver(e, k, "evt_new", event(t, "evt_new", "charge.captured_in_2030", "ch_sig", 2, 0), nil); status != 200 || outcome != "ignored" {
+		t.Fatalf("unknown type: %d %s", status, outcome)
+	}
+	if n := count(t, e, `SELECT last_sequence FROM provider_charges WHERE charge_id = 'ch_sig'`); n != 1 {
+		t.Errorf("an unknown type moved the charge to sequence %d", n)
+	}
+}
+
+// The same event delivered 50 times at once is recorded once and applied once; every
+// delivery is acknowledged with 200 and counted.
+func TestProviderWebhookDeliveredFiftyTimesAtOnce(t *testing.T) {
+	e, k := inboxEnv(t)
+	body := event(t, "evt_storm", psp.EventRefundSucceeded, "ch_storm", 3, 4000)
+	const n = 50
+	outcomes := make([]string, n)
+	statuses := make([]int, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			statuses[i], outcomes[i], _ = deliver(e, k, "evt_storm", body, nil)
+		})
+	}
+	close(start)
+	wg.Wait()
+	got := map[string]int{}
+	for i := range n {
+		if statuses[i] != 200 {
+			t.Errorf("delivery %d: %d %s", i, statuses[i], outcomes[i])
+		}
+		got[outcomes[i]]++
+	}
+	if got["applied"] != 1 || got["duplicate"] != n-1 {
+		t.Errorf("outcomes %v, want 1 applied and %d duplicates", got, n-1)
+	}
+	if c := count(t, e, `SELECT deliveries FROM provider_events WHERE event_id = 'evt_storm'`); c != n {
+		t.Errorf("deliveries counted %d, want %d", c, n)
+	}
+	if c := count(t, e, `SELECT count(*) FROM provider_events`); c != 1 {
+		t.Errorf("%d events stored, want 1", c)
+	}
+}
+
+// The events of one charge, delivered in every order, leave the charge in the state of its
+// newest event; each older event that arrives after a newer one is stale and changes
+// nothing.
+func TestProviderWebhooksInEveryOrder(t *testing.T) {
+	e, k := inboxEnv(t)
+	types := []string{psp.EventChargeSucceeded, psp.EventRefundSucceeded, psp.EventRefundSucceeded, psp.EventChargeRefunded}
+	refunded := []int64{0, 4000, 9000, 9000}
+	var perms [][]int
+	var permute func(p []int, k int)
+	permute = func(p []int, k int) {
+		if k == len(p) {
+			perms = append(perms, append([]int(nil), p...))
+			return
+		}
+		for i := k; i < len(p); i++ {
+			p[k], p[i] = p[i], p[k]
+			permute(p, k+1)
+			p[k], p[i] = p[i], p[k]
+		}
+	}
+	permute([]int{0, 1, 2, 3}, 0)
+	for n, perm := range perms {
+		ch := fmt.Sprintf("ch_perm%d", n)
+		stale := 0
+		newest := 0
+		for _, i := range perm {
+			id := fmt.Sprintf("evt_%s_%d", ch, i+1)
+			status, outcome, err := deliver(e, k, id, event(t, id, types[i], ch, i+1, refunded[i]), nil)
+			if err != nil || status != 200 {
+				t.Fatalf("%v: %d %v", perm, status, err)
+			}
+			want := "applied"
+			if i+1 < newest {
+				want = "stale"
+				stale++
+			} else {
+				newest = i + 1
+			}
+			if outcome != want {
+				t.Errorf("order %v, event %d: %s, want %s", perm, i+1, outcome, want)
+			}
+		}
+		if seq := count(t, e, `SELECT last_sequence FROM provider_charges WHERE charge_id = $1`, ch); seq != 4 {
+			t.Errorf("order %v: charge at sequence %d, want 4", perm, seq)
+		}
+		if r := count(t, e, `SELECT refunded FROM provider_charges WHERE charge_id = $1`, ch); r != 9000 {
+			t.Errorf("order %v: refunded %d, want 9000", perm, r)
+		}
+		if s := count(t, e, `SELECT count(*) FROM provider_events WHERE charge_id = $1 AND outcome = 'stale'`, ch); s != stale {
+			t.Errorf("order %v: %d stale, want %d", perm, s, stale)
+		}
+	}
+	if len(perms) != 24 {
+		t.Fatalf("%d orders tried, want 24", len(perms))
+	}
+}
