@@ -2,10 +2,16 @@ package checkout
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout/psp"
 )
 
 // The provider inbox: the payment provider's webhooks, each recorded once under a unique
@@ -31,14 +37,32 @@ type ProviderEvent struct {
 
 // ProviderCharge is a charge as the provider's newest event describes it.
 type ProviderCharge struct {
-	ID       string
-	Key      string // the provider-side key tekrar charged under
-	Sequence int
-	Status   string
-	Amount   int64
-	Currency string
-	Refunded int64
-	Disputed bool
+	ID          string
+	Key         string // the provider-side key tekrar charged under
+	Description string // tekrar's reference, as given with the charge (chargeDescription)
+	Sequence    int
+	Status      string
+	DeclineCode string
+	CardBrand   string
+	CardLast4   string
+	Amount      int64
+	Currency    string
+	Refunded    int64
+	Disputed    bool
+}
+
+// chargeDescription is what tekrar gives the provider with a charge, and the provider
+// echoes in its events: the order it is for.
+func chargeDescription(orderID int64) string { return "order " + strconv.FormatInt(orderID, 10) }
+
+// orderOfDescription reads chargeDescription back.
+func orderOfDescription(d string) (int64, bool) {
+	n, ok := strings.CutPrefix(d, "order ")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(n, 10, 64)
+	return id, err == nil && id > 0
 }
 
 // Inbox outcomes: what receiving one delivery did.
@@ -95,6 +119,9 @@ func (s *Service) ReceiveProviderEvent(ctx context.Context, e ProviderEvent) (ou
 		outcome = InboxStale
 		if applied {
 			outcome = InboxApplied
+			if err := s.applyChargeToOrder(ctx, tx, *e.Charge); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE provider_events SET outcome = $3 WHERE provider = $1 AND event_id = $2`,
 			e.Provider, e.ID, outcome); err != nil {
@@ -109,6 +136,53 @@ func (s *Service) ReceiveProviderEvent(ctx context.Context, e ProviderEvent) (ou
 		return "", fmt.Errorf("receive provider event %s: commit: %w", e.ID, err)
 	}
 	return outcome, nil
+}
+
+// applyChargeToOrder makes the order the charge was made for agree with the charge's newest
+// state, inside the inbox's transaction:
+//
+//   - a charge that succeeded or was declined while its key is still in progress (the
+//     worker's answer was lost, or it is still waiting for it) settles the order as the
+//     worker would have, with the key's response stored, so that the next retry replays it.
+//     The key row is locked first: the worker, a client's retry or the completer finishing
+//     at the same moment either committed before (the key is completed: nothing to do) or
+//     finds the key completed and is fenced;
+//   - a succeeded charge of an order canceled without a fence makes the refund owed due now.
+//
+// A charge whose description names no order of tekrar's, or whose key is not the key tekrar
+// derives from that order's key row, is not tekrar's to settle (reconciliation's job).
+func (s *Service) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c ProviderCharge) error {
+	orderID, ok := orderOfDescription(c.Description)
+	if !ok {
+		return nil
+	}
+	var k Key
+	err := tx.GetContext(ctx, &k, `SELECT `+keyColumns+` FROM idempotency_keys WHERE order_id = $1 FOR UPDATE`, orderID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("lock the key of order %d: %w", orderID, err)
+	}
+	pk := providerKey("charge", &k)
+	if pk != c.Key {
+		return nil
+	}
+	ch := psp.Charge{ID: c.ID, Key: c.Key, Amount: c.Amount, Currency: c.Currency, Status: c.Status,
+		DeclineCode: c.DeclineCode, CardBrand: c.CardBrand, CardLast4: c.CardLast4}
+	switch {
+	case k.State == StateInProgress && (c.Status == psp.StatusSucceeded || c.Status == psp.StatusDeclined):
+		if _, err := s.settleCharge(ctx, tx, &k, ch, pk); err != nil {
+			return fmt.Errorf("settle order %d from the provider's event: %w", orderID, err)
+		}
+	case c.Status == psp.StatusSucceeded:
+		if _, err := tx.ExecContext(ctx, `
+			UPDATE compensations SET next_attempt_at = least(next_attempt_at, $2), charge_id = coalesce(charge_id, $3)
+			 WHERE order_id = $1 AND state = 'watching'`, orderID, s.cfg.Now(), c.ID); err != nil {
+			return fmt.Errorf("compensation of order %d: %w", orderID, err)
+		}
+	}
+	return nil
 }
 
 // advanceProviderCharge moves the charge's known state to c if c is newer than what was

@@ -211,7 +211,7 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 	if !resumed || errors.Is(err, psp.ErrNotFound) {
 		ch, err = o.s.provider.Charge(pctx, psp.ChargeRequest{
 			Key: pk, Amount: o.in.Amount, Currency: o.in.Currency, CardToken: o.in.Payment.CardToken,
-			Description: "order " + strconv.FormatInt(k.OrderID.Int64, 10),
+			Description: chargeDescription(k.OrderID.Int64),
 		})
 	}
 	if errors.Is(err, psp.ErrKeyCanceled) || (err == nil && ch.Status == psp.StatusCanceled) {

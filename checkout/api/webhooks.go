@@ -87,7 +87,8 @@ func decodeProviderEvent(body []byte) (checkout.ProviderEvent, error) {
 		if d.Sequence <= 0 || !pgtext.Valid(d.ChargeID) || !pgtext.Valid(d.ChargeKey) {
 			return checkout.ProviderEvent{}, errors.New("a charge's event needs a positive sequence")
 		}
-		e.Charge = &checkout.ProviderCharge{ID: d.ChargeID, Key: d.ChargeKey, Sequence: d.Sequence, Status: d.Status,
+		e.Charge = &checkout.ProviderCharge{ID: d.ChargeID, Key: d.ChargeKey, Description: d.Description,
+			Sequence: d.Sequence, Status: d.Status, DeclineCode: d.DeclineCode, CardBrand: d.CardBrand, CardLast4: d.CardLast4,
 			Amount: d.Amount, Currency: d.Currency, Refunded: d.RefundedAmount,
 			Disputed: d.Dispute != nil && d.Dispute.Status == psp.DisputeOpen}
 	}

@@ -20,7 +20,10 @@ import (
 func inboxEnv(t *testing.T) (*apptest.Env, webhook.Key) {
 	t.Helper()
 	secret := webhook.NewSecret()
-	e := apptest.New(t, func(c *config.Server) { c.PSPWebhookSecrets = secret })
+	e := apptest.New(t, func(c *config.Server) {
+		c.PSPWebhookSecrets = secret
+		c.ProviderTimeout = 300 * time.Millisecond // tok_timeout answers within it
+	})
 	k, err := webhook.ParseSecret(secret)
 	if err != nil {
 		t.Fatal(err)
@@ -199,5 +202,112 @@ func TestProviderWebhooksInEveryOrder(t *testing.T) {
 	}
 	if len(perms) != 24 {
 		t.Fatalf("%d orders tried, want 24", len(perms))
+	}
+}
+
+// ledgerEvent is the provider's charge.succeeded (or charge.failed) event for the charge the
+// sandbox made for the order of key, built from its ledger as the sandbox builds it.
+func ledgerEvent(t *testing.T, e *apptest.Env, key string) (string, []byte) {
+	t.Helper()
+	var c struct {
+		ID          string `db:"id"`
+		Key         string `db:"key"`
+		Amount      int64  `db:"amount"`
+		Currency    string `db:"currency"`
+		Status      string `db:"status"`
+		Description string `db:"description"`
+		Brand       string `db:"card_brand"`
+		Last4       string `db:"card_last4"`
+	}
+	if err := e.DB.Get(&c, `
+		SELECT ch.id, ch.key, ch.amount, ch.currency, ch.status, ch.description, ch.card_brand, ch.card_last4
+		  FROM psp_charges ch JOIN idempotency_keys k ON ch.description = 'order ' || k.order_id
+		 WHERE k.key = $1`, key); err != nil {
+		t.Fatalf("the ledger's charge for %s: %v", key, err)
+	}
+	typ := psp.EventChargeSucceeded
+	if c.Status != psp.StatusSucceeded {
+		typ = psp.EventChargeFailed
+	}
+	id := "evt_" + c.ID
+	b, err := json.Marshal(psp.Event{ID: id, Type: typ, Created: time.Now().UTC(), Data: psp.EventData{
+		ChargeID: c.ID, ChargeKey: c.Key, Description: c.Description, Sequence: 1, Amount: c.Amount,
+		Currency: c.Currency, Status: c.Status, CardBrand: c.Brand, CardLast4: c.Last4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, b
+}
+
+// A tok_timeout charge: the provider made it but its answer never came, so the client got
+// 503 payment_pending. The provider's charge.succeeded settles the order: paid, the key
+// completed, and the client's retry replays the paid answer; one charge, one payment.
+func TestChargeSucceededWebhookSettlesAPendingPayment(t *testing.T) {
+	e, k := inboxEnv(t)
+	body := orderBody(9000, "tok_timeout")
+	problemOf(t, postOrder(t, e, e.Secret, "k-lost-answer", body), 503, "payment_pending")
+	id, ev := ledgerEvent(t, e, "k-lost-answer")
+	if status, outcome, err := deliver(e, k, id, ev, nil); err != nil || status != 200 || outcome != "applied" {
+		t.Fatalf("webhook: %d %s %v", status, outcome, err)
+	}
+	if n := count(t, e, `SELECT count(*) FROM idempotency_keys WHERE key = 'k-lost-answer' AND state = 'completed' AND response_status = 201`); n != 1 {
+		t.Fatal("the key was not completed with the paid answer")
+	}
+	r := postOrder(t, e, e.Secret, "k-lost-answer", body)
+	if r.Status != 201 || r.Header.Get("Idempotent-Replayed") != "true" || decodeOrder(t, r).Status != "paid" {
+		t.Fatalf("the retry: %d replayed=%q %s", r.Status, r.Header.Get("Idempotent-Replayed"), r.Body)
+	}
+	if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status = 'succeeded'`); n != 1 {
+		t.Errorf("%d charges", n)
+	}
+	if n := count(t, e, `SELECT count(*) FROM payments`); n != 1 {
+		t.Errorf("%d payments", n)
+	}
+	// Redelivered later, it changes nothing.
+	if _, outcome, _ := deliver(e, k, id, ev, nil); outcome != "duplicate" {
+		t.Errorf("redelivery: %s", outcome)
+	}
+}
+
+// The client's retry, the completer and the provider's webhook race for one lost answer:
+// whoever wins, the order ends paid once, the key replays paid, and there is one charge and
+// one payment.
+func TestLostAnswerRaceOfRetryCompleterAndWebhook(t *testing.T) {
+	for round := range 5 {
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			e, k := inboxEnv(t)
+			key := fmt.Sprintf("k-race-%d", round)
+			body := orderBody(9000, "tok_timeout")
+			problemOf(t, postOrder(t, e, e.Secret, key, body), 503, "payment_pending")
+			id, ev := ledgerEvent(t, e, key)
+			e.Clock.Advance(10 * time.Minute) // the lease and the completer's grace are over
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			var retry apptest.Response
+			wg.Go(func() {
+				<-start
+				retry, _ = e.Send("POST", "/v1/orders", e.Secret, body, "Idempotency-Key", key, "Prefer", "wait=5")
+			})
+			wg.Go(func() { <-start; _, _ = e.App.Completer.Pass(t.Context()) })
+			wg.Go(func() { <-start; _, _, _ = deliver(e, k, id, ev, nil) })
+			close(start)
+			wg.Wait()
+			if retry.Status != 201 && retry.Status != 409 {
+				t.Errorf("the racing retry: %d %s", retry.Status, retry.Body)
+			}
+			r := postOrder(t, e, e.Secret, key, body)
+			if r.Status != 201 || decodeOrder(t, r).Status != "paid" {
+				t.Fatalf("after the race: %d %s", r.Status, r.Body)
+			}
+			if n := count(t, e, `SELECT count(*) FROM psp_charges WHERE status = 'succeeded'`); n != 1 {
+				t.Errorf("%d charges", n)
+			}
+			if n := count(t, e, `SELECT count(*) FROM payments`); n != 1 {
+				t.Errorf("%d payments", n)
+			}
+			if n := count(t, e, `SELECT count(*) FROM orders WHERE status = 'paid'`); n != 1 {
+				t.Errorf("%d paid orders", n)
+			}
+		})
 	}
 }

@@ -34,12 +34,15 @@ type Event struct {
 // last it applied for the charge, so late or repeated events never move a charge backwards.
 type EventData struct {
 	ChargeID       string   `json:"charge_id"`
-	ChargeKey      string   `json:"charge_key"` // the provider-side key the charge was made under
+	ChargeKey      string   `json:"charge_key"`            // the provider-side key the charge was made under
+	Description    string   `json:"description,omitempty"` // the merchant's, as given with the charge
 	Sequence       int      `json:"sequence"`
 	Amount         int64    `json:"amount"`
 	Currency       string   `json:"currency"`
 	Status         string   `json:"status"` // succeeded or declined
 	DeclineCode    string   `json:"decline_code,omitempty"`
+	CardBrand      string   `json:"card_brand,omitempty"`
+	CardLast4      string   `json:"card_last4,omitempty"`
 	RefundedAmount int64    `json:"refunded_amount"`
 	Refund         *Refund  `json:"refund,omitempty"`  // refund.succeeded
 	Dispute        *Dispute `json:"dispute,omitempty"` // dispute.created, dispute.closed
@@ -87,19 +90,23 @@ func (s *Sandbox) emit(ctx context.Context, tx *sqlx.Tx, chargeID, typ string, a
 		Currency    string `db:"currency"`
 		Status      string `db:"status"`
 		DeclineCode string `db:"decline_code"`
+		Description string `db:"description"`
+		CardBrand   string `db:"card_brand"`
+		CardLast4   string `db:"card_last4"`
 		Refunded    int64  `db:"refunded_amount"`
 		Seq         int    `db:"seq"`
 	}
 	err := tx.GetContext(ctx, &r, `
 		SELECT c.id AS charge_id, c.key AS charge_key, coalesce(c.amount, 0) AS amount,
-		       coalesce(c.currency, '') AS currency, c.status, c.decline_code, c.refunded_amount,
+		       coalesce(c.currency, '') AS currency, c.status, c.decline_code, c.description, c.card_brand, c.card_last4, c.refunded_amount,
 		       (SELECT coalesce(max(seq), 0) + 1 FROM psp_events WHERE charge_id = c.id) AS seq
 		  FROM psp_charges c WHERE c.id = $1`, chargeID)
 	if err != nil {
 		return fmt.Errorf("psp sandbox: event %s: read charge: %w", typ, err)
 	}
-	d := EventData{ChargeID: r.ChargeID, ChargeKey: r.ChargeKey, Sequence: r.Seq, Amount: r.Amount,
-		Currency: r.Currency, Status: r.Status, DeclineCode: r.DeclineCode, RefundedAmount: r.Refunded}
+	d := EventData{ChargeID: r.ChargeID, ChargeKey: r.ChargeKey, Description: r.Description, Sequence: r.Seq, Amount: r.Amount,
+		Currency: r.Currency, Status: r.Status, DeclineCode: r.DeclineCode, CardBrand: r.CardBrand, CardLast4: r.CardLast4,
+		RefundedAmount: r.Refunded}
 	if fill != nil {
 		fill(&d)
 	}

@@ -221,8 +221,8 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 		if status != StatusSucceeded {
 			typ = EventChargeFailed
 		}
-		e, body, err := newEvent(typ, now, EventData{ChargeID: id, ChargeKey: req.Key, Sequence: 1, Amount: req.Amount,
-			Currency: req.Currency, Status: status, DeclineCode: c.declineCode})
+		e, body, err := newEvent(typ, now, EventData{ChargeID: id, ChargeKey: req.Key, Description: req.Description, Sequence: 1, Amount: req.Amount,
+			Currency: req.Currency, Status: status, DeclineCode: c.declineCode, CardBrand: c.brand, CardLast4: c.last4})
 		if err != nil {
 			return Charge{}, err
 		}
