@@ -132,6 +132,7 @@ func (s *Service) ReceiveProviderEvent(ctx context.Context, e ProviderEvent) (ou
 	if err != nil {
 		return "", fmt.Errorf("receive provider event %s: %w", e.ID, err)
 	}
+	s.crash(CrashInboxBeforeCommit)
 	if err := tx.Commit(); err != nil {
 		return "", fmt.Errorf("receive provider event %s: commit: %w", e.ID, err)
 	}

@@ -55,6 +55,8 @@ const (
 	CrashAfterClaim    = "after_claim"    // the key and its order are committed; the provider was not called
 	CrashAfterProvider = "after_provider" // the provider answered; nothing of it is stored yet
 	CrashAfterComplete = "after_complete" // the outcome is committed; the client has no answer yet
+	// CrashInboxBeforeCommit: a provider event and its effect are written, not committed.
+	CrashInboxBeforeCommit = "inbox_before_commit"
 )
 
 func (s *Service) crash(point string) {

@@ -246,3 +246,52 @@ func TestSandboxWebhooksDuplicatedAndReordered(t *testing.T) {
 	t.Logf("events sent %d, deliveries received %d (duplicates absorbed %d), applied out of order as stale %d, lost answers settled %d",
 		events, deliveries, deliveries-recorded, stale, len(lost))
 }
+
+// A replica dies (exit, as abruptly as a kill) after writing a provider event and its effect
+// but before committing: nothing of it stays, and the redelivery to the other replica
+// applies it once.
+func TestWebhookKilledWhileApplying(t *testing.T) {
+	t.Parallel()
+	dbURL := dbtest.NewURL(t)
+	db := openDB(t, dbURL)
+	secret := webhook.NewSecret()
+	ports := freePorts(t, 2)
+	common := []string{"TEKRAR_LOG_LEVEL=warn", "TEKRAR_PSP_WEBHOOK_SECRET=" + secret}
+	doomed, baseA := startServe(t, dbURL, ports[0], append(common, "TEKRAR_CRASH_AT=inbox_before_commit", "TEKRAR_CRASH_RATE=1")...)
+	_, baseB := startServe(t, dbURL, ports[1], common...)
+	k, err := webhook.ParseSecret(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, _ := json.Marshal(psp.Event{ID: "evt_kill", Type: psp.EventRefundSucceeded, Created: time.Now().UTC(),
+		Data: psp.EventData{ChargeID: "ch_kill", ChargeKey: "pk_kill", Sequence: 2, Amount: 900, Currency: "TRY",
+			Status: psp.StatusSucceeded, RefundedAmount: 300}})
+	post := func(base string) (int, error) {
+		req, _ := http.NewRequest("POST", base+"/webhooks/psp", bytes.NewReader(ev))
+		req.Header = webhook.Headers("evt_kill", time.Now(), ev, k)
+		resp, err := newHTTPClient().Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if _, err := post(baseA); err == nil {
+		t.Fatal("the doomed replica answered")
+	}
+	if code := doomed.wait(t, 10*time.Second); code != 3 {
+		t.Fatalf("the doomed replica exited %d, want 3 (its crash point)", code)
+	}
+	if n := countRows(t, db, `SELECT count(*) FROM provider_events`) + countRows(t, db, `SELECT count(*) FROM provider_charges`); n != 0 {
+		t.Fatalf("%d rows survived the crash", n)
+	}
+	if status, err := post(baseB); err != nil || status != 200 {
+		t.Fatalf("the redelivery: %d %v", status, err)
+	}
+	if n := countRows(t, db, `SELECT count(*) FROM provider_events WHERE outcome = 'applied' AND deliveries = 1`); n != 1 {
+		t.Fatal("the redelivery was not applied exactly once")
+	}
+	if n := countRows(t, db, `SELECT refunded FROM provider_charges WHERE charge_id = 'ch_kill'`); n != 300 {
+		t.Errorf("refunded %d, want 300", n)
+	}
+}
