@@ -33,13 +33,13 @@ var conflictKinds = map[string]struct {
 // recentSweeps is how many sweeper passes the expirations page shows.
 const recentSweeps = 20
 
-func (a *console) replays(c *gin.Context) {
-	a.eventList(c, views.EventsPage{Nav: nav(c, "Replays"), Title: "Replays", Path: "/admin/replays",
+func (a *console) replays(c *gin.Context) error {
+	return a.eventList(c, views.EventsPage{Nav: nav(c, "Replays"), Title: "Replays", Path: "/admin/replays",
 		Intro: "Repeats of a finished request, answered with its stored response: nothing ran twice.",
 		Empty: "No replays match."}, []string{checkout.EventReplayed})
 }
 
-func (a *console) conflicts(c *gin.Context) {
+func (a *console) conflicts(c *gin.Context) error {
 	p := views.EventsPage{Nav: nav(c, "Conflicts"), Title: "Conflicts", Path: "/admin/conflicts",
 		Intro: "Keys sent again with another request (refused), and repeats that came while the key was still being worked on (told to retry).",
 		Kind:  c.Query("kind")}
@@ -50,39 +50,35 @@ func (a *console) conflicts(c *gin.Context) {
 	if !ok {
 		p.Kind, p.Filter = views.ConflictKinds[0], eventFilterForm(c)
 		p.Error = "kind must be conflicts, in-flight or both"
-		a.render(c, http.StatusBadRequest, views.EventsList(p))
-		return
+		return a.render(c, http.StatusBadRequest, views.EventsList(p))
 	}
 	p.Empty = k.empty
-	a.eventList(c, p, k.kinds)
+	return a.eventList(c, p, k.kinds)
 }
 
 // eventList renders a page of the events of kinds that match the request's filter form.
-func (a *console) eventList(c *gin.Context, p views.EventsPage, kinds []string) {
+func (a *console) eventList(c *gin.Context, p views.EventsPage, kinds []string) error {
 	p.Filter = eventFilterForm(c)
 	kf, err := a.keyFilter(c.Request.Context(), p.Filter, views.ZoneOf(c.Request.Context()))
 	if err != nil {
 		p.Error = err.Error()
-		a.render(c, http.StatusBadRequest, views.EventsList(p))
-		return
+		return a.render(c, http.StatusBadRequest, views.EventsList(p))
 	}
 	f := report.EventFilter{Kinds: kinds, ClientID: kf.ClientID, Key: kf.Key, CustomerID: kf.CustomerID,
 		OrderID: kf.OrderID, From: kf.From, To: kf.To}
 	rows, next, err := report.ListEvents(c.Request.Context(), a.DB, f, report.Page{After: c.Query("after")})
 	if errors.Is(err, report.ErrInvalidQuery) {
 		p.Error = err.Error()
-		a.render(c, http.StatusBadRequest, views.EventsList(p))
-		return
+		return a.render(c, http.StatusBadRequest, views.EventsList(p))
 	}
 	if err != nil {
-		a.fail(c, err)
-		return
+		return err
 	}
 	for _, e := range rows {
 		p.Rows = append(p.Rows, eventLine(e))
 	}
 	p.Next = nextHref(c, p.Path, "after", next)
-	a.render(c, http.StatusOK, views.EventsList(p))
+	return a.render(c, http.StatusOK, views.EventsList(p))
 }
 
 // eventFilterForm is the filter form of an event list: the key list's, without a state
@@ -148,7 +144,7 @@ func eventLine(e report.EventRow) views.EventLine {
 	return l
 }
 
-func (a *console) expirations(c *gin.Context) {
+func (a *console) expirations(c *gin.Context) error {
 	ctx := c.Request.Context()
 	p := views.ExpirationsPage{Nav: nav(c, "Expirations")}
 	status := http.StatusOK
@@ -163,8 +159,7 @@ func (a *console) expirations(c *gin.Context) {
 	now := a.Now()
 	keys, next, err := report.ExpiringKeys(ctx, a.DB, now, now.Add(time.Hour), report.Page{After: c.Query("expiring_after")})
 	if err != nil && !invalid(err) {
-		a.fail(c, err)
-		return
+		return err
 	}
 	for _, r := range keys {
 		p.Expiring = append(p.Expiring, keyLine(r))
@@ -173,8 +168,7 @@ func (a *console) expirations(c *gin.Context) {
 
 	sweeps, err := report.RecentSweeps(ctx, a.DB, recentSweeps)
 	if err != nil {
-		a.fail(c, err)
-		return
+		return err
 	}
 	for _, s := range sweeps {
 		p.Sweeps = append(p.Sweeps, views.SweepLine{At: s.StartedAt, Node: s.Node, Tombstoned: s.KeysTombstoned,
@@ -185,14 +179,13 @@ func (a *console) expirations(c *gin.Context) {
 	late, next, err := report.ListEvents(ctx, a.DB, report.EventFilter{Kinds: []string{checkout.EventLateRetry}},
 		report.Page{After: c.Query("late_after")})
 	if err != nil && !invalid(err) {
-		a.fail(c, err)
-		return
+		return err
 	}
 	for _, e := range late {
 		p.Late = append(p.Late, eventLine(e))
 	}
 	p.LateNext = nextHref(c, "/admin/expirations", "late_after", next)
-	a.render(c, status, views.ExpirationsList(p))
+	return a.render(c, status, views.ExpirationsList(p))
 }
 
 // nextHref is the URL of a list's next page: the request's own query (its filters, and

@@ -15,8 +15,6 @@ import (
 
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/report"
-	"github.com/tekrar/tekrar/internal/db"
-	"github.com/tekrar/tekrar/internal/server"
 	"github.com/tekrar/tekrar/views"
 )
 
@@ -26,7 +24,7 @@ var windows = map[string]time.Duration{"hour": time.Hour, "day": 24 * time.Hour,
 // 6 h), so that the chart is read from the per-minute counts.
 var chartBuckets = map[string]int{"hour": 20, "day": 24, "week": 28}
 
-func (a *console) overview(c *gin.Context) {
+func (a *console) overview(c *gin.Context) error {
 	window := c.DefaultQuery("window", "day")
 	span, ok := windows[window]
 	if !ok {
@@ -37,20 +35,17 @@ func (a *console) overview(c *gin.Context) {
 	from := to.Add(-span)
 	counts, err := report.EventCounts(ctx, a.DB, from, to, 0)
 	if err != nil {
-		a.fail(c, err)
-		return
+		return err
 	}
 	attention, err := report.NeedsAttention(ctx, a.DB)
 	if err != nil {
-		a.fail(c, err)
-		return
+		return err
 	}
 	// The chart ends with the current minute, so that its bars start on whole minutes.
 	end := to.Truncate(time.Minute).Add(time.Minute)
 	rate, err := report.ReplayRate(ctx, a.DB, end.Add(-span), end, chartBuckets[window])
 	if err != nil {
-		a.fail(c, err)
-		return
+		return err
 	}
 	o := views.Overview{Nav: nav(c, "Overview"), Window: window}
 	o.Stats = []views.Stat{
@@ -68,7 +63,7 @@ func (a *console) overview(c *gin.Context) {
 		o.Rate = fmt.Sprintf("%.1f%%", 100*float64(counts[checkout.EventReplayed])/float64(n))
 	}
 	o.Bars, o.BarW = chartBars(rate, views.ZoneOf(c.Request.Context()))
-	a.render(c, http.StatusOK, views.OverviewPage(o))
+	return a.render(c, http.StatusOK, views.OverviewPage(o))
 }
 
 // chartBars lays the replay chart out: per bucket, first executions under replays, scaled
@@ -96,30 +91,27 @@ func chartBars(rate []report.RateBucket, loc *time.Location) ([]views.Bar, int) 
 	return bars, w
 }
 
-func (a *console) keys(c *gin.Context) {
+func (a *console) keys(c *gin.Context) error {
 	f := queryFilter(c)
 	p := views.KeysPage{Nav: nav(c, "Keys"), Filter: f}
 	kf, err := a.keyFilter(c.Request.Context(), f, views.ZoneOf(c.Request.Context()))
 	if err != nil {
 		p.Error = err.Error()
-		a.render(c, http.StatusBadRequest, views.KeysList(p))
-		return
+		return a.render(c, http.StatusBadRequest, views.KeysList(p))
 	}
 	rows, next, err := report.ListKeys(c.Request.Context(), a.DB, kf, report.Page{After: c.Query("after")})
 	if errors.Is(err, report.ErrInvalidQuery) {
 		p.Error = err.Error()
-		a.render(c, http.StatusBadRequest, views.KeysList(p))
-		return
+		return a.render(c, http.StatusBadRequest, views.KeysList(p))
 	}
 	if err != nil {
-		a.fail(c, err)
-		return
+		return err
 	}
 	for _, r := range rows {
 		p.Rows = append(p.Rows, keyLine(r))
 	}
 	p.Next = nextHref(c, "/admin/keys", "after", next)
-	a.render(c, http.StatusOK, views.KeysList(p))
+	return a.render(c, http.StatusOK, views.KeysList(p))
 }
 
 // queryFilter reads the filter form of the key, replay and conflict lists.
@@ -191,26 +183,15 @@ func formTime(in string, loc *time.Location) (time.Time, error) {
 	return time.Time{}, errors.New("times must look like 2026-12-02T14:00, in " + loc.String())
 }
 
-func (a *console) key(c *gin.Context) {
-	clientID, err := strconv.ParseInt(c.Param("client"), 10, 64)
+func (a *console) key(c *gin.Context) error {
+	d, err := a.keyParams(c)
 	if err != nil {
-		a.errorPage(c, http.StatusNotFound, "There is no such key: it may have been forgotten after its grace period.")
-		return
+		return err
 	}
 	ctx := c.Request.Context()
-	d, err := report.GetKey(ctx, a.DB, clientID, c.Param("key"))
-	if errors.Is(err, checkout.ErrKeyNotFound) {
-		a.errorPage(c, http.StatusNotFound, "There is no such key: it may have been forgotten after its grace period.")
-		return
-	}
+	events, err := report.KeyTimeline(ctx, a.DB, d.ClientID, d.Key)
 	if err != nil {
-		a.fail(c, err)
-		return
-	}
-	events, err := report.KeyTimeline(ctx, a.DB, clientID, d.Key)
-	if err != nil {
-		a.fail(c, err)
-		return
+		return err
 	}
 	v := views.KeyDetail{Nav: nav(c, "Keys"), Key: d.Key, State: d.State}
 	v.Fields = []views.Field{
@@ -257,10 +238,9 @@ func (a *console) key(c *gin.Context) {
 	}
 	v.Timeline = timelineEntries(events)
 	if v.Actions, v.Audit, err = a.keyActions(c, d); err != nil {
-		a.fail(c, err)
-		return
+		return err
 	}
-	a.render(c, http.StatusOK, views.KeyPage(v))
+	return a.render(c, http.StatusOK, views.KeyPage(v))
 }
 
 // timelineEntries shows a key's events: who sent each request, and what it was answered.
@@ -280,39 +260,3 @@ func timelineEntries(events []report.EventRow) []views.TimelineEntry {
 }
 
 func field(label, value string) views.Field { return views.Field{Label: label, Value: value} }
-
-// fail answers a console request that hit an error: the details go to the log under the
-// request id, never to the page. With the database unreachable it is a 503 page that says
-// so, as the API's store_unavailable does.
-func (a *console) fail(c *gin.Context, err error) {
-	if db.IsUnavailable(err) {
-		a.Logger.Warn("console: store unavailable", "err", err, "request_id", server.RequestID(c))
-		c.Header("Retry-After", "2")
-		a.render(c, http.StatusServiceUnavailable, views.StoreDownPage(server.RequestID(c)))
-		return
-	}
-	a.Logger.Error("console", "err", err, "request_id", server.RequestID(c))
-	a.errorPage(c, http.StatusInternalServerError, "The page could not be shown. Nothing was changed by showing it; try again, and if it keeps failing, report the request id below.")
-}
-
-// errorTitles are the titles of the console's error pages by status.
-var errorTitles = map[int]string{
-	http.StatusBadRequest:          "Bad request",
-	http.StatusForbidden:           "Not allowed",
-	http.StatusNotFound:            "Not found",
-	http.StatusInternalServerError: "Something went wrong",
-}
-
-// errorPage answers with an error page inside the console's layout (styled, with the
-// navigation when signed in): the status, msg, and the request id.
-func (a *console) errorPage(c *gin.Context, status int, msg string) {
-	c.Abort()
-	v := views.ErrorView{Status: status, Title: errorTitles[status], Message: msg, RequestID: server.RequestID(c)}
-	if v.Title == "" {
-		v.Title = http.StatusText(status)
-	}
-	if _, ok := c.Get(sessionKey); ok {
-		v.Nav = nav(c, "")
-	}
-	a.render(c, status, views.ErrorPage(v))
-}
