@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html"
 	"net/http"
+	"runtime/debug"
 
 	"github.com/gin-gonic/gin"
 
@@ -57,9 +58,26 @@ var missing = []struct {
 }
 
 // handle is the one way a console handler (or middleware) is mounted: what h returns is
-// answered with the console's error page, and the request goes no further.
+// answered with the console's error page, and the request goes no further. A panic, a bug
+// and never a way to answer, is the 500 page too, its stack in the log.
 func (a *console) handle(h func(*gin.Context) error) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		defer func() {
+			r := recover()
+			if r == nil {
+				return
+			}
+			if r == http.ErrAbortHandler {
+				panic(r)
+			}
+			a.Logger.Error("console: panic", "panic", fmt.Sprint(r), "request_id", server.RequestID(c),
+				"stack", string(debug.Stack()))
+			if c.Writer.Written() {
+				c.Abort()
+				return
+			}
+			a.errorPage(c, &pageError{http.StatusInternalServerError, serverError})
+		}()
 		if err := h(c); err != nil {
 			a.errorPage(c, err)
 		}
