@@ -26,12 +26,12 @@ import (
 
 // requireAdmin refuses a viewer: actions are for admins. A viewer is shown no buttons; this
 // refuses the URLs themselves, the confirmation page as well as the form's post.
-func (a *console) requireAdmin(c *gin.Context) {
+func (a *console) requireAdmin(c *gin.Context) error {
 	if !session(c).Operator.CanAct() {
-		a.errorPage(c, http.StatusForbidden, "Only an admin may take actions; you are signed in as a viewer. Ask an admin of this console to do it.")
-		return
+		return forbidden("Only an admin may take actions; you are signed in as a viewer. Ask an admin of this console to do it.")
 	}
 	c.Next()
+	return nil
 }
 
 // flashes are the results an action's redirect can name in ?done=. Only these fixed texts
@@ -82,17 +82,16 @@ func operatorMeta(c *gin.Context) checkout.Meta {
 		UserAgent: "console (" + session(c).Operator.Email + ")"}
 }
 
-func (a *console) refundForm(c *gin.Context) {
-	t, ok := a.refundTarget(c)
-	if !ok {
-		return
+func (a *console) refundForm(c *gin.Context) error {
+	t, err := a.refundTarget(c)
+	if err != nil {
+		return err
 	}
 	partners, err := a.refundedPartners(c.Request.Context(), t.OrderID)
 	if err != nil {
-		a.fail(c, err)
-		return
+		return err
 	}
-	a.render(c, http.StatusOK, refundPage(c, t, partners, "", "", ""))
+	return a.render(c, http.StatusOK, refundPage(c, t, partners, "", "", ""))
 }
 
 // refundedPartners are the orders of the suspected double tap of order id (see
@@ -117,26 +116,23 @@ func (a *console) refundedPartners(ctx context.Context, id int64) ([]report.Orde
 	return out, nil
 }
 
-func (a *console) refund(c *gin.Context) {
-	t, ok := a.refundTarget(c)
-	if !ok {
-		return
+func (a *console) refund(c *gin.Context) error {
+	t, err := a.refundTarget(c)
+	if err != nil {
+		return err
 	}
 	partners, err := a.refundedPartners(c.Request.Context(), t.OrderID)
 	if err != nil {
-		a.fail(c, err)
-		return
+		return err
 	}
 	amountText, reason := strings.TrimSpace(c.PostForm("amount")), strings.TrimSpace(c.PostForm("reason"))
 	amount, err := checkout.ParseAmount(amountText, t.Currency)
 	if err != nil {
-		a.render(c, http.StatusUnprocessableEntity, refundPage(c, t, partners, amountText, reason, err.Error()))
-		return
+		return a.render(c, http.StatusUnprocessableEntity, refundPage(c, t, partners, amountText, reason, err.Error()))
 	}
 	if len(partners) > 0 && strings.TrimSpace(c.PostForm("confirm")) != t.PublicID {
-		a.render(c, http.StatusUnprocessableEntity, refundPage(c, t, partners, amountText, reason,
+		return a.render(c, http.StatusUnprocessableEntity, refundPage(c, t, partners, amountText, reason,
 			"Nothing was refunded: type this order's id to confirm that the customer is to be refunded again."))
-		return
 	}
 	nonce := c.PostForm("nonce")
 	res, err := a.Service.RefundAsOperator(c.Request.Context(), checkout.OperatorRefund{
@@ -146,19 +142,16 @@ func (a *console) refund(c *gin.Context) {
 	var p *problem.Problem
 	switch {
 	case errors.Is(err, checkout.ErrInvalidNonce):
-		a.render(c, http.StatusBadRequest, refundPage(c, t, partners, amountText, reason, "The form was incomplete; check it and confirm again."))
-		return
+		return a.render(c, http.StatusBadRequest, refundPage(c, t, partners, amountText, reason, "The form was incomplete; check it and confirm again."))
 	case errors.As(err, &p):
 		// Refused before anything was stored (over-refund, not refundable, a changed form):
 		// the page comes back with a new nonce, for a new attempt.
 		if fresh, err := checkout.GetRefundTarget(c.Request.Context(), a.DB, t.PublicID); err == nil {
 			t = fresh
 		}
-		a.render(c, p.Status, refundPage(c, t, partners, amountText, reason, problemText(p)))
-		return
+		return a.render(c, p.Status, refundPage(c, t, partners, amountText, reason, problemText(p)))
 	case err != nil:
-		a.fail(c, err)
-		return
+		return err
 	}
 	outcome := "refunded"
 	if res.Pending {
@@ -173,8 +166,7 @@ func (a *console) refund(c *gin.Context) {
 	if err != nil {
 		// The refund is made; only its record is missing. Posting the same form again
 		// replays the refund (nothing more is refunded) and records it.
-		a.fail(c, fmt.Errorf("refund %s of order %s made, but not recorded: %w", res.Refund.ID, t.PublicID, err))
-		return
+		return fmt.Errorf("refund %s of order %s made, but not recorded: %w", res.Refund.ID, t.PublicID, err)
 	}
 	done := "refunded"
 	switch {
@@ -184,20 +176,17 @@ func (a *console) refund(c *gin.Context) {
 		done = "refund-replayed"
 	}
 	c.Redirect(http.StatusSeeOther, orderHref(t.PublicID)+"?done="+done)
+	return nil
 }
 
-// refundTarget reads the order of /orders/:id/refund, answering 404 itself.
-func (a *console) refundTarget(c *gin.Context) (checkout.RefundTarget, bool) {
+// refundTarget reads the order of /orders/:id/refund: checkout.ErrOrderNotFound (a 404)
+// if there is none.
+func (a *console) refundTarget(c *gin.Context) (checkout.RefundTarget, error) {
 	t, err := checkout.GetRefundTarget(c.Request.Context(), a.DB, c.Param("id"))
-	if errors.Is(err, checkout.ErrOrderNotFound) {
-		a.errorPage(c, http.StatusNotFound, "There is no such order.")
-		return checkout.RefundTarget{}, false
-	}
 	if err != nil {
-		a.fail(c, err)
-		return checkout.RefundTarget{}, false
+		return checkout.RefundTarget{}, fmt.Errorf("refund target: %w", err)
 	}
-	return t, true
+	return t, nil
 }
 
 // refundPage is the refund's confirmation page, with a new nonce. amount and reason are

@@ -3,6 +3,7 @@ package admin
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -51,7 +52,7 @@ const (
 
 // Register mounts the console on g (the /admin group). It returns the console's not-found
 // page, for the app to answer unknown console paths with (gin has one NoRoute per engine).
-func Register(g *gin.RouterGroup, d Deps) (notFound gin.HandlerFunc) {
+func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
@@ -61,36 +62,37 @@ func Register(g *gin.RouterGroup, d Deps) (notFound gin.HandlerFunc) {
 	c := &console{Deps: d}
 	go dummyHash() // made now, so that the first sign-in of an unknown email does not wait for it
 	g.Use(securityHeaders, sameOrigin, formsOnly, server.PlainText(nil))
-	g.GET("/login", c.loginPage)
-	g.POST("/login", c.login)
-	authed := g.Group("", c.requireSession, c.checkCSRF)
+	h := c.handle // every page, form and check answers its errors through it
+	g.GET("/login", h(c.loginPage))
+	g.POST("/login", h(c.login))
+	authed := g.Group("", h(c.requireSession), h(c.checkCSRF))
 	authed.Use(flash, zone)
-	authed.POST("/logout", c.logout)
-	authed.GET("", c.overview)
-	authed.GET("/", c.overview)
-	authed.GET("/keys", c.keys)
-	authed.GET("/keys/:client/:key", c.key)
-	authed.GET("/replays", c.replays)
-	authed.GET("/conflicts", c.conflicts)
-	authed.GET("/expirations", c.expirations)
-	authed.GET("/orders", c.orders)
-	authed.GET("/orders/pair", c.orderPair)
-	authed.GET("/orders/:id", c.order)
-	authed.GET("/audit", c.audit)
-	acts := authed.Group("", c.requireAdmin)
-	acts.GET("/orders/:id/refund", c.refundForm)
-	acts.POST("/orders/:id/refund", c.refund)
-	acts.GET("/keys/:client/:key/release", c.releaseForm)
-	acts.POST("/keys/:client/:key/release", c.release)
-	acts.GET("/keys/:client/:key/expire", c.expireForm)
-	acts.POST("/keys/:client/:key/expire", c.expire)
-	acts.GET("/operators", c.operators)
-	acts.GET("/operators/:id/end-sessions", c.endSessionsForm)
-	acts.POST("/operators/:id/end-sessions", c.endSessions)
-	return func(ctx *gin.Context) {
+	authed.POST("/logout", h(c.logout))
+	authed.GET("", h(c.overview))
+	authed.GET("/", h(c.overview))
+	authed.GET("/keys", h(c.keys))
+	authed.GET("/keys/:client/:key", h(c.key))
+	authed.GET("/replays", h(c.replays))
+	authed.GET("/conflicts", h(c.conflicts))
+	authed.GET("/expirations", h(c.expirations))
+	authed.GET("/orders", h(c.orders))
+	authed.GET("/orders/pair", h(c.orderPair))
+	authed.GET("/orders/:id", h(c.order))
+	authed.GET("/audit", h(c.audit))
+	acts := authed.Group("", h(c.requireAdmin))
+	acts.GET("/orders/:id/refund", h(c.refundForm))
+	acts.POST("/orders/:id/refund", h(c.refund))
+	acts.GET("/keys/:client/:key/release", h(c.releaseForm))
+	acts.POST("/keys/:client/:key/release", h(c.release))
+	acts.GET("/keys/:client/:key/expire", h(c.expireForm))
+	acts.POST("/keys/:client/:key/expire", h(c.expire))
+	acts.GET("/operators", h(c.operators))
+	acts.GET("/operators/:id/end-sessions", h(c.endSessionsForm))
+	acts.POST("/operators/:id/end-sessions", h(c.endSessions))
+	return h(func(ctx *gin.Context) error {
 		setSecurityHeaders(ctx.Writer.Header())
-		c.errorPage(ctx, http.StatusNotFound, "There is no such page in the console.")
-	}
+		return notFound(noSuchPage)
+	})
 }
 
 // securityHeaders: a strict CSP (no inline script or style anywhere in the console), no
@@ -158,14 +160,13 @@ func formsOnly(c *gin.Context) {
 
 // render writes a component, rendered to a buffer first so that an error never sends half
 // a page.
-func (a *console) render(c *gin.Context, status int, comp templ.Component) {
+func (a *console) render(c *gin.Context, status int, comp templ.Component) error {
 	var buf bytes.Buffer
 	if err := comp.Render(c.Request.Context(), &buf); err != nil {
-		a.Logger.Error("render console page", "err", err, "request_id", server.RequestID(c))
-		c.String(http.StatusInternalServerError, "internal error (request %s)", server.RequestID(c))
-		return
+		return fmt.Errorf("render console page: %w", err)
 	}
 	c.Data(status, "text/html; charset=utf-8", buf.Bytes())
+	return nil
 }
 
 func (a *console) setCookie(c *gin.Context, name, value string, maxAge int) {
@@ -208,28 +209,26 @@ func safeNext(next string) string {
 
 func unsafeInNext(r rune) bool { return r == '\\' || r < 0x20 || r == 0x7f }
 
-func (a *console) loginPage(c *gin.Context) {
+func (a *console) loginPage(c *gin.Context) error {
 	s, err := LookupSession(c.Request.Context(), a.DB, cookie(c, sessionCookie), a.Now())
 	switch {
 	case err == nil && s.Operator.ID != 0:
 		c.Redirect(http.StatusSeeOther, "/admin")
-		return
+		return nil
 	case db.IsUnavailable(err):
-		a.fail(c, err) // a form that cannot work: say why instead
-		return
+		return err // a form that cannot work: say why instead
 	}
 	token := randomToken()
 	a.setCookie(c, loginCSRFCookie, token, 3600)
-	a.render(c, http.StatusOK, views.LoginPage(token, safeNext(c.Query("next")), "", ""))
+	return a.render(c, http.StatusOK, views.LoginPage(token, safeNext(c.Query("next")), "", ""))
 }
 
-func (a *console) login(c *gin.Context) {
+func (a *console) login(c *gin.Context) error {
 	email, next := c.PostForm("email"), safeNext(c.PostForm("next"))
 	// The login form has no session yet: its CSRF token is a cookie that a cross-site form
 	// cannot read or set, repeated in the form.
 	if !sameToken(cookie(c, loginCSRFCookie), c.PostForm("csrf")) {
-		a.errorPage(c, http.StatusForbidden, "The sign-in form expired or was not this console's: reload the sign-in page and sign in again.")
-		return
+		return forbidden("The sign-in form expired or was not this console's: reload the sign-in page and sign in again.")
 	}
 	token, err := Login(c.Request.Context(), a.DB, email, c.PostForm("password"), c.Request.UserAgent(), c.ClientIP(), a.Now())
 	if err != nil {
@@ -247,46 +246,47 @@ func (a *console) login(c *gin.Context) {
 		a.Logger.Info("console sign-in refused", "reason", msg, "request_id", server.RequestID(c))
 		fresh := randomToken()
 		a.setCookie(c, loginCSRFCookie, fresh, 3600)
-		a.render(c, status, views.LoginPage(fresh, next, email, msg))
-		return
+		return a.render(c, status, views.LoginPage(fresh, next, email, msg))
 	}
 	a.setCookie(c, loginCSRFCookie, "", -1)
 	a.setCookie(c, sessionCookie, token, int(sessionTTL.Seconds()))
 	c.Redirect(http.StatusSeeOther, next)
+	return nil
 }
 
-func (a *console) logout(c *gin.Context) {
+func (a *console) logout(c *gin.Context) error {
 	if err := Logout(c.Request.Context(), a.DB, cookie(c, sessionCookie)); err != nil {
 		a.Logger.Warn("sign-out", "err", err)
 	}
 	a.setCookie(c, sessionCookie, "", -1)
 	c.Redirect(http.StatusSeeOther, "/admin/login")
+	return nil
 }
 
 // requireSession sends a signed-out operator to the sign-in page.
-func (a *console) requireSession(c *gin.Context) {
+func (a *console) requireSession(c *gin.Context) error {
 	s, err := LookupSession(c.Request.Context(), a.DB, cookie(c, sessionCookie), a.Now())
 	if err != nil {
 		c.Abort()
 		if !errors.Is(err, ErrNoSession) {
 			// Whether the operator is signed in is not known: sending them to sign in would
 			// tell them their session ended, and signing in would fail too.
-			a.fail(c, err)
-			return
+			return err
 		}
 		c.Redirect(http.StatusSeeOther, "/admin/login?next="+url.QueryEscape(c.Request.URL.RequestURI()))
-		return
+		return nil
 	}
 	c.Set(sessionKey, s)
 	c.Next()
+	return nil
 }
 
 // checkCSRF refuses any state-changing request whose token (form field csrf, or the
 // X-CSRF-Token header htmx sends) is not the session's.
-func (a *console) checkCSRF(c *gin.Context) {
+func (a *console) checkCSRF(c *gin.Context) error {
 	if c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead {
 		c.Next()
-		return
+		return nil
 	}
 	s := session(c)
 	token := c.GetHeader("X-CSRF-Token")
@@ -294,10 +294,10 @@ func (a *console) checkCSRF(c *gin.Context) {
 		token = c.PostForm("csrf")
 	}
 	if !sameToken(token, s.CSRF) {
-		a.errorPage(c, http.StatusForbidden, "The form expired or was not sent from this console: nothing was done. Go back, reload the page and try again.")
-		return
+		return forbidden("The form expired or was not sent from this console: nothing was done. Go back, reload the page and try again.")
 	}
 	c.Next()
+	return nil
 }
 
 func session(c *gin.Context) Session { return c.MustGet(sessionKey).(Session) }

@@ -14,7 +14,7 @@ import (
 
 // audit is the audit log page: every operator action, newest first, or those on one target
 // (?target=order:42, ?target=key:1/abc).
-func (a *console) audit(c *gin.Context) {
+func (a *console) audit(c *gin.Context) error {
 	p := views.AuditPage{Nav: nav(c, "Audit"), Target: strings.TrimSpace(c.Query("target"))}
 	var f AuditFilter
 	if p.Target != "" {
@@ -23,16 +23,14 @@ func (a *console) audit(c *gin.Context) {
 	rows, next, err := ListAudit(c.Request.Context(), a.DB, f, report.Page{After: c.Query("after")})
 	if errors.Is(err, report.ErrInvalidQuery) {
 		p.Error = err.Error()
-		a.render(c, http.StatusBadRequest, views.AuditList(p))
-		return
+		return a.render(c, http.StatusBadRequest, views.AuditList(p))
 	}
 	if err != nil {
-		a.fail(c, err)
-		return
+		return err
 	}
 	p.Rows = auditLines(rows)
 	p.Next = nextHref(c, "/admin/audit", "after", next)
-	a.render(c, http.StatusOK, views.AuditList(p))
+	return a.render(c, http.StatusOK, views.AuditList(p))
 }
 
 // auditLines shows audit entries, each target a link to its page.

@@ -14,23 +14,18 @@ import (
 	"github.com/tekrar/tekrar/views"
 )
 
-// keyParams reads /keys/:client/:key and the key's details, answering 404 itself.
-func (a *console) keyParams(c *gin.Context) (report.KeyDetail, bool) {
+// keyParams reads /keys/:client/:key and the key's details: checkout.ErrKeyNotFound (a
+// 404) if there is no such key.
+func (a *console) keyParams(c *gin.Context) (report.KeyDetail, error) {
 	clientID, err := strconv.ParseInt(c.Param("client"), 10, 64)
 	if err != nil {
-		a.errorPage(c, http.StatusNotFound, "There is no such key: it may have been forgotten after its grace period.")
-		return report.KeyDetail{}, false
+		return report.KeyDetail{}, checkout.ErrKeyNotFound
 	}
 	d, err := report.GetKey(c.Request.Context(), a.DB, clientID, c.Param("key"))
-	if errors.Is(err, checkout.ErrKeyNotFound) {
-		a.errorPage(c, http.StatusNotFound, "There is no such key: it may have been forgotten after its grace period.")
-		return report.KeyDetail{}, false
-	}
 	if err != nil {
-		a.fail(c, err)
-		return report.KeyDetail{}, false
+		return report.KeyDetail{}, fmt.Errorf("key %d/%q: %w", clientID, c.Param("key"), err)
 	}
-	return d, true
+	return d, nil
 }
 
 // keySubject is what a key action's confirmation page shows of the key.
@@ -53,12 +48,12 @@ func keySubject(d report.KeyDetail) []views.Field {
 	return fs
 }
 
-func (a *console) releaseForm(c *gin.Context) {
-	d, ok := a.keyParams(c)
-	if !ok {
-		return
+func (a *console) releaseForm(c *gin.Context) error {
+	d, err := a.keyParams(c)
+	if err != nil {
+		return err
 	}
-	a.render(c, http.StatusOK, releasePage(c, d, ""))
+	return a.render(c, http.StatusOK, releasePage(c, d, ""))
 }
 
 func releasePage(c *gin.Context, d report.KeyDetail, errText string) templ.Component {
@@ -88,15 +83,14 @@ func releasePage(c *gin.Context, d report.KeyDetail, errText string) templ.Compo
 	return views.ConfirmPage(v)
 }
 
-func (a *console) release(c *gin.Context) {
-	d, ok := a.keyParams(c)
-	if !ok {
-		return
+func (a *console) release(c *gin.Context) error {
+	d, err := a.keyParams(c)
+	if err != nil {
+		return err
 	}
 	nonce := c.PostForm("nonce")
 	if !checkout.ValidNonce(nonce) {
-		a.render(c, http.StatusBadRequest, releasePage(c, d, "The form was incomplete; confirm again."))
-		return
+		return a.render(c, http.StatusBadRequest, releasePage(c, d, "The form was incomplete; confirm again."))
 	}
 	base := map[string]any{"client_id": d.ClientID, "key": d.Key}
 	res, err := a.Service.ReleaseKey(c.Request.Context(), d.ClientID, d.Key,
@@ -106,22 +100,22 @@ func (a *console) release(c *gin.Context) {
 		res, err = checkout.ActionResult{Outcome: checkout.OutcomeNotNeeded, State: checkout.KeyStateExpired}, nil
 	}
 	if err != nil {
-		a.fail(c, err)
-		return
+		return err
 	}
 	if !res.Done {
 		a.Logger.Info("console release changed nothing", "client_id", d.ClientID, "key_id", d.ID,
 			"outcome", res.Outcome, "detail", res.Detail)
 	}
 	c.Redirect(http.StatusSeeOther, keyHref(d.ClientID, d.Key)+"?done=release-"+res.Outcome)
+	return nil
 }
 
-func (a *console) expireForm(c *gin.Context) {
-	d, ok := a.keyParams(c)
-	if !ok {
-		return
+func (a *console) expireForm(c *gin.Context) error {
+	d, err := a.keyParams(c)
+	if err != nil {
+		return err
 	}
-	a.render(c, http.StatusOK, expirePage(c, d, "", a.Now().Before(d.ExpiresAt)))
+	return a.render(c, http.StatusOK, expirePage(c, d, "", a.Now().Before(d.ExpiresAt)))
 }
 
 func expirePage(c *gin.Context, d report.KeyDetail, errText string, live bool) templ.Component {
@@ -150,37 +144,32 @@ func expirePage(c *gin.Context, d report.KeyDetail, errText string, live bool) t
 	return views.ConfirmPage(v)
 }
 
-func (a *console) expire(c *gin.Context) {
-	d, ok := a.keyParams(c)
-	if !ok {
-		return
+func (a *console) expire(c *gin.Context) error {
+	d, err := a.keyParams(c)
+	if err != nil {
+		return err
 	}
 	nonce := c.PostForm("nonce")
 	live := a.Now().Before(d.ExpiresAt)
 	if !checkout.ValidNonce(nonce) {
-		a.render(c, http.StatusBadRequest, expirePage(c, d, "The form was incomplete; confirm again.", live))
-		return
+		return a.render(c, http.StatusBadRequest, expirePage(c, d, "The form was incomplete; confirm again.", live))
 	}
 	base := map[string]any{"client_id": d.ClientID, "key": d.Key}
 	res, err := a.Service.ExpireKey(c.Request.Context(), d.ClientID, d.Key,
 		a.recorder(c, ActionExpireKey, keyTarget(d.ClientID, d.Key), nonce, base))
 	switch {
-	case errors.Is(err, checkout.ErrKeyNotFound):
-		a.errorPage(c, http.StatusNotFound, "There is no such key: it may have been forgotten after its grace period.")
-		return
 	case errors.Is(err, checkout.ErrKeyBusy):
 		d.State = res.State
-		a.render(c, http.StatusConflict, expirePage(c, d, "Not expired: the key is "+res.State+", and only a completed key can be expired.", live))
-		return
+		return a.render(c, http.StatusConflict, expirePage(c, d, "Not expired: the key is "+res.State+", and only a completed key can be expired.", live))
 	case err != nil:
-		a.fail(c, err)
-		return
+		return err // checkout.ErrKeyNotFound (forgotten meanwhile): a 404
 	}
 	done := "expired"
 	if !res.Done {
 		done = "expire-" + res.Outcome
 	}
 	c.Redirect(http.StatusSeeOther, keyHref(d.ClientID, d.Key)+"?done="+done)
+	return nil
 }
 
 // keyActions is what a key's page shows of actions: what an admin may do to the key, and

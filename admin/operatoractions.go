@@ -1,7 +1,7 @@
 package admin
 
 import (
-	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -23,11 +23,10 @@ func endSessionsHref(id int64) string {
 }
 
 // operators lists the operators and their open sessions, for admins.
-func (a *console) operators(c *gin.Context) {
+func (a *console) operators(c *gin.Context) error {
 	rows, err := ListOperators(c.Request.Context(), a.DB, a.Now())
 	if err != nil {
-		a.fail(c, err)
-		return
+		return err
 	}
 	p := views.OperatorsPage{Nav: nav(c, "Operators")}
 	for _, r := range rows {
@@ -37,34 +36,25 @@ func (a *console) operators(c *gin.Context) {
 		}
 		p.Rows = append(p.Rows, line)
 	}
-	a.render(c, http.StatusOK, views.OperatorsList(p))
+	return a.render(c, http.StatusOK, views.OperatorsList(p))
 }
 
-// operatorParam reads /operators/:id and the operator, answering 404 itself.
-func (a *console) operatorParam(c *gin.Context) (OperatorRow, bool) {
+// operatorParam reads /operators/:id and the operator: ErrNoOperator (a 404) if there is
+// none.
+func (a *console) operatorParam(c *gin.Context) (OperatorRow, error) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
-		c.String(http.StatusNotFound, "no such operator")
-		return OperatorRow{}, false
+		return OperatorRow{}, ErrNoOperator
 	}
-	op, err := GetOperator(c.Request.Context(), a.DB, id, a.Now())
-	if errors.Is(err, ErrNoOperator) {
-		c.String(http.StatusNotFound, "no such operator")
-		return OperatorRow{}, false
-	}
-	if err != nil {
-		a.fail(c, err)
-		return OperatorRow{}, false
-	}
-	return op, true
+	return GetOperator(c.Request.Context(), a.DB, id, a.Now())
 }
 
-func (a *console) endSessionsForm(c *gin.Context) {
-	op, ok := a.operatorParam(c)
-	if !ok {
-		return
+func (a *console) endSessionsForm(c *gin.Context) error {
+	op, err := a.operatorParam(c)
+	if err != nil {
+		return err
 	}
-	a.render(c, http.StatusOK, endSessionsPage(c, op, ""))
+	return a.render(c, http.StatusOK, endSessionsPage(c, op, ""))
 }
 
 func endSessionsPage(c *gin.Context, op OperatorRow, errText string) templ.Component {
@@ -89,42 +79,38 @@ func endSessionsPage(c *gin.Context, op OperatorRow, errText string) templ.Compo
 // endSessions ends an operator's sessions and records it, in one transaction. The form's
 // nonce makes it act once: posted again (a double click, or later, after the operator has
 // signed in again), it ends nothing more.
-func (a *console) endSessions(c *gin.Context) {
-	op, ok := a.operatorParam(c)
-	if !ok {
-		return
+func (a *console) endSessions(c *gin.Context) error {
+	op, err := a.operatorParam(c)
+	if err != nil {
+		return err
 	}
 	nonce := c.PostForm("nonce")
 	if !checkout.ValidNonce(nonce) {
-		a.render(c, http.StatusBadRequest, endSessionsPage(c, op, "The form was incomplete; confirm again."))
-		return
+		return a.render(c, http.StatusBadRequest, endSessionsPage(c, op, "The form was incomplete; confirm again."))
 	}
 	ctx := c.Request.Context()
 	tx, err := a.DB.BeginTxx(ctx, nil)
 	if err != nil {
-		a.fail(c, err)
-		return
+		return fmt.Errorf("end sessions: %w", err)
 	}
 	defer tx.Rollback()
 	n, err := EndSessions(ctx, tx, op.ID)
 	if err != nil {
-		a.fail(c, err)
-		return
+		return err
 	}
 	recorded, err := RecordAuditOnce(ctx, tx, AuditRecord{At: a.Now(), OperatorID: session(c).Operator.ID,
 		Action: ActionEndSessions, Target: operatorTarget(op.ID), Nonce: nonce,
 		Detail: map[string]any{"operator_id": op.ID, "email": op.Email, "sessions": n}})
 	if err != nil {
-		a.fail(c, err)
-		return
+		return err
 	}
 	done := "sessions-ended-already"
 	if recorded {
 		if err := tx.Commit(); err != nil {
-			a.fail(c, err)
-			return
+			return fmt.Errorf("end sessions: %w", err)
 		}
 		done = "sessions-ended"
 	}
 	c.Redirect(http.StatusSeeOther, "/admin/operators?done="+done)
+	return nil
 }

@@ -22,27 +22,21 @@ import (
 // The page of one order, and the side-by-side page of two: what an operator opens to answer
 // "was I charged twice?".
 
-func (a *console) order(c *gin.Context) {
+func (a *console) order(c *gin.Context) error {
 	s, err := a.loadOrder(c.Request.Context(), c.Param("id"))
-	if errors.Is(err, checkout.ErrOrderNotFound) {
-		a.errorPage(c, http.StatusNotFound, "There is no such order.")
-		return
-	}
 	if err != nil {
-		a.fail(c, err)
-		return
+		return err // checkout.ErrOrderNotFound: a 404
 	}
 	v := orderVerdict(s)
 	g, ok, err := report.DoubleTapsOf(c.Request.Context(), a.DB, s.d.OrderRow, a.DoubleTapWindow)
 	if err != nil {
-		a.fail(c, err)
-		return
+		return err
 	}
 	if ok {
 		v = withDoubleTap(v, s.d, g)
 	}
 	n := nav(c, "Orders")
-	a.render(c, http.StatusOK, views.OrderDetailPage(views.OrderPage{Nav: n, Verdict: forRole(v, n), Order: s.card}))
+	return a.render(c, http.StatusOK, views.OrderDetailPage(views.OrderPage{Nav: n, Verdict: forRole(v, n), Order: s.card}))
 }
 
 // withDoubleTap adds to an order's verdict the other orders of its suspected double tap: on
@@ -108,13 +102,12 @@ func forRole(v views.Verdict, n views.Nav) views.Verdict {
 func statusWords(s string) string { return strings.ReplaceAll(s, "_", " ") }
 
 // orderPair compares two orders: one purchase charged twice, or not?
-func (a *console) orderPair(c *gin.Context) {
+func (a *console) orderPair(c *gin.Context) error {
 	var ids [2]string
 	for i, name := range []string{"first", "second"} {
 		ids[i] = c.Query(name)
 		if !checkout.ValidOrderID(ids[i]) {
-			a.errorPage(c, http.StatusBadRequest, name+" must be an order id: /admin/orders/pair?first=ord_...&second=ord_...")
-			return
+			return badRequest(name + " must be an order id: /admin/orders/pair?first=ord_...&second=ord_...")
 		}
 	}
 	var s [2]orderStory
@@ -122,19 +115,17 @@ func (a *console) orderPair(c *gin.Context) {
 		var err error
 		s[i], err = a.loadOrder(c.Request.Context(), id)
 		if errors.Is(err, checkout.ErrOrderNotFound) {
-			a.errorPage(c, http.StatusNotFound, "There is no order "+id+".")
-			return
+			return notFound("There is no order " + id + ".")
 		}
 		if err != nil {
-			a.fail(c, err)
-			return
+			return err
 		}
 	}
 	if s[1].d.CreatedAt.Before(s[0].d.CreatedAt) {
 		s[0], s[1] = s[1], s[0]
 	}
 	n := nav(c, "Orders")
-	a.render(c, http.StatusOK, views.OrderPairPage(views.PairPage{Nav: n,
+	return a.render(c, http.StatusOK, views.OrderPairPage(views.PairPage{Nav: n,
 		Verdict: forRole(pairVerdict(s[0], s[1]), n), First: s[0].card, Second: s[1].card}))
 }
 

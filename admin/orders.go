@@ -31,7 +31,7 @@ func orderHref(publicID string) string { return "/admin/orders/" + publicID }
 
 // orders is the complaint search: the orders matching what the customer said, and above
 // them the pairs that look like one purchase charged twice.
-func (a *console) orders(c *gin.Context) {
+func (a *console) orders(c *gin.Context) error {
 	q := func(name string) string { return strings.TrimSpace(c.Query(name)) }
 	f := views.OrderFilter{Client: q("client"), Customer: q("customer"), Email: q("email"), Last4: q("last4"),
 		Amount: q("amount"), Currency: strings.ToUpper(q("currency")), From: q("from"), To: q("to"), Window: q("window")}
@@ -40,19 +40,16 @@ func (a *console) orders(c *gin.Context) {
 	of, window, err := a.orderFilter(f, views.ZoneOf(c.Request.Context()))
 	if err != nil {
 		p.Error = err.Error()
-		a.render(c, http.StatusBadRequest, views.OrdersList(p))
-		return
+		return a.render(c, http.StatusBadRequest, views.OrdersList(p))
 	}
 	ctx := c.Request.Context()
 	rows, next, err := report.FindOrders(ctx, a.DB, of, report.Page{After: after})
 	if errors.Is(err, report.ErrInvalidQuery) {
 		p.Error = err.Error()
-		a.render(c, http.StatusBadRequest, views.OrdersList(p))
-		return
+		return a.render(c, http.StatusBadRequest, views.OrdersList(p))
 	}
 	if err != nil {
-		a.fail(c, err)
-		return
+		return err
 	}
 	ids := make([]int64, len(rows))
 	for i, o := range rows {
@@ -60,8 +57,7 @@ func (a *console) orders(c *gin.Context) {
 	}
 	refunds, err := report.OrderRefunds(ctx, a.DB, ids)
 	if err != nil {
-		a.fail(c, err)
-		return
+		return err
 	}
 	for _, o := range rows {
 		p.Rows = append(p.Rows, orderLine(o, refunds[o.ID]))
@@ -69,12 +65,11 @@ func (a *console) orders(c *gin.Context) {
 	if p.FirstPage {
 		p.Window = durationText(window)
 		if err := a.doubleTaps(ctx, &p, of, window); err != nil {
-			a.fail(c, err)
-			return
+			return err
 		}
 	}
 	p.Next = nextHref(c, "/admin/orders", "after", next)
-	a.render(c, http.StatusOK, views.OrdersList(p))
+	return a.render(c, http.StatusOK, views.OrdersList(p))
 }
 
 // doubleTaps fills the page's suspected double taps, each side with the request that made it.

@@ -1,0 +1,99 @@
+package admin
+
+// An event list shows key events one way wherever they appear: the replays and
+// conflicts pages, and the late retries of the expirations page. They answer "why did my
+// app get a 409/422" and "was this repeat answered from storage".
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/report"
+	"github.com/tekrar/tekrar/views"
+)
+
+// eventList renders a page of the events of kinds that match the request's filter form.
+func (a *console) eventList(c *gin.Context, p views.EventsPage, kinds []string) error {
+	p.Filter = eventFilterForm(c)
+	kf, err := a.keyFilter(c.Request.Context(), p.Filter, views.ZoneOf(c.Request.Context()))
+	if err != nil {
+		p.Error = err.Error()
+		return a.render(c, http.StatusBadRequest, views.EventsList(p))
+	}
+	f := report.EventFilter{Kinds: kinds, ClientID: kf.ClientID, Key: kf.Key, CustomerID: kf.CustomerID,
+		OrderID: kf.OrderID, From: kf.From, To: kf.To}
+	rows, next, err := report.ListEvents(c.Request.Context(), a.DB, f, report.Page{After: c.Query("after")})
+	if errors.Is(err, report.ErrInvalidQuery) {
+		p.Error = err.Error()
+		return a.render(c, http.StatusBadRequest, views.EventsList(p))
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range rows {
+		p.Rows = append(p.Rows, eventLine(e))
+	}
+	p.Next = nextHref(c, p.Path, "after", next)
+	return a.render(c, http.StatusOK, views.EventsList(p))
+}
+
+// eventDetail is what the events this console shows carry in their detail (see
+// checkout.Service.execute): a conflict's method and path, the state that turned a repeat
+// away, what a late retry was.
+type eventDetail struct {
+	Method      string   `json:"method"`
+	Path        string   `json:"path"`
+	Differs     []string `json:"differs"`
+	State       string   `json:"state"`
+	Swept       bool     `json:"swept"`
+	SameRequest *bool    `json:"same_request"`
+}
+
+func eventLine(e report.EventRow) views.EventLine {
+	l := views.EventLine{At: e.At, Kind: e.Kind, Client: fmt.Sprintf("%s (%d)", e.ClientName, e.ClientID),
+		Key: e.Key, KeyHref: keyHref(e.ClientID, e.Key), Request: e.RequestID, Address: e.RemoteAddr,
+		Device: e.UserAgent}
+	if e.Status != nil {
+		l.Status = strconv.Itoa(*e.Status)
+	}
+	if e.OrderPublicID != nil {
+		l.Order, l.OrderHref = "order "+*e.OrderPublicID, orderHref(*e.OrderPublicID)
+	}
+	var d eventDetail
+	if len(e.Detail) > 0 {
+		// The detail only adds to the line: one that does not decode leaves it out.
+		_ = json.Unmarshal(e.Detail, &d)
+	}
+	switch e.Kind {
+	case checkout.EventReusedConflict:
+		l.StoredFP, l.SentFP, l.Differs = e.KeyFingerprint, e.Fingerprint, d.Differs
+		stored, sent := e.KeyMethod+" "+e.KeyPath, d.Method+" "+d.Path
+		if e.KeyMethod != "" && d.Method != "" && stored != sent {
+			l.StoredLine, l.SentLine = stored, sent
+		}
+	case checkout.EventInUseRejected:
+		l.Note = "the first request was still running"
+		if d.State == checkout.StateNeedsAttention {
+			l.Note = "the key needs an operator's attention"
+		}
+	case checkout.EventLateRetry:
+		l.Note = "a request"
+		if d.SameRequest != nil && *d.SameRequest {
+			l.Note = "the same request"
+		} else if d.SameRequest != nil {
+			l.Note = "another request"
+		}
+		if d.Swept {
+			l.Note += ", after the key was swept"
+		} else {
+			l.Note += ", after the key expired"
+		}
+	}
+	return l
+}
