@@ -56,7 +56,7 @@ func (s *Service) Replay(ctx context.Context, req Request) (_ Result, _ Lookup, 
 		}
 		return Result{}, lk, false
 	}
-	if k.State != StateCompleted || !bytes.Equal(k.Fingerprint, fp[:]) || !s.cfg.Now().Before(k.ExpiresAt) {
+	if k.State != StateCompleted || !bytes.Equal(k.Fingerprint, fp[:]) || k.Expired(s.cfg.Now()) {
 		return Result{}, lk, false
 	}
 	r, err := k.response()

@@ -203,7 +203,7 @@ func (s *Service) execute(ctx context.Context, req Request, lk Lookup, op operat
 			return res, err
 		}
 		sameRequest := bytes.Equal(k.Fingerprint, fp[:])
-		if k.Tombstone || !now.Before(k.ExpiresAt) {
+		if k.Expired(now) {
 			if err := publicIDs(ctx, s.q, k); err != nil {
 				return Result{}, err
 			}
