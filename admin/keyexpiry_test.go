@@ -60,11 +60,11 @@ func TestKeyExpiryBoundaryAsSeen(t *testing.T) {
 			keyPage := keyPath(e, key)
 			expirePage := keyPage + "/expire"
 			kp := b.do("GET", keyPage, nil)
-			if offered := kp.doc.Find(`#key-actions a[href="` + expirePage + `"]`).Length() == 1; kp.status != http.StatusOK || offered == tt.expired {
+			if offered := kp.doc.Find(`#key-actions a[href="`+expirePage+`"]`).Length() == 1; kp.status != http.StatusOK || offered == tt.expired {
 				t.Errorf("key page: %d, offers to expire: %v, want expired %v", kp.status, offered, tt.expired)
 			}
 			ep := b.do("GET", expirePage, nil)
-			if form := ep.doc.Find(`form[action="` + expirePage + `"]`).Length() == 1; ep.status != http.StatusOK || form == tt.expired {
+			if form := ep.doc.Find(`form[action="`+expirePage+`"]`).Length() == 1; ep.status != http.StatusOK || form == tt.expired {
 				t.Errorf("expire form: %d, offered: %v, want expired %v", ep.status, form, tt.expired)
 			}
 		})
