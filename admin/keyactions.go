@@ -115,7 +115,7 @@ func (a *console) expireForm(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	return a.render(c, http.StatusOK, expirePage(c, d, "", a.Now().Before(d.ExpiresAt)))
+	return a.render(c, http.StatusOK, expirePage(c, d, "", !checkout.KeyExpired(d.ExpiresAt, a.Now())))
 }
 
 func expirePage(c *gin.Context, d report.KeyDetail, errText string, live bool) templ.Component {
@@ -150,7 +150,7 @@ func (a *console) expire(c *gin.Context) error {
 		return err
 	}
 	nonce := c.PostForm("nonce")
-	live := a.Now().Before(d.ExpiresAt)
+	live := !checkout.KeyExpired(d.ExpiresAt, a.Now())
 	if !checkout.ValidNonce(nonce) {
 		return a.render(c, http.StatusBadRequest, expirePage(c, d, "The form was incomplete; confirm again.", live))
 	}
@@ -178,7 +178,7 @@ func (a *console) keyActions(c *gin.Context, d report.KeyDetail) (views.KeyActio
 	act := views.KeyActionsView{
 		Href:       keyHref(d.ClientID, d.Key),
 		CanRelease: d.State == checkout.StateNeedsAttention,
-		CanExpire:  d.State == checkout.StateCompleted && a.Now().Before(d.ExpiresAt),
+		CanExpire:  d.State == checkout.StateCompleted && !checkout.KeyExpired(d.ExpiresAt, a.Now()),
 	}
 	targets := []string{keyTarget(d.ClientID, d.Key)}
 	if d.OrderPublicID != nil { // the order the key made or refunds

@@ -54,7 +54,7 @@ func (s *Service) ExpireKey(ctx context.Context, clientID int64, key string, rec
 	if k.State != StateCompleted {
 		return ActionResult{State: k.State}, fmt.Errorf("expire key in state %s: %w", k.State, ErrKeyBusy)
 	}
-	if !now.Before(k.ExpiresAt) {
+	if KeyExpired(k.ExpiresAt, now) {
 		return ActionResult{Outcome: OutcomeAlreadyExpired, State: k.State,
 			Detail: map[string]any{"expired_at": k.ExpiresAt.UTC()}}, nil
 	}

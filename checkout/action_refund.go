@@ -164,7 +164,7 @@ func (s *Service) RefundAsOperator(ctx context.Context, in OperatorRefund) (Oper
 		Meta: in.Meta,
 	}
 	out := OperatorRefundResult{ClientID: client.ID, Key: req.Key}
-	res, err := s.CreateRefund(ctx, req, in.OrderID, in.RefundInput)
+	res, err := s.CreateRefund(ctx, req, Lookup{}, in.OrderID, in.RefundInput)
 	var p *problem.Problem
 	if errors.As(err, &p) && p.Code == problem.CodePaymentPending {
 		return s.pendingRefund(ctx, out)

@@ -150,7 +150,7 @@ func (e *actionEnv) order(key, token string, amount int64) (string, int) {
 	in := OrderInput{Currency: "TRY", Amount: amount, Payment: PaymentInput{CardToken: token},
 		Items: []Item{{SKU: "LATTE", Name: "Latte", Quantity: 1, UnitAmount: amount}}}
 	body, _ := json.Marshal(in)
-	res, err := e.s.CreateOrder(context.Background(), Request{Client: e.client, Key: key, Method: "POST", Path: "/v1/orders", Body: body}, in)
+	res, err := e.s.CreateOrder(context.Background(), Request{Client: e.client, Key: key, Method: "POST", Path: "/v1/orders", Body: body}, Lookup{}, in)
 	status := res.Status
 	var p *problem.Problem
 	if errors.As(err, &p) {
@@ -168,7 +168,7 @@ func (e *actionEnv) refund(key, order string, amount int64) int {
 	in := RefundInput{Amount: amount}
 	body, _ := json.Marshal(in)
 	res, err := e.s.CreateRefund(context.Background(), Request{Client: e.client, Key: key, Method: "POST",
-		Path: "/v1/orders/" + order + "/refunds", Body: body}, order, in)
+		Path: "/v1/orders/" + order + "/refunds", Body: body}, Lookup{}, order, in)
 	var p *problem.Problem
 	if errors.As(err, &p) {
 		return p.Status
@@ -504,7 +504,7 @@ func TestConcurrentReleasesSettleOnce(t *testing.T) {
 					Items: []Item{{SKU: "LATTE", Name: "Latte", Quantity: 1, UnitAmount: 9000}}}
 				body, _ := json.Marshal(in)
 				return func() (int, []byte, error) {
-					res, err := e.s.CreateOrder(context.Background(), Request{Client: e.client, Key: "k", Method: "POST", Path: "/v1/orders", Body: body}, in)
+					res, err := e.s.CreateOrder(context.Background(), Request{Client: e.client, Key: "k", Method: "POST", Path: "/v1/orders", Body: body}, Lookup{}, in)
 					return answer(res, err)
 				}
 			},
@@ -522,7 +522,7 @@ func TestConcurrentReleasesSettleOnce(t *testing.T) {
 				body, _ := json.Marshal(in)
 				return func() (int, []byte, error) {
 					res, err := e.s.CreateRefund(context.Background(), Request{Client: e.client, Key: "k", Method: "POST",
-						Path: "/v1/orders/" + id + "/refunds", Body: body}, id, in)
+						Path: "/v1/orders/" + id + "/refunds", Body: body}, Lookup{}, id, in)
 					return answer(res, err)
 				}
 			},

@@ -24,7 +24,7 @@ func TestOneErrorPerCondition(t *testing.T) {
 		in := RefundInput{Amount: 100}
 		body, _ := json.Marshal(in)
 		_, err := e.s.CreateRefund(ctx, Request{Client: e.client, Key: "k-refund-" + order, Method: "POST",
-			Path: "/v1/orders/" + order + "/refunds", Body: body}, order, in)
+			Path: "/v1/orders/" + order + "/refunds", Body: body}, Lookup{}, order, in)
 		return err
 	}
 	stranger := e.client

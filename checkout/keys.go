@@ -10,16 +10,30 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// Key states.
+// Key states: the three a key row is in (its state column), and KeyStateExpired.
 const (
 	StateInProgress     = "in_progress"
 	StateCompleted      = "completed"
 	StateNeedsAttention = "needs_attention"
+	// KeyStateExpired is the state the console reports for a key that the sweeper removed:
+	// only its tombstone is left. A key row past its expires_at keeps its state (completed)
+	// until it is swept; whether it is expired is Expired's to say, not its state's.
+	KeyStateExpired = "expired"
 )
 
-// KeyStateExpired is the state the console reports for a key that the sweeper removed:
-// only its tombstone is left.
-const KeyStateExpired = "expired"
+// KeyExpired is the one rule of key expiry: a key whose retention ends at expiresAt is
+// expired from that instant on, inclusive, so that a key the expire action ends "now" is
+// refused at once. An expired key is never replayed nor run again: a retry with it is
+// refused (422 idempotency_key_expired). Key.Expired applies it to a key, and every
+// decision in Go goes through one of the two: the replay, the execution, the key status
+// endpoint, the expire action and the console. SQL states the same rule as
+// "expires_at <= now" (the sweeper's tombstone step); TestKeyExpiryBoundary checks every
+// path at the boundary.
+func KeyExpired(expiresAt, now time.Time) bool { return !now.Before(expiresAt) }
+
+// Expired reports whether the key is expired at now: its tombstone (the sweeper removed
+// it) or a row past its expires_at (see KeyExpired).
+func (k *Key) Expired(now time.Time) bool { return k.Tombstone || KeyExpired(k.ExpiresAt, now) }
 
 // Recovery points: the last step of a keyed request that committed.
 const (

@@ -53,7 +53,7 @@ func (s *Service) KeyStatus(ctx context.Context, clientID int64, key string) (Ke
 	v := KeyView{
 		Key: k.Key, State: k.State, RecoveryPoint: k.RecoveryPoint, Method: k.Method, Path: k.Path,
 		Fingerprint: hex.EncodeToString(k.Fingerprint), FingerprintHow: FingerprintAlgorithm,
-		Expired: !now.Before(k.ExpiresAt), CreatedAt: k.CreatedAt.UTC(), ExpiresAt: k.ExpiresAt.UTC(),
+		Expired: k.Expired(now), CreatedAt: k.CreatedAt.UTC(), ExpiresAt: k.ExpiresAt.UTC(),
 	}
 	v.OrderID, v.RefundID = k.OrderPublicID, k.RefundPublicID
 	if k.ResponseStatus.Valid {

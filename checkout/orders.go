@@ -169,9 +169,10 @@ type PaymentView struct {
 	CardLast4   string `json:"card_last4,omitempty"`
 }
 
-// CreateOrder runs POST /v1/orders for a validated input.
-func (s *Service) CreateOrder(ctx context.Context, req Request, in OrderInput) (Result, error) {
-	return s.execute(ctx, req, &orderOp{s: s, in: in})
+// CreateOrder runs POST /v1/orders for a validated input; lk is what Replay learnt of the
+// request (the zero Lookup when it was not asked).
+func (s *Service) CreateOrder(ctx context.Context, req Request, lk Lookup, in OrderInput) (Result, error) {
+	return s.execute(ctx, req, lk, &orderOp{s: s, in: in})
 }
 
 type orderOp struct {

@@ -57,9 +57,10 @@ var (
 )
 
 // CreateRefund runs POST /v1/orders/{id}/refunds for a validated input; orderID is the
-// order's public id.
-func (s *Service) CreateRefund(ctx context.Context, req Request, orderID string, in RefundInput) (Result, error) {
-	return s.execute(ctx, req, &refundOp{s: s, orderID: orderID, in: in})
+// order's public id; lk is what Replay learnt of the request (the zero Lookup when it was
+// not asked).
+func (s *Service) CreateRefund(ctx context.Context, req Request, lk Lookup, orderID string, in RefundInput) (Result, error) {
+	return s.execute(ctx, req, lk, &refundOp{s: s, orderID: orderID, in: in})
 }
 
 type refundOp struct {

@@ -8,6 +8,22 @@ import (
 	"github.com/tekrar/tekrar/internal/db"
 )
 
+// Lookup is what Replay learnt of a request that it could not answer, for the operation
+// that answers it instead (CreateOrder, CreateRefund): the request's fingerprint, and what
+// became of the key's lookup. It travels as a value from one step to the next, so that a
+// request that is not a replay is neither fingerprinted nor looked up twice, and a first
+// arrival goes straight to its claim. The zero Lookup is a request nobody looked at (an
+// operator's refund, a test): the operation then does both itself.
+type Lookup struct {
+	fp    [32]byte
+	fpSet bool // fp is the request's fingerprint
+	// absent: the key did not exist when Replay looked.
+	absent bool
+	// stalled is Replay's lookup failing because the database did not answer in time:
+	// looking again would wait as long again, so the request fails at once.
+	stalled error
+}
+
 // Replay answers a request that repeats a completed one from the stored response, before
 // the caller decodes and validates the body: only validated requests are ever stored, so
 // a body with a stored fingerprint was validated when it first came. A repeat costs one
@@ -15,14 +31,15 @@ import (
 //
 // It returns ok false for everything else (a new key, another body, a key in progress,
 // expired or in trouble, or a store it could not read), leaving the request to the
-// operation's own method after validation, which gives every other answer; what Replay
-// learnt travels in req, so that nothing is computed or looked up twice.
-func (s *Service) Replay(ctx context.Context, req *Request) (_ Result, ok bool) {
+// operation's own method after validation, which gives every other answer; the Lookup it
+// returns then goes to that method, so that nothing is computed or looked up twice.
+func (s *Service) Replay(ctx context.Context, req Request) (_ Result, _ Lookup, ok bool) {
+	var lk Lookup
 	fp, err := Fingerprint(req.Method, req.Path, req.Body)
 	if err != nil {
-		return Result{}, false // not JSON: the caller's decoding says why
+		return Result{}, lk, false // not JSON: the caller's decoding says why
 	}
-	req.seen.fp, req.seen.ok = fp, true
+	lk.fp, lk.fpSet = fp, true
 	// The lookup does not follow the request's cancellation: it is one indexed SELECT,
 	// soon over if the client hangs up, while a cancellable context costs every query two
 	// watcher goroutines (database/sql's and lib/pq's); measured, replays took 4-5% less
@@ -33,19 +50,19 @@ func (s *Service) Replay(ctx context.Context, req *Request) (_ Result, ok bool) 
 	if err != nil {
 		// errNoKey: a first arrival, which claims without looking again. Any other error
 		// is met again, and answered, on the ordinary path.
-		req.seen.absent = errors.Is(err, errNoKey)
+		lk.absent = errors.Is(err, errNoKey)
 		if db.IsStalled(err) {
-			req.seen.stalled = err
+			lk.stalled = err
 		}
-		return Result{}, false
+		return Result{}, lk, false
 	}
-	if k.State != StateCompleted || !bytes.Equal(k.Fingerprint, fp[:]) || !s.cfg.Now().Before(k.ExpiresAt) {
-		return Result{}, false
+	if k.State != StateCompleted || !bytes.Equal(k.Fingerprint, fp[:]) || k.Expired(s.cfg.Now()) {
+		return Result{}, lk, false
 	}
 	r, err := k.response()
 	if err != nil {
-		return Result{}, false
+		return Result{}, lk, false
 	}
-	s.record(*req, k, EventReplayed, r.Status, nil, nil)
-	return Result{Response: r, Replayed: true, ExpiresAt: k.ExpiresAt}, true
+	s.record(req, k, EventReplayed, r.Status, nil, nil)
+	return Result{Response: r, Replayed: true, ExpiresAt: k.ExpiresAt}, lk, true
 }

@@ -127,17 +127,6 @@ type Request struct {
 	Wait time.Duration
 	// Meta identifies the sender in the key's history.
 	Meta Meta
-
-	// seen is what Replay learnt, so that the request it hands on is not fingerprinted
-	// or looked up twice.
-	seen struct {
-		fp     [32]byte
-		ok     bool // fp is set
-		absent bool // the key did not exist when Replay looked
-		// stalled is Replay's lookup failing because the database did not answer in
-		// time: looking again would wait as long again, so the request fails at once.
-		stalled error
-	}
 }
 
 // Result is the answer to a keyed request.
@@ -166,17 +155,17 @@ type operation interface {
 // execute is the idempotency algorithm shared by every keyed request. Each pass through
 // the loop either answers or learns something new about the key (it was claimed by a
 // concurrent request, or finished while we waited). Every answer leaves one event in the
-// key's history.
-func (s *Service) execute(ctx context.Context, req Request, op operation) (Result, error) {
-	fp := req.seen.fp
-	if !req.seen.ok {
+// key's history. lk is what Replay learnt of the request, or the zero Lookup.
+func (s *Service) execute(ctx context.Context, req Request, lk Lookup, op operation) (Result, error) {
+	fp := lk.fp
+	if !lk.fpSet {
 		var err error
 		if fp, err = Fingerprint(req.Method, req.Path, req.Body); err != nil {
 			return Result{}, fmt.Errorf("fingerprint: %w", err)
 		}
 	}
-	if req.seen.stalled != nil {
-		return Result{}, fmt.Errorf("look up key: %w", req.seen.stalled)
+	if lk.stalled != nil {
+		return Result{}, fmt.Errorf("look up key: %w", lk.stalled)
 	}
 	// Waiting is measured on the wall clock even when tests inject a business clock.
 	wait := min(req.Wait, s.cfg.MaxWait)
@@ -185,7 +174,7 @@ func (s *Service) execute(ctx context.Context, req Request, op operation) (Resul
 	var waited time.Duration
 	// Look first: a repeat is one indexed SELECT. Replay may have just looked and found
 	// nothing; then claim at once.
-	lookup := !req.seen.absent
+	lookup := !lk.absent
 	for {
 		now := s.cfg.Now()
 		k, claimed, err := (*Key)(nil), false, errNoKey
@@ -216,7 +205,7 @@ func (s *Service) execute(ctx context.Context, req Request, op operation) (Resul
 			return res, err
 		}
 		sameRequest := bytes.Equal(k.Fingerprint, fp[:])
-		if k.Tombstone || !now.Before(k.ExpiresAt) {
+		if k.Expired(now) {
 			if err := publicIDs(ctx, s.q, k); err != nil {
 				return Result{}, err
 			}

@@ -212,11 +212,12 @@ func (s *Sweeper) pause(ctx context.Context, took time.Duration) error {
 	return sleep(ctx, max(s.cfg.Pause, took))
 }
 
-// tombstoneBatchSQL writes tombstones for up to $2 completed keys expired at $1, after the
-// cursor ($3, $4), in the order of the (expires_at, id) index. It answers how many it wrote
-// and the cursor for the next batch (null when it found none). A key whose tombstone is
-// already written waits for the delete step and is skipped. An older tombstone of the same
-// client and key (a key forgotten after its grace and used again) is replaced.
+// tombstoneBatchSQL writes tombstones for up to $2 completed keys expired at $1 (KeyExpired's
+// rule: expires_at <= $1), after the cursor ($3, $4), in the order of the (expires_at, id)
+// index. It answers how many it wrote and the cursor for the next batch (null when it found
+// none). A key whose tombstone is already written waits for the delete step and is skipped.
+// An older tombstone of the same client and key (a key forgotten after its grace and used
+// again) is replaced.
 const tombstoneBatchSQL = `
 	WITH batch AS (
 	    SELECT k.id, k.client_id, k.key, k.fingerprint, k.method, k.path, k.order_id, k.refund_id,

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -50,30 +51,50 @@ func (a *handlers) begin(c *gin.Context) (checkout.Request, keyed, bool) {
 	}, k, true
 }
 
-func (a *handlers) createOrder(c *gin.Context) {
+// input is the body of a keyed POST (checkout.OrderInput, checkout.RefundInput), decoded
+// strictly and then validated.
+type input[T any] interface {
+	*T
+	Validate() []checkout.FieldError
+}
+
+// keyedPost is the protocol of every keyed POST, written once: begin (the key, then the
+// body), replay, decode, validate, execute, write. A repeat of a completed request is
+// answered from the replay before its body is decoded: one fingerprint and one SELECT.
+// Anything else is decoded and validated (a body that fails changes nothing), and then
+// executed with what the replay learnt (checkout.Lookup), so that a first arrival claims
+// without looking its key up again.
+func keyedPost[T any, P input[T]](a *handlers, c *gin.Context,
+	execute func(ctx context.Context, req checkout.Request, lk checkout.Lookup, in T) (checkout.Result, error)) {
 	req, k, ok := a.begin(c)
 	if !ok {
 		return
 	}
-	if res, ok := a.svc.Replay(c.Request.Context(), &req); ok {
+	ctx := c.Request.Context()
+	res, lk, replayed := a.svc.Replay(ctx, req)
+	if replayed {
 		writeResult(c, k, res)
 		return
 	}
-	var in checkout.OrderInput
+	var in T
 	if p := decodeStrict(req.Body, &in); p != nil {
 		a.fail(c, k, p)
 		return
 	}
-	if errs := in.Validate(); len(errs) > 0 {
+	if errs := P(&in).Validate(); len(errs) > 0 {
 		a.fail(c, k, checkout.ValidationFailed(errs))
 		return
 	}
-	res, err := a.svc.CreateOrder(c.Request.Context(), req, in)
+	res, err := execute(ctx, req, lk, in)
 	if err != nil {
 		a.fail(c, k, err)
 		return
 	}
 	writeResult(c, k, res)
+}
+
+func (a *handlers) createOrder(c *gin.Context) {
+	keyedPost(a, c, a.svc.CreateOrder)
 }
 
 func (a *handlers) createRefund(c *gin.Context) {
@@ -82,29 +103,9 @@ func (a *handlers) createRefund(c *gin.Context) {
 		a.fail(c, keyed{}, checkout.ErrOrderNotFound) // with the advice every keyed request gets
 		return
 	}
-	req, k, ok := a.begin(c)
-	if !ok {
-		return
-	}
-	if res, ok := a.svc.Replay(c.Request.Context(), &req); ok {
-		writeResult(c, k, res)
-		return
-	}
-	var in checkout.RefundInput
-	if p := decodeStrict(req.Body, &in); p != nil {
-		a.fail(c, k, p)
-		return
-	}
-	if errs := in.Validate(); len(errs) > 0 {
-		a.fail(c, k, checkout.ValidationFailed(errs))
-		return
-	}
-	res, err := a.svc.CreateRefund(c.Request.Context(), req, orderID, in)
-	if err != nil {
-		a.fail(c, k, err)
-		return
-	}
-	writeResult(c, k, res)
+	keyedPost(a, c, func(ctx context.Context, req checkout.Request, lk checkout.Lookup, in checkout.RefundInput) (checkout.Result, error) {
+		return a.svc.CreateRefund(ctx, req, lk, orderID, in)
+	})
 }
 
 func (a *handlers) getOrder(c *gin.Context) {

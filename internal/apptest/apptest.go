@@ -152,15 +152,30 @@ func (e *Env) Send(method, path, secret string, body []byte, headers ...string) 
 
 // Clock is a settable clock; until set it follows the wall clock.
 type Clock struct {
-	mu  sync.Mutex
-	off time.Duration
+	mu      sync.Mutex
+	off     time.Duration
+	stopped bool
+	at      time.Time // where Stop stopped it
 }
 
-// Now is the wall clock moved by everything Advance added.
+// Now is the wall clock (or where Stop stopped it) moved by everything Advance added.
 func (c *Clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.stopped {
+		return c.at.Add(c.off)
+	}
 	return time.Now().Add(c.off)
+}
+
+// Stop stops the clock where it is, to the microsecond as Postgres keeps times, for tests
+// that need an exact instant (an expiry boundary); Advance still moves it. It returns the
+// time it stopped at.
+func (c *Clock) Stop() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at, c.off, c.stopped = time.Now().Add(c.off).Truncate(time.Microsecond), 0, true
+	return c.at
 }
 
 // Advance moves the clock forward.
