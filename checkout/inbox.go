@@ -148,17 +148,33 @@ func (s *Service) ReceiveProviderEvent(ctx context.Context, e ProviderEvent) (ou
 //     The key row is locked first: the worker, a client's retry or the completer finishing
 //     at the same moment either committed before (the key is completed: nothing to do) or
 //     finds the key completed and is fenced;
+//
 //   - a succeeded charge of an order canceled without a fence makes the refund owed due now.
 //
+//   - a paid order's refunded amount follows the charge's (syncRefunds).
+//
 // A charge whose description names no order of tekrar's, or whose key is not the key tekrar
-// derives from that order's key row, is not tekrar's to settle (reconciliation's job).
-func (s *Service) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c ProviderCharge) error {
+// derives from that order's key row (or recorded on its payment), is not tekrar's to settle
+// (reconciliation's job).
+func (s *Service) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c ProviderCharge) (err error) {
 	orderID, ok := orderOfDescription(c.Description)
 	if !ok {
 		return nil
 	}
+	// A settled order has its payment, which names the provider key: it is checked there
+	// (its key row may have been swept long before a refund or dispute arrives).
+	var paidKey string
+	err = tx.GetContext(ctx, &paidKey, `SELECT provider_key FROM payments WHERE order_id = $1`, orderID)
+	switch {
+	case err == nil && paidKey == c.Key:
+		return s.syncRefunds(ctx, tx, orderID, c)
+	case err == nil:
+		return nil // another charge's order
+	case !errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("payment of order %d: %w", orderID, err)
+	}
 	var k Key
-	err := tx.GetContext(ctx, &k, `SELECT `+keyColumns+` FROM idempotency_keys WHERE order_id = $1 FOR UPDATE`, orderID)
+	err = tx.GetContext(ctx, &k, `SELECT `+keyColumns+` FROM idempotency_keys WHERE order_id = $1 FOR UPDATE`, orderID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
@@ -171,6 +187,11 @@ func (s *Service) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c Provide
 	}
 	ch := psp.Charge{ID: c.ID, Key: c.Key, Amount: c.Amount, Currency: c.Currency, Status: c.Status,
 		DeclineCode: c.DeclineCode, CardBrand: c.CardBrand, CardLast4: c.CardLast4}
+	defer func() {
+		if err == nil {
+			err = s.syncRefunds(ctx, tx, orderID, c)
+		}
+	}()
 	switch {
 	case k.State == StateInProgress && (c.Status == psp.StatusSucceeded || c.Status == psp.StatusDeclined):
 		if _, err := s.settleCharge(ctx, tx, &k, ch, pk); err != nil {
@@ -182,6 +203,39 @@ func (s *Service) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c Provide
 			 WHERE order_id = $1 AND state = 'watching'`, orderID, s.cfg.Now(), c.ID); err != nil {
 			return fmt.Errorf("compensation of order %d: %w", orderID, err)
 		}
+	}
+	return nil
+}
+
+// syncRefunds makes a paid order's refunded amount catch up with the charge's, as the
+// provider's newest event states it: refunds made at the provider, outside tekrar (its
+// dashboard, a support agent), appear on the order as refunds of their own. The order's
+// refunded amount already counts tekrar's own refunds from the moment they are claimed, so
+// a refund of tekrar's that the provider reports before tekrar recorded its answer is not
+// counted twice; whatever the provider reports beyond it is recorded once, whatever the
+// order and number of the events, because the comparison is of totals.
+func (s *Service) syncRefunds(ctx context.Context, tx *sqlx.Tx, orderID int64, c ProviderCharge) error {
+	if c.Status != psp.StatusSucceeded || c.Refunded <= 0 {
+		return nil
+	}
+	now := s.cfg.Now()
+	_, err := tx.ExecContext(ctx, `
+		WITH o AS (
+		    SELECT id, client_id, currency, $2::bigint - refunded_amount AS missing
+		      FROM orders
+		     WHERE id = $1 AND status IN `+paidStatusesSQL+` AND refunded_amount < $2
+		       AND $2 <= captured_amount
+		     FOR UPDATE
+		), r AS (
+		    INSERT INTO refunds (order_id, client_id, amount, currency, reason, status, provider_key, created_at, updated_at)
+		    SELECT id, client_id, missing, currency, 'refunded at the payment provider', 'succeeded', $3, $4, $4 FROM o
+		)
+		UPDATE orders SET refunded_amount = $2, updated_at = $4,
+		       status = CASE WHEN $2 >= captured_amount THEN 'refunded' ELSE 'partially_refunded' END
+		 WHERE id IN (SELECT id FROM o)`,
+		orderID, c.Refunded, fmt.Sprintf("provider:%s:%d", c.ID, c.Sequence), now)
+	if err != nil {
+		return fmt.Errorf("refunds of order %d made at the provider: %w", orderID, err)
 	}
 	return nil
 }

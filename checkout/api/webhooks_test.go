@@ -311,3 +311,50 @@ func TestLostAnswerRaceOfRetryCompleterAndWebhook(t *testing.T) {
 		})
 	}
 }
+
+// Refunds made at the provider, outside tekrar, appear on the order: its refunded amount
+// follows the charge's, recorded as refunds of their own, once however the events arrive;
+// tekrar's own refunds are not counted twice.
+func TestRefundsAtTheProviderAppearOnTheOrder(t *testing.T) {
+	e, k := inboxEnv(t)
+	o := decodeOrder(t, postOrder(t, e, e.Secret, "k-paid", orderBody(9000, "tok_visa")))
+	if r := e.Do(t, "POST", "/v1/orders/"+o.ID+"/refunds", e.Secret, []byte(`{"amount":1000}`), "Idempotency-Key", "k-own-refund"); r.Status != 201 {
+		t.Fatalf("tekrar's own refund: %d %s", r.Status, r.Body)
+	}
+	_, paid := ledgerEvent(t, e, "k-paid")
+	var ev psp.Event
+	if err := json.Unmarshal(paid, &ev); err != nil {
+		t.Fatal(err)
+	}
+	at := func(seq int, typ string, refunded int64) (string, []byte) {
+		ev.ID, ev.Type, ev.Data.Sequence, ev.Data.RefundedAmount = fmt.Sprintf("evt_r%d", seq), typ, seq, refunded
+		b, _ := json.Marshal(ev)
+		return ev.ID, b
+	}
+	// The provider's events: tekrar's refund (1000), then two from its dashboard (2000, 6000).
+	ownID, own := at(2, psp.EventRefundSucceeded, 1000)
+	dashID, dash := at(3, psp.EventRefundSucceeded, 3000)
+	fullID, full := at(4, psp.EventChargeRefunded, 9000)
+	for _, d := range []struct {
+		id   string
+		body []byte
+		want int64 // the order's refunded amount afterwards
+	}{{dashID, dash, 3000}, {ownID, own, 3000}, {dashID, dash, 3000}, {fullID, full, 9000}, {dashID, dash, 9000}} {
+		if status, _, err := deliver(e, k, d.id, d.body, nil); err != nil || status != 200 {
+			t.Fatalf("%s: %d %v", d.id, status, err)
+		}
+		if got := count(t, e, `SELECT refunded_amount FROM orders WHERE public_id = $1`, o.ID); int64(got) != d.want {
+			t.Fatalf("after %s: refunded %d, want %d", d.id, got, d.want)
+		}
+	}
+	if n := count(t, e, `SELECT count(*) FROM refunds WHERE reason = 'refunded at the payment provider'`); n != 2 {
+		t.Errorf("%d refunds recorded from the provider, want 2 (2000 and 6000)", n)
+	}
+	if n := count(t, e, `SELECT coalesce(sum(amount), 0) FROM refunds WHERE status = 'succeeded'`); n != 9000 {
+		t.Errorf("refunds add up to %d, want 9000", n)
+	}
+	g := e.Do(t, "GET", "/v1/orders/"+o.ID, e.Secret, nil)
+	if !bytes.Contains(g.Body, []byte(`"status":"refunded"`)) {
+		t.Errorf("the order: %s", g.Body)
+	}
+}

@@ -235,6 +235,12 @@ func TestSandboxWebhooksDuplicatedAndReordered(t *testing.T) {
 		        OR pc.last_sequence <> (SELECT max(seq) FROM psp_events e WHERE e.charge_id = ch.id))`); n != 0 {
 		t.Errorf("%d charges whose newest state tekrar does not know", n)
 	}
+	if n := countRows(t, s.db, `
+		SELECT count(*) FROM psp_charges ch JOIN payments p ON p.provider_charge_id = ch.id
+		  JOIN orders o ON o.id = p.order_id
+		 WHERE o.refunded_amount <> ch.refunded_amount`); n != 0 {
+		t.Errorf("%d orders whose refunded amount is not the provider's (dashboard refunds must appear)", n)
+	}
 	if n := countRows(t, s.db, `SELECT count(*) FROM provider_charges WHERE disputed`); n != len(charges)/2 {
 		t.Errorf("%d disputed charges known, want %d", n, len(charges)/2)
 	}
