@@ -257,7 +257,31 @@ func orderCard(d report.OrderDetail) views.OrderCard {
 		}
 		o.Refunds = append(o.Refunds, line)
 	}
+	o.Compensation = compensationFields(d.Compensation, money)
 	return o
+}
+
+// compensationFields shows the refund tekrar owed for a charge it gave up on.
+func compensationFields(c *report.Compensation, money func(int64) string) []views.Field {
+	if c == nil {
+		return nil
+	}
+	state := map[string]string{
+		checkout.CompensationWatching: "watching: no charge has appeared yet; tekrar looks again until " + c.WatchUntil.UTC().Format(time.RFC3339),
+		checkout.CompensationRefunded: "refunded: a charge appeared after the order was canceled, and tekrar refunded it in full",
+		checkout.CompensationNoCharge: "settled: the provider has no charge under the order's key",
+	}[c.State]
+	f := []views.Field{field("State", state), field("Why", c.Reason), field("Attempts", strconv.Itoa(c.Attempts))}
+	if c.ChargeID != nil {
+		f = append(f, field("Charge", *c.ChargeID))
+	}
+	if c.RefundID != nil && c.Amount != nil {
+		f = append(f, field("Refund", *c.RefundID+" ("+money(*c.Amount)+")"))
+	}
+	if c.LastError != nil {
+		f = append(f, field("Last error", *c.LastError))
+	}
+	return f
 }
 
 func orDash(s string) string {

@@ -26,7 +26,28 @@ type OrderDetail struct {
 	// Keys are every idempotency key that touched the order, oldest first: the key that
 	// created it and the keys of its refunds, live or swept (only a tombstone left).
 	Keys []OrderKey
+	// Compensation is the refund tekrar owed when it gave up on the order's charge at a
+	// provider that could not cancel it; nil when it owed none.
+	Compensation *Compensation
 }
+
+// Compensation is a row of compensations (see checkout/compensate.go).
+type Compensation struct {
+	State      string     `db:"state"` // watching, refunded or no_charge
+	Reason     string     `db:"reason"`
+	ChargeID   *string    `db:"charge_id"`
+	RefundID   *string    `db:"refund_id"`
+	Amount     *int64     `db:"amount"`
+	Attempts   int        `db:"attempts"`
+	LastError  *string    `db:"last_error"`
+	WatchUntil time.Time  `db:"watch_until"`
+	CreatedAt  time.Time  `db:"created_at"`
+	SettledAt  *time.Time `db:"settled_at"`
+}
+
+const orderCompensationSQL = `
+	SELECT state, reason, charge_id, refund_id, amount, attempts, last_error, watch_until, created_at, settled_at
+	  FROM compensations WHERE order_id = $1`
 
 // OrderKey is an idempotency key of an order.
 type OrderKey struct {
@@ -88,6 +109,13 @@ func GetOrderDetail(ctx context.Context, db sqlx.QueryerContext, id int64) (Orde
 	d.Refunds = refunds[id]
 	if err := sqlx.SelectContext(ctx, db, &d.Keys, orderKeysSQL, id); err != nil {
 		return OrderDetail{}, fmt.Errorf("order keys: %w", err)
+	}
+	var comp Compensation
+	switch err := sqlx.GetContext(ctx, db, &comp, orderCompensationSQL, id); {
+	case err == nil:
+		d.Compensation = &comp
+	case !errors.Is(err, sql.ErrNoRows):
+		return OrderDetail{}, fmt.Errorf("order compensation: %w", err)
 	}
 	for i := range d.Keys {
 		d.Keys[i].FirstAt = d.Keys[i].FirstAt.UTC()

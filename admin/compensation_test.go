@@ -1,0 +1,45 @@
+package admin_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tekrar/tekrar/admin"
+	"github.com/tekrar/tekrar/internal/apptest"
+)
+
+// The order page shows the refund tekrar owed for a charge it gave up on, as the compensation
+// worker left it: still watching, or refunded with the refund's id and amount.
+func TestOrderPageShowsItsCompensation(t *testing.T) {
+	e := apptest.New(t)
+	b := actSignIn(t, e, "viewer@example.com", admin.RoleViewer)
+	id := actOrder(t, e, "k-comp", 4500)
+	page := "/admin/orders/" + id
+	if p := b.do("GET", page, nil); p.status != http.StatusOK || strings.Contains(p.body, "Compensation") {
+		t.Fatalf("an order without a compensation: %d, shows one: %v", p.status, strings.Contains(p.body, "Compensation"))
+	}
+	if _, err := e.DB.Exec(`
+		INSERT INTO compensations (client_id, order_id, charge_key, reason, next_attempt_at, watch_until, created_at)
+		SELECT client_id, id, 'pk-comp', 'completer gave up on a charge whose worker was gone', now(), now() + interval '1 day', now()
+		  FROM orders WHERE public_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	p := b.do("GET", page, nil)
+	for _, want := range []string{"Compensation", "watching", "completer gave up on a charge whose worker was gone"} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if _, err := e.DB.Exec(`
+		UPDATE compensations SET state = 'refunded', charge_id = 'ch_late', refund_id = 're_back', amount = 4500,
+		       currency = 'TRY', settled_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	p = b.do("GET", page, nil)
+	for _, want := range []string{"refunded it in full", "ch_late", "re_back (45.00 TRY)"} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+}
