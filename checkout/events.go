@@ -210,26 +210,20 @@ func insertEvents(db *sqlx.DB, batch []Event) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	tx, err := db.BeginTxx(ctx, nil)
-	if err != nil {
+	return inTx(ctx, db, "record key events", func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `
+			INSERT INTO key_events (at, client_id, key, key_id, kind, status, request_id, remote_addr,
+			                        user_agent, fingerprint, detail)
+			SELECT * FROM unnest($1::timestamptz[], $2::bigint[], $3::text[], $4::bigint[], $5::text[],
+			                     $6::int[], $7::text[], $8::text[], $9::text[], $10::bytea[], $11::jsonb[])`,
+			pq.Array(at), pq.Array(client), pq.Array(key), pq.GenericArray{A: keyID}, pq.Array(kind),
+			pq.GenericArray{A: status}, pq.GenericArray{A: reqID}, pq.GenericArray{A: addr}, pq.GenericArray{A: ua},
+			pq.GenericArray{A: fp}, pq.GenericArray{A: detail})
 		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-		return err
-	}
-	_, err = tx.ExecContext(ctx, `
-		INSERT INTO key_events (at, client_id, key, key_id, kind, status, request_id, remote_addr,
-		                        user_agent, fingerprint, detail)
-		SELECT * FROM unnest($1::timestamptz[], $2::bigint[], $3::text[], $4::bigint[], $5::text[],
-		                     $6::int[], $7::text[], $8::text[], $9::text[], $10::bytea[], $11::jsonb[])`,
-		pq.Array(at), pq.Array(client), pq.Array(key), pq.GenericArray{A: keyID}, pq.Array(kind),
-		pq.GenericArray{A: status}, pq.GenericArray{A: reqID}, pq.GenericArray{A: addr}, pq.GenericArray{A: ua},
-		pq.GenericArray{A: fp}, pq.GenericArray{A: detail})
-	if err != nil {
-		return err
-	}
-	return tx.Commit()
+	})
 }
 
 func nullInt(n int64) any {

@@ -23,72 +23,73 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderPublicID string, 
 	if !ValidOrderID(orderPublicID) {
 		return nil, false, ErrOrderNotFound
 	}
-	tx, err := d.BeginTxx(ctx, nil)
-	if err != nil {
-		return nil, false, fmt.Errorf("claim refund: %w", err)
-	}
-	defer tx.Rollback()
-	var tomb Key
-	err = sqlx.GetContext(ctx, tx, &tomb, tombstoneAsKey, k.ClientID, k.Key, k.CreatedAt)
-	if err == nil {
-		return &tomb, false, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return nil, false, fmt.Errorf("claim refund: tombstone: %w", err)
-	}
-	var row Key
-	err = sqlx.GetContext(ctx, tx, &row, `
-		INSERT INTO idempotency_keys
-		       (client_id, key, fingerprint, method, path, state, recovery_point,
-		        lease_expires_at, refund_id, created_at, expires_at)
-		VALUES ($1, $2, $3::bytea, $4, $5, 'in_progress', 'refund_created', -- bytea: see claimOrder
-		        $6, nextval('refunds_id_seq'), $7, $8)
-		ON CONFLICT (client_id, key) DO NOTHING
-		RETURNING `+keyColumns,
-		k.ClientID, k.Key, k.Fingerprint, k.Method, k.Path, k.LeaseExpiresAt, k.CreatedAt, k.ExpiresAt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, errNoKey
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("claim refund key: %w", err)
-	}
-	var order struct {
-		ID       int64  `db:"id"`
-		Currency string `db:"currency"`
-	}
-	err = tx.GetContext(ctx, &order, `
-		UPDATE orders SET refunded_amount = refunded_amount + $3, updated_at = $4
-		 WHERE public_id = $1 AND client_id = $2 AND status IN `+paidStatusesSQL+` -- a refunded one: the CHECK refuses
-		RETURNING id, currency`, orderPublicID, k.ClientID, in.Amount, k.CreatedAt)
-	switch {
-	case db.IsCheckViolation(err, "orders_refund_within_capture"):
-		return nil, false, errExceedsCaptured()
-	case errors.Is(err, sql.ErrNoRows):
-		var status string
-		err := tx.GetContext(ctx, &status, `SELECT status FROM orders WHERE public_id = $1 AND client_id = $2`, orderPublicID, k.ClientID)
+	var out *Key
+	err := inTx(ctx, d, "claim refund", func(tx *sqlx.Tx) error {
+		var tomb Key
+		err := sqlx.GetContext(ctx, tx, &tomb, tombstoneAsKey, k.ClientID, k.Key, k.CreatedAt)
+		if err == nil {
+			out = &tomb
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("claim refund: tombstone: %w", err)
+		}
+		var row Key
+		err = sqlx.GetContext(ctx, tx, &row, `
+			INSERT INTO idempotency_keys
+			       (client_id, key, fingerprint, method, path, state, recovery_point,
+			        lease_expires_at, refund_id, created_at, expires_at)
+			VALUES ($1, $2, $3::bytea, $4, $5, 'in_progress', 'refund_created', -- bytea: see claimOrder
+			        $6, nextval('refunds_id_seq'), $7, $8)
+			ON CONFLICT (client_id, key) DO NOTHING
+			RETURNING `+keyColumns,
+			k.ClientID, k.Key, k.Fingerprint, k.Method, k.Path, k.LeaseExpiresAt, k.CreatedAt, k.ExpiresAt)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, false, ErrOrderNotFound
+			return errNoKey
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("claim refund: %w", err)
+			return fmt.Errorf("claim refund key: %w", err)
 		}
-		return nil, false, errNotRefundable(status)
-	case err != nil:
-		return nil, false, fmt.Errorf("reserve refund amount: %w", err)
-	}
-	_, err = tx.ExecContext(ctx, `
-		INSERT INTO refunds (id, order_id, client_id, amount, currency, reason, status, provider_key,
-		                     created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $8)`,
-		row.RefundID.Int64, order.ID, k.ClientID, in.Amount, order.Currency, nullable(in.Reason),
-		providerKey("refund", &row), k.CreatedAt)
+		var order struct {
+			ID       int64  `db:"id"`
+			Currency string `db:"currency"`
+		}
+		err = tx.GetContext(ctx, &order, `
+			UPDATE orders SET refunded_amount = refunded_amount + $3, updated_at = $4
+			 WHERE public_id = $1 AND client_id = $2 AND status IN `+paidStatusesSQL+` -- a refunded one: the CHECK refuses
+			RETURNING id, currency`, orderPublicID, k.ClientID, in.Amount, k.CreatedAt)
+		switch {
+		case db.IsCheckViolation(err, "orders_refund_within_capture"):
+			return errExceedsCaptured()
+		case errors.Is(err, sql.ErrNoRows):
+			var status string
+			err := tx.GetContext(ctx, &status, `SELECT status FROM orders WHERE public_id = $1 AND client_id = $2`, orderPublicID, k.ClientID)
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrOrderNotFound
+			}
+			if err != nil {
+				return fmt.Errorf("claim refund: %w", err)
+			}
+			return errNotRefundable(status)
+		case err != nil:
+			return fmt.Errorf("reserve refund amount: %w", err)
+		}
+		_, err = tx.ExecContext(ctx, `
+			INSERT INTO refunds (id, order_id, client_id, amount, currency, reason, status, provider_key,
+			                     created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $8)`,
+			row.RefundID.Int64, order.ID, k.ClientID, in.Amount, order.Currency, nullable(in.Reason),
+			providerKey("refund", &row), k.CreatedAt)
+		if err != nil {
+			return fmt.Errorf("create refund: %w", err)
+		}
+		out, claimed = &row, true
+		return nil
+	})
 	if err != nil {
-		return nil, false, fmt.Errorf("create refund: %w", err)
+		return nil, false, err
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, false, fmt.Errorf("claim refund: %w", err)
-	}
-	return &row, true, nil
+	return out, claimed, nil
 }
 
 type refundRow struct {
