@@ -26,7 +26,7 @@ import (
 //     "nothing was charged".
 //   - owed: the provider cannot fence. The order is canceled and, in the same statement, a
 //     compensation is written: a refund tekrar owes if a charge still appears under the key.
-//     Every serve process drives due compensations (DriveCompensations) until the refund is
+//     Every serve process drives due compensations (compensateDue) until the refund is
 //     made or the provider's processing horizon has passed with no charge. The stored answer
 //     says so instead of claiming that nothing was charged.
 //
@@ -138,7 +138,7 @@ func (s *Service) giveUpCharge(ctx context.Context, k *Key, reason string) (func
 // succeeded: if the order was canceled meanwhile (a provider that cannot fence), the charge
 // must be refunded. It writes that debt (or names the charge on the compensation written
 // with the cancel, makes it due now, and reopens it if it had stopped watching), and leaves
-// the refund to DriveCompensations.
+// the refund to compensateDue.
 func (s *Service) oweRefundIfCanceled(ctx context.Context, k *Key, ch psp.Charge) {
 	if ch.Status != psp.StatusSucceeded {
 		return
@@ -173,8 +173,8 @@ const (
 	CompensationNoCharge = "no_charge" // the provider's horizon passed with no charge, or it was declined or canceled
 )
 
-// CompensationResult counts what one pass of DriveCompensations did.
-type CompensationResult struct {
+// compensationPass counts what one pass of compensateDue did.
+type compensationPass struct {
 	Refunded int // charges found under given-up keys and refunded
 	NoCharge int // keys confirmed to hold no charge
 	Retry    int // looked at again later: no charge yet within the horizon, or the provider could not answer
@@ -197,11 +197,11 @@ func compensationRefundKey(chargeKey string) string {
 	return "tekrar_co_" + hex.EncodeToString(h[:16])
 }
 
-// DriveCompensations works on up to batch due compensations. Each is taken by moving its
+// compensateDue works on up to batch due compensations. Each is taken by moving its
 // next attempt past hold, so that a worker that stalls or dies gives it back by itself; a
 // second worker that takes it after that asks for the same refund key, so the refund is made
 // once whatever happens.
-func (s *Service) DriveCompensations(ctx context.Context, batch int, hold time.Duration) (CompensationResult, error) {
+func (s *Service) compensateDue(ctx context.Context, batch int, hold time.Duration) (compensationPass, error) {
 	now := s.cfg.Now()
 	var due []compensation
 	err := sqlx.SelectContext(ctx, s.db, &due, `
@@ -212,9 +212,9 @@ func (s *Service) DriveCompensations(ctx context.Context, batch int, hold time.D
 		RETURNING id, order_id, charge_key, attempts, watch_until`,
 		now, now.Add(hold), batch)
 	if err != nil {
-		return CompensationResult{}, fmt.Errorf("compensations: take due: %w", err)
+		return compensationPass{}, fmt.Errorf("compensations: take due: %w", err)
 	}
-	var res CompensationResult
+	var res compensationPass
 	var errs []error
 	for _, c := range due {
 		if err := s.driveCompensation(ctx, c, now, &res); err != nil {
@@ -224,7 +224,7 @@ func (s *Service) DriveCompensations(ctx context.Context, batch int, hold time.D
 	return res, errors.Join(errs...)
 }
 
-func (s *Service) driveCompensation(ctx context.Context, c compensation, now time.Time, res *CompensationResult) error {
+func (s *Service) driveCompensation(ctx context.Context, c compensation, now time.Time, res *compensationPass) error {
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
 	defer cancel()
 	ch, err := s.provider.LookupCharge(pctx, c.ChargeKey)

@@ -50,7 +50,7 @@ type CompleterResult struct {
 	Canceled  int // the provider fenced the key (or could not, and a refund is owed): the order is canceled
 	Attention int // handed to an operator
 	Retry     int // the provider could not answer; tried again next pass
-	// Compensations driven in the same pass (see DriveCompensations).
+	// Compensations driven in the same pass (see compensateDue).
 	Compensated     int // charges found under given-up keys and refunded
 	CompensationsOK int // given-up keys confirmed to hold no charge
 }
@@ -138,7 +138,7 @@ func (c *Completer) Pass(ctx context.Context) (CompleterResult, error) {
 			errs = append(errs, fmt.Errorf("key %d: %w", k.ID, err))
 		}
 	}
-	comp, err := c.s.DriveCompensations(ctx, c.cfg.Batch, c.s.cfg.Lease)
+	comp, err := c.s.compensateDue(ctx, c.cfg.Batch, c.s.cfg.Lease)
 	if err != nil {
 		errs = append(errs, err)
 	}
