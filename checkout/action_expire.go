@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -27,13 +26,9 @@ func (s *Service) ExpireKey(ctx context.Context, clientID int64, key string, rec
 	now := s.cfg.Now()
 	var res ActionResult
 	err := inTx(ctx, s.db, "expire key", func(tx *sqlx.Tx) error {
-		var k struct {
-			ID        int64     `db:"id"`
-			State     string    `db:"state"`
-			ExpiresAt time.Time `db:"expires_at"`
-		}
+		var k Key
 		err := tx.GetContext(ctx, &k, `
-			SELECT id, state, expires_at FROM idempotency_keys
+			SELECT `+keyColumns+` FROM idempotency_keys
 			 WHERE client_id = $1 AND key = $2
 			   FOR UPDATE`, clientID, key)
 		if errors.Is(err, sql.ErrNoRows) {

@@ -160,7 +160,7 @@ func (s *Service) releaseRefund(ctx context.Context, k *Key, detail map[string]a
 	defer cancel()
 	pr, err := s.provider.LookupRefund(pctx, pk)
 	if errors.Is(err, psp.ErrNotFound) {
-		pr, err = s.provider.Refund(pctx, psp.RefundRequest{Key: pk, ChargeID: ref.ChargeID, Amount: ref.Amount, Reason: ref.Reason})
+		pr, err = s.provider.Refund(pctx, psp.RefundRequest{Key: pk, ChargeID: ref.ChargeID, Amount: ref.Amount, Reason: ref.Reason.String})
 	}
 	if err != nil {
 		providerSaid(detail, err)

@@ -218,8 +218,8 @@ func (c *Completer) complete(ctx context.Context, k *Key, now time.Time, res *Co
 
 // orderView is an order as its 201 shows it, read back from the database.
 func (s *Service) orderView(ctx context.Context, orderID int64) (OrderView, error) {
-	var r orderRow
-	if err := sqlx.GetContext(ctx, s.q, &r, orderSelect+` WHERE o.id = $1`, orderID); err != nil {
+	r, err := getOrder(ctx, s.q, `o.id = $1`, orderID)
+	if err != nil {
 		return OrderView{}, fmt.Errorf("read order %d: %w", orderID, err)
 	}
 	v, err := r.view()
