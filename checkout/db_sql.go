@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -48,7 +50,9 @@ type statement[P any] struct {
 
 var paramMapper = reflectx.NewMapperFunc("db", sqlx.NameMapper)
 
-// named binds query to P's fields. It panics on a name P lacks, and on a "::" cast:
+var numberedParam = regexp.MustCompile(`\$[0-9]+`)
+
+// named binds query to P's fields. It panics on a name P lacks, a "::" cast or a "$":
 // statements are package variables, so a mistake stops every test at once.
 func named[P any](query string) statement[P] {
 	if strings.Contains(query, "::") {
@@ -59,19 +63,39 @@ func named[P any](query string) statement[P] {
 	for name := range fields.Names {
 		names[name] = name
 	}
+	if strings.Contains(query, "$") {
+		panic("named statement with a numbered parameter\n" + query)
+	}
 	text, args, err := sqlx.BindNamed(sqlx.DOLLAR, query, names)
 	if err != nil {
 		panic(fmt.Sprintf("bind named statement: %v\n%s", err, query))
 	}
-	s := statement[P]{text: text, index: make([][]int, len(args)), plain: make([]reflect.Kind, len(args))}
+	// sqlx numbers every occurrence of a name; a name used twice becomes one parameter, as
+	// a hand-numbered statement would have it (each parameter costs its encoding and its
+	// bytes on the wire).
+	number := make(map[string]int, len(args))
+	renumber := make([]string, len(args))
+	var s statement[P]
 	for i, a := range args {
-		f := fields.GetByPath(a.(string))
-		s.index[i] = f.Index
-		switch t := f.Field.Type; t {
-		case reflect.TypeFor[int64](), reflect.TypeFor[int](), reflect.TypeFor[string]():
-			s.plain[i] = t.Kind()
+		name := a.(string)
+		n, ok := number[name]
+		if !ok {
+			f := fields.GetByPath(name)
+			var kind reflect.Kind
+			switch t := f.Field.Type; t {
+			case reflect.TypeFor[int64](), reflect.TypeFor[int](), reflect.TypeFor[string]():
+				kind = t.Kind()
+			}
+			s.index, s.plain = append(s.index, f.Index), append(s.plain, kind)
+			n = len(s.index)
+			number[name] = n
 		}
+		renumber[i] = "$" + strconv.Itoa(n)
 	}
+	s.text = numberedParam.ReplaceAllStringFunc(text, func(m string) string {
+		k, _ := strconv.Atoi(m[1:])
+		return renumber[k-1]
+	})
 	return s
 }
 
