@@ -5,7 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // ExpireKey ends a completed key's retention now, at an operator's request: its expires_at
@@ -23,52 +24,54 @@ import (
 // with the new expiry.
 func (s *Service) ExpireKey(ctx context.Context, clientID int64, key string, record Recorder) (ActionResult, error) {
 	now := s.cfg.Now()
-	tx, err := s.db.BeginTxx(ctx, nil)
-	if err != nil {
-		return ActionResult{}, fmt.Errorf("expire key: %w", err)
-	}
-	defer tx.Rollback()
-	var k struct {
-		ID        int64     `db:"id"`
-		State     string    `db:"state"`
-		ExpiresAt time.Time `db:"expires_at"`
-	}
-	err = tx.GetContext(ctx, &k, `
-		SELECT id, state, expires_at FROM idempotency_keys
-		 WHERE client_id = $1 AND key = $2
-		   FOR UPDATE`, clientID, key)
-	if errors.Is(err, sql.ErrNoRows) {
-		var swept bool
-		if err := tx.GetContext(ctx, &swept,
-			`SELECT EXISTS (SELECT 1 FROM key_tombstones WHERE client_id = $1 AND key = $2)`, clientID, key); err != nil {
-			return ActionResult{}, fmt.Errorf("expire key: tombstone: %w", err)
+	var res ActionResult
+	err := inTx(ctx, s.db, "expire key", func(tx *sqlx.Tx) error {
+		var k Key
+		err := tx.GetContext(ctx, &k, `
+			SELECT `+keyColumns+` FROM idempotency_keys
+			 WHERE client_id = $1 AND key = $2
+			   FOR UPDATE`, clientID, key)
+		if errors.Is(err, sql.ErrNoRows) {
+			var swept bool
+			if err := tx.GetContext(ctx, &swept,
+				`SELECT EXISTS (SELECT 1 FROM key_tombstones WHERE client_id = $1 AND key = $2)`, clientID, key); err != nil {
+				return fmt.Errorf("expire key: tombstone: %w", err)
+			}
+			if !swept {
+				return ErrKeyNotFound
+			}
+			res = ActionResult{Outcome: OutcomeAlreadyExpired, State: KeyStateExpired}
+			return nil
 		}
-		if !swept {
-			return ActionResult{}, ErrKeyNotFound
+		if err != nil {
+			return fmt.Errorf("expire key: %w", err)
 		}
-		return ActionResult{Outcome: OutcomeAlreadyExpired, State: KeyStateExpired}, nil
+		if k.State != StateCompleted {
+			res = ActionResult{State: k.State}
+			return fmt.Errorf("expire key in state %s: %w", k.State, ErrKeyBusy)
+		}
+		if k.Expired(now) {
+			res = ActionResult{Outcome: OutcomeAlreadyExpired, State: k.State,
+				Detail: map[string]any{"expired_at": k.ExpiresAt.UTC()}}
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE idempotency_keys SET expires_at = $2 WHERE id = $1`, k.ID, now); err != nil {
+			return fmt.Errorf("expire key: %w", err)
+		}
+		detail := map[string]any{"outcome": OutcomeExpired, "key_id": k.ID,
+			"expires_at_was": k.ExpiresAt.UTC(), "expires_at": now.UTC()}
+		if err := record(ctx, tx, detail); err != nil {
+			return fmt.Errorf("expire key: record: %w", err)
+		}
+		res = ActionResult{Done: true, Outcome: OutcomeExpired, State: k.State, Detail: detail}
+		return nil
+	})
+	if errors.Is(err, ErrKeyBusy) {
+		return res, err // with the key's state, for the console's answer
 	}
 	if err != nil {
-		return ActionResult{}, fmt.Errorf("expire key: %w", err)
+		return ActionResult{}, err
 	}
-	if k.State != StateCompleted {
-		return ActionResult{State: k.State}, fmt.Errorf("expire key in state %s: %w", k.State, ErrKeyBusy)
-	}
-	if KeyExpired(k.ExpiresAt, now) {
-		return ActionResult{Outcome: OutcomeAlreadyExpired, State: k.State,
-			Detail: map[string]any{"expired_at": k.ExpiresAt.UTC()}}, nil
-	}
-	if _, err := tx.ExecContext(ctx,
-		`UPDATE idempotency_keys SET expires_at = $2 WHERE id = $1`, k.ID, now); err != nil {
-		return ActionResult{}, fmt.Errorf("expire key: %w", err)
-	}
-	detail := map[string]any{"outcome": OutcomeExpired, "key_id": k.ID,
-		"expires_at_was": k.ExpiresAt.UTC(), "expires_at": now.UTC()}
-	if err := record(ctx, tx, detail); err != nil {
-		return ActionResult{}, fmt.Errorf("expire key: record: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return ActionResult{}, fmt.Errorf("expire key: %w", err)
-	}
-	return ActionResult{Done: true, Outcome: OutcomeExpired, State: k.State, Detail: detail}, nil
+	return res, nil
 }

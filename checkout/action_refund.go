@@ -16,21 +16,21 @@ import (
 )
 
 // RefundTarget is an order as an operator about to refund it needs to see it: what was
-// captured, what is refunded or being refunded, and so what is left.
+// captured, what is refunded or being refunded, and so what is left. A view of the order.
 type RefundTarget struct {
-	OrderID    int64  `db:"id"`
-	PublicID   string `db:"public_id"` // what the operator sees and the console's URLs name
-	ClientID   int64  `db:"client_id"`
-	ClientName string `db:"client_name"`
-	Status     string `db:"status"`
-	Amount     int64  `db:"amount"`
-	Currency   string `db:"currency"`
-	Captured   int64  `db:"captured_amount"`
+	OrderID    int64
+	PublicID   string // what the operator sees and the console's URLs name
+	ClientID   int64
+	ClientName string
+	Status     string
+	Amount     int64
+	Currency   string
+	Captured   int64
 	// Refunded counts the refunds in progress too: their amounts are reserved on the order
 	// when they are claimed.
-	Refunded      int64  `db:"refunded_amount"`
-	CustomerID    string `db:"customer_id"`
-	CustomerEmail string `db:"customer_email"`
+	Refunded      int64
+	CustomerID    string
+	CustomerEmail string
 }
 
 // Refundable is what may still be refunded: only the capture of a paid (or partially
@@ -66,18 +66,18 @@ func GetRefundTarget(ctx context.Context, db sqlx.QueryerContext, publicID strin
 	if !ValidOrderID(publicID) {
 		return RefundTarget{}, ErrOrderNotFound
 	}
-	var t RefundTarget
-	err := sqlx.GetContext(ctx, db, &t, `
-		SELECT o.id, o.public_id, o.client_id, c.name AS client_name, o.status, o.amount, o.currency,
-		       o.captured_amount, o.refunded_amount, coalesce(o.customer_id, '') AS customer_id,
-		       coalesce(o.customer_email, '') AS customer_email
-		  FROM orders o JOIN clients c ON c.id = o.client_id
-		 WHERE o.public_id = $1`, publicID)
+	o, err := getOrder(ctx, db, `o.public_id = $1`, publicID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return RefundTarget{}, ErrOrderNotFound
 	}
 	if err != nil {
 		return RefundTarget{}, fmt.Errorf("get refund target: %w", err)
+	}
+	t := RefundTarget{OrderID: o.ID, PublicID: o.PublicID, ClientID: o.ClientID, Status: o.Status,
+		Amount: o.Amount, Currency: o.Currency, Captured: o.CapturedAmount, Refunded: o.RefundedAmount,
+		CustomerID: o.CustomerID.String, CustomerEmail: o.CustomerEmail.String}
+	if err := sqlx.GetContext(ctx, db, &t.ClientName, `SELECT name FROM clients WHERE id = $1`, o.ClientID); err != nil {
+		return RefundTarget{}, fmt.Errorf("get refund target: client: %w", err)
 	}
 	return t, nil
 }
@@ -193,7 +193,6 @@ func (s *Service) pendingRefund(ctx context.Context, out OperatorRefundResult) (
 		return OperatorRefundResult{}, fmt.Errorf("refund as operator: %w", err)
 	}
 	out.Pending = true
-	out.Refund = RefundView{ID: ref.PublicID, OrderID: ref.OrderPublicID, Amount: ref.Amount, Currency: ref.Currency,
-		Status: "pending", Reason: ref.Reason, CreatedAt: ref.CreatedAt.UTC()}
+	out.Refund = ref.view("pending")
 	return out, nil
 }

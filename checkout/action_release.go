@@ -71,37 +71,38 @@ func (s *Service) ReleaseKey(ctx context.Context, clientID int64, key string, re
 		return ActionResult{Outcome: detail["outcome"].(string), State: k.State, Detail: detail}, nil
 	}
 
-	tx, err := s.db.BeginTxx(ctx, nil)
+	var res ActionResult
+	err = inTx(ctx, s.db, "release key", func(tx *sqlx.Tx) error {
+		err := tx.GetContext(ctx, &k.LeaseToken, `
+			UPDATE idempotency_keys
+			   SET state = 'in_progress', attention_reason = NULL, lease_token = lease_token + 1,
+			       lease_expires_at = NULL
+			 WHERE id = $1 AND lease_token = $2 AND state = 'needs_attention'
+			RETURNING lease_token`, k.ID, k.LeaseToken)
+		if errors.Is(err, sql.ErrNoRows) {
+			// Another release got there first; the key is settled or being settled.
+			res = ActionResult{Outcome: OutcomeNotNeeded, State: StateCompleted}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("release key: take it from attention: %w", err)
+		}
+		k.State = StateInProgress
+		outcome, err := settle(tx, k)
+		if err != nil {
+			return fmt.Errorf("release key: %w", err)
+		}
+		detail["outcome"] = outcome
+		if err := record(ctx, tx, detail); err != nil {
+			return fmt.Errorf("release key: record: %w", err)
+		}
+		res = ActionResult{Done: true, Outcome: outcome, State: StateCompleted, Detail: detail}
+		return nil
+	})
 	if err != nil {
-		return ActionResult{}, fmt.Errorf("release key: %w", err)
+		return ActionResult{}, err
 	}
-	defer tx.Rollback()
-	err = tx.GetContext(ctx, &k.LeaseToken, `
-		UPDATE idempotency_keys
-		   SET state = 'in_progress', attention_reason = NULL, lease_token = lease_token + 1,
-		       lease_expires_at = NULL
-		 WHERE id = $1 AND lease_token = $2 AND state = 'needs_attention'
-		RETURNING lease_token`, k.ID, k.LeaseToken)
-	if errors.Is(err, sql.ErrNoRows) {
-		// Another release got there first; the key is settled or being settled.
-		return ActionResult{Outcome: OutcomeNotNeeded, State: StateCompleted}, nil
-	}
-	if err != nil {
-		return ActionResult{}, fmt.Errorf("release key: take it from attention: %w", err)
-	}
-	k.State = StateInProgress
-	outcome, err := settle(tx, k)
-	if err != nil {
-		return ActionResult{}, fmt.Errorf("release key: %w", err)
-	}
-	detail["outcome"] = outcome
-	if err := record(ctx, tx, detail); err != nil {
-		return ActionResult{}, fmt.Errorf("release key: record: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return ActionResult{}, fmt.Errorf("release key: %w", err)
-	}
-	return ActionResult{Done: true, Outcome: outcome, State: StateCompleted, Detail: detail}, nil
+	return res, nil
 }
 
 // releaseOrder asks the provider about the key's charge and returns how to settle the
@@ -159,7 +160,7 @@ func (s *Service) releaseRefund(ctx context.Context, k *Key, detail map[string]a
 	defer cancel()
 	pr, err := s.provider.LookupRefund(pctx, pk)
 	if errors.Is(err, psp.ErrNotFound) {
-		pr, err = s.provider.Refund(pctx, psp.RefundRequest{Key: pk, ChargeID: ref.ChargeID, Amount: ref.Amount, Reason: ref.Reason})
+		pr, err = s.provider.Refund(pctx, psp.RefundRequest{Key: pk, ChargeID: ref.ChargeID, Amount: ref.Amount, Reason: ref.Reason.String})
 	}
 	if err != nil {
 		providerSaid(detail, err)

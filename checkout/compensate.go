@@ -3,6 +3,7 @@ package checkout
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -26,7 +27,7 @@ import (
 //     "nothing was charged".
 //   - owed: the provider cannot fence. The order is canceled and, in the same statement, a
 //     compensation is written: a refund tekrar owes if a charge still appears under the key.
-//     Every serve process drives due compensations (DriveCompensations) until the refund is
+//     Every serve process drives due compensations (compensateDue) until the refund is
 //     made or the provider's processing horizon has passed with no charge. The stored answer
 //     says so instead of claiming that nothing was charged.
 //
@@ -60,6 +61,37 @@ func (s *Service) owe(k *Key, now time.Time, reason string) *owedRefund {
 	return &owedRefund{chargeKey: providerKey("charge", k), reason: reason, watchUntil: now.Add(s.cfg.ProviderHorizon)}
 }
 
+// orderCancel is the parameters of cancelOrderSQL; the compensation's fields are NULL
+// when none is owed.
+type orderCancel struct {
+	keyCompletion
+	ClientID   int64          `db:"client_id"`
+	ChargeKey  sql.NullString `db:"charge_key"`
+	Reason     sql.NullString `db:"reason"`
+	WatchUntil sql.NullTime   `db:"watch_until"`
+}
+
+// cancelOrderSQL: see cancelOrder. Each later step reads the key's order_id from k, so it
+// does nothing when the fence matched no row.
+var cancelOrderSQL = named[orderCancel](`
+	WITH k AS (
+	    UPDATE idempotency_keys
+	       SET state = 'completed', recovery_point = 'finished', lease_expires_at = NULL,
+	           response_status = :response_status, response_headers = :response_headers,
+	           response_body = :response_body, completed_at = :now
+	     WHERE id = :key_id AND lease_token = :lease_token AND state = 'in_progress'
+	    RETURNING order_id
+	), o AS (
+	    UPDATE orders SET status = 'canceled', updated_at = :now WHERE id = (SELECT order_id FROM k)
+	), c AS (
+	    INSERT INTO compensations (client_id, order_id, charge_key, reason, next_attempt_at, watch_until, created_at)
+	    SELECT :client_id, k.order_id, CAST(:charge_key AS text), CAST(:reason AS text), :now,
+	           CAST(:watch_until AS timestamptz), :now
+	      FROM k WHERE CAST(:charge_key AS text) IS NOT NULL
+	    ON CONFLICT (order_id) DO NOTHING
+	)
+	SELECT count(*) FROM k`)
+
 // cancelOrder settles an order that was never charged: canceled, with the canceled answer
 // stored on its key, fenced by the lease token; with owe set, the compensation is written
 // by the same statement, so the order is never canceled without the refund it owes.
@@ -69,25 +101,17 @@ func cancelOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.T
 	}
 	p := canceledAnswer(k.OrderPublicID, owe != nil)
 	resp := Response{Status: p.Status, Body: p.Body(k.Path), Header: map[string]string{"Content-Type": problem.ContentType}}
-	var chargeKey, reason *string
-	var watchUntil *time.Time
+	params := orderCancel{
+		keyCompletion: keyCompletion{KeyID: k.ID, LeaseToken: k.LeaseToken, Status: p.Status,
+			Headers: `{"Content-Type":"` + problem.ContentType + `"}`, Body: resp.Body, Now: now},
+		ClientID: k.ClientID,
+	}
 	if owe != nil {
-		chargeKey, reason, watchUntil = &owe.chargeKey, &owe.reason, &owe.watchUntil
+		params.ChargeKey, params.Reason = nullString(owe.chargeKey), nullString(owe.reason)
+		params.WatchUntil = sql.NullTime{Time: owe.watchUntil, Valid: true}
 	}
 	var n int
-	err := sqlx.GetContext(ctx, db, &n, `
-		WITH k AS (`+completeKeySQL+`
-		), o AS (
-		    UPDATE orders SET status = 'canceled', updated_at = $6 WHERE id = (SELECT order_id FROM k)
-		), c AS (
-		    INSERT INTO compensations (client_id, order_id, charge_key, reason, next_attempt_at, watch_until, created_at)
-		    SELECT $7, k.order_id, $8::text, $9::text, $6, $10::timestamptz, $6 FROM k WHERE $8::text IS NOT NULL
-		    ON CONFLICT (order_id) DO NOTHING
-		)
-		SELECT count(*) FROM k`,
-		k.ID, k.LeaseToken, p.Status, `{"Content-Type":"`+problem.ContentType+`"}`, resp.Body, now,
-		k.ClientID, chargeKey, reason, watchUntil)
-	if err != nil {
+	if err := cancelOrderSQL.get(ctx, db, &n, params); err != nil {
 		return Response{}, fmt.Errorf("cancel order: %w", err)
 	}
 	if n == 0 {
@@ -134,26 +158,41 @@ func (s *Service) giveUpCharge(ctx context.Context, k *Key, reason string) (func
 	return nil, err
 }
 
+// owedCharge is the parameters of oweRefundSQL.
+type owedCharge struct {
+	OrderID    int64     `db:"order_id"`
+	ChargeKey  string    `db:"charge_key"`
+	Reason     string    `db:"reason"`
+	ChargeID   string    `db:"charge_id"`
+	Now        time.Time `db:"now"`
+	WatchUntil time.Time `db:"watch_until"`
+}
+
+// oweRefundSQL writes the refund owed for a charge of a canceled order: see
+// oweRefundIfCanceled.
+var oweRefundSQL = named[owedCharge](`
+	INSERT INTO compensations (client_id, order_id, charge_key, reason, charge_id, next_attempt_at, watch_until, created_at)
+	SELECT o.client_id, o.id, :charge_key, :reason, :charge_id, :now, :watch_until, :now
+	  FROM orders o WHERE o.id = :order_id AND o.status = 'canceled'
+	ON CONFLICT (order_id) DO UPDATE
+	   SET state = 'watching', settled_at = NULL, charge_id = excluded.charge_id,
+	       next_attempt_at = least(compensations.next_attempt_at, excluded.next_attempt_at),
+	       watch_until = greatest(compensations.watch_until, excluded.watch_until)
+	 WHERE compensations.state <> 'refunded'`)
+
 // oweRefundIfCanceled is called by a worker whose completion was fenced after its charge
 // succeeded: if the order was canceled meanwhile (a provider that cannot fence), the charge
 // must be refunded. It writes that debt (or names the charge on the compensation written
 // with the cancel, makes it due now, and reopens it if it had stopped watching), and leaves
-// the refund to DriveCompensations.
+// the refund to compensateDue.
 func (s *Service) oweRefundIfCanceled(ctx context.Context, k *Key, ch psp.Charge) {
 	if ch.Status != psp.StatusSucceeded {
 		return
 	}
 	now := s.cfg.Now()
-	res, err := s.q.ExecContext(ctx, `
-		INSERT INTO compensations (client_id, order_id, charge_key, reason, charge_id, next_attempt_at, watch_until, created_at)
-		SELECT o.client_id, o.id, $2, $3, $4, $5, $6, $5 FROM orders o WHERE o.id = $1 AND o.status = 'canceled'
-		ON CONFLICT (order_id) DO UPDATE
-		   SET state = 'watching', settled_at = NULL, charge_id = excluded.charge_id,
-		       next_attempt_at = least(compensations.next_attempt_at, excluded.next_attempt_at),
-		       watch_until = greatest(compensations.watch_until, excluded.watch_until)
-		 WHERE compensations.state <> 'refunded'`,
-		k.OrderID.Int64, providerKey("charge", k), "charge succeeded after its order was canceled", ch.ID,
-		now, now.Add(s.cfg.ProviderHorizon))
+	res, err := oweRefundSQL.exec(ctx, s.q, owedCharge{OrderID: k.OrderID.Int64, ChargeKey: providerKey("charge", k),
+		Reason: "charge succeeded after its order was canceled", ChargeID: ch.ID,
+		Now: now, WatchUntil: now.Add(s.cfg.ProviderHorizon)})
 	if err != nil {
 		// The compensation written with the cancel still watches the key until its horizon.
 		s.logger.Error("compensate: record the refund owed for a charge whose order was canceled",
@@ -173,8 +212,8 @@ const (
 	CompensationNoCharge = "no_charge" // the provider's horizon passed with no charge, or it was declined or canceled
 )
 
-// CompensationResult counts what one pass of DriveCompensations did.
-type CompensationResult struct {
+// compensationPass counts what one pass of compensateDue did.
+type compensationPass struct {
 	Refunded int // charges found under given-up keys and refunded
 	NoCharge int // keys confirmed to hold no charge
 	Retry    int // looked at again later: no charge yet within the horizon, or the provider could not answer
@@ -197,11 +236,11 @@ func compensationRefundKey(chargeKey string) string {
 	return "tekrar_co_" + hex.EncodeToString(h[:16])
 }
 
-// DriveCompensations works on up to batch due compensations. Each is taken by moving its
+// compensateDue works on up to batch due compensations. Each is taken by moving its
 // next attempt past hold, so that a worker that stalls or dies gives it back by itself; a
 // second worker that takes it after that asks for the same refund key, so the refund is made
 // once whatever happens.
-func (s *Service) DriveCompensations(ctx context.Context, batch int, hold time.Duration) (CompensationResult, error) {
+func (s *Service) compensateDue(ctx context.Context, batch int, hold time.Duration) (compensationPass, error) {
 	now := s.cfg.Now()
 	var due []compensation
 	err := sqlx.SelectContext(ctx, s.db, &due, `
@@ -212,9 +251,9 @@ func (s *Service) DriveCompensations(ctx context.Context, batch int, hold time.D
 		RETURNING id, order_id, charge_key, attempts, watch_until`,
 		now, now.Add(hold), batch)
 	if err != nil {
-		return CompensationResult{}, fmt.Errorf("compensations: take due: %w", err)
+		return compensationPass{}, fmt.Errorf("compensations: take due: %w", err)
 	}
-	var res CompensationResult
+	var res compensationPass
 	var errs []error
 	for _, c := range due {
 		if err := s.driveCompensation(ctx, c, now, &res); err != nil {
@@ -224,7 +263,7 @@ func (s *Service) DriveCompensations(ctx context.Context, batch int, hold time.D
 	return res, errors.Join(errs...)
 }
 
-func (s *Service) driveCompensation(ctx context.Context, c compensation, now time.Time, res *CompensationResult) error {
+func (s *Service) driveCompensation(ctx context.Context, c compensation, now time.Time, res *compensationPass) error {
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
 	defer cancel()
 	ch, err := s.provider.LookupCharge(pctx, c.ChargeKey)
@@ -258,32 +297,39 @@ func (s *Service) driveCompensation(ctx context.Context, c compensation, now tim
 func (s *Service) retryCompensation(ctx context.Context, c compensation, now time.Time, lastErr string) error {
 	backoff := time.Second << min(c.Attempts, 10)
 	backoff = min(backoff, 10*time.Minute)
-	var le *string
-	if lastErr != "" {
-		le = &lastErr
-	}
 	_, err := s.db.ExecContext(ctx, `
 		UPDATE compensations SET next_attempt_at = $2, last_error = coalesce($3, last_error)
-		 WHERE id = $1 AND state = 'watching'`, c.ID, now.Add(backoff), le)
+		 WHERE id = $1 AND state = 'watching'`, c.ID, now.Add(backoff), nullString(lastErr))
 	if err != nil {
 		return fmt.Errorf("schedule retry: %w", err)
 	}
 	return nil
 }
 
+// compensationSettlement is the parameters of settleCompensationSQL. The amount and
+// currency are those of a refund made, NULL when none was.
+type compensationSettlement struct {
+	ID       int64          `db:"id"`
+	State    string         `db:"state"`
+	Now      time.Time      `db:"now"`
+	ChargeID sql.NullString `db:"charge_id"` // NULL keeps the one recorded
+	RefundID sql.NullString `db:"refund_id"`
+	Amount   sql.NullInt64  `db:"amount"`
+	Currency sql.NullString `db:"currency"`
+}
+
+var settleCompensationSQL = named[compensationSettlement](`
+	UPDATE compensations
+	   SET state = :state, settled_at = :now, last_error = NULL,
+	       charge_id = coalesce(:charge_id, charge_id), refund_id = :refund_id, amount = :amount, currency = :currency
+	 WHERE id = :id AND state = 'watching'`)
+
 func (s *Service) settleCompensation(ctx context.Context, c compensation, state string, ch psp.Charge, refundID string) error {
-	var amount *int64
-	var currency *string
+	p := compensationSettlement{ID: c.ID, State: state, Now: s.cfg.Now(), ChargeID: nullString(ch.ID), RefundID: nullString(refundID)}
 	if refundID != "" {
-		amount, currency = &ch.Amount, &ch.Currency
+		p.Amount, p.Currency = sql.NullInt64{Int64: ch.Amount, Valid: true}, nullString(ch.Currency)
 	}
-	_, err := s.db.ExecContext(ctx, `
-		UPDATE compensations
-		   SET state = $2, settled_at = $3, last_error = NULL,
-		       charge_id = coalesce($4, charge_id), refund_id = $5, amount = $6, currency = $7
-		 WHERE id = $1 AND state = 'watching'`,
-		c.ID, state, s.cfg.Now(), nullable(ch.ID), nullable(refundID), amount, currency)
-	if err != nil {
+	if _, err := settleCompensationSQL.exec(ctx, s.db, p); err != nil {
 		return fmt.Errorf("settle as %s: %w", state, err)
 	}
 	return nil

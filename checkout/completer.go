@@ -50,7 +50,7 @@ type CompleterResult struct {
 	Canceled  int // the provider fenced the key (or could not, and a refund is owed): the order is canceled
 	Attention int // handed to an operator
 	Retry     int // the provider could not answer; tried again next pass
-	// Compensations driven in the same pass (see DriveCompensations).
+	// Compensations driven in the same pass (see compensateDue).
 	Compensated     int // charges found under given-up keys and refunded
 	CompensationsOK int // given-up keys confirmed to hold no charge
 }
@@ -138,7 +138,7 @@ func (c *Completer) Pass(ctx context.Context) (CompleterResult, error) {
 			errs = append(errs, fmt.Errorf("key %d: %w", k.ID, err))
 		}
 	}
-	comp, err := c.s.DriveCompensations(ctx, c.cfg.Batch, c.s.cfg.Lease)
+	comp, err := c.s.compensateDue(ctx, c.cfg.Batch, c.s.cfg.Lease)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -218,8 +218,8 @@ func (c *Completer) complete(ctx context.Context, k *Key, now time.Time, res *Co
 
 // orderView is an order as its 201 shows it, read back from the database.
 func (s *Service) orderView(ctx context.Context, orderID int64) (OrderView, error) {
-	var r orderRow
-	if err := sqlx.GetContext(ctx, s.q, &r, orderSelect+` WHERE o.id = $1`, orderID); err != nil {
+	r, err := getOrder(ctx, s.q, `o.id = $1`, orderID)
+	if err != nil {
 		return OrderView{}, fmt.Errorf("read order %d: %w", orderID, err)
 	}
 	v, err := r.view()

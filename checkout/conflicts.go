@@ -2,13 +2,9 @@ package checkout
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // notKept is what a conflict differed in when nothing tekrar kept of the first request
@@ -35,35 +31,17 @@ func (s *Service) conflictDifferences(ctx context.Context, k *Key, req Request, 
 	return d
 }
 
-// storedOrder is what an order keeps of the request that made it.
-type storedOrder struct {
-	Currency      string         `db:"currency"`
-	Amount        int64          `db:"amount"`
-	Items         []byte         `db:"items"`
-	CustomerID    sql.NullString `db:"customer_id"`
-	CustomerEmail sql.NullString `db:"customer_email"`
-	Metadata      []byte         `db:"metadata"`
-}
-
 func (o *orderOp) differences(ctx context.Context, k *Key) ([]string, error) {
 	if !k.OrderID.Valid {
 		return nil, nil
 	}
-	var st storedOrder
-	if err := sqlx.GetContext(ctx, o.s.db, &st, `
-		SELECT currency, amount, items, customer_id, customer_email, metadata
-		  FROM orders WHERE id = $1 AND client_id = $2`, k.OrderID.Int64, k.ClientID); err != nil {
+	st, err := getOrder(ctx, o.s.db, `o.id = $1 AND o.client_id = $2`, k.OrderID.Int64, k.ClientID)
+	if err != nil {
 		return nil, fmt.Errorf("load order %d: %w", k.OrderID.Int64, err)
 	}
-	var items []Item
-	if err := json.Unmarshal(st.Items, &items); err != nil {
-		return nil, fmt.Errorf("order %d items: %w", k.OrderID.Int64, err)
-	}
-	var metadata map[string]string
-	if len(st.Metadata) > 0 {
-		if err := json.Unmarshal(st.Metadata, &metadata); err != nil {
-			return nil, fmt.Errorf("order %d metadata: %w", k.OrderID.Int64, err)
-		}
+	items, metadata, err := st.itemsAndMetadata()
+	if err != nil {
+		return nil, err
 	}
 	in := o.in
 	var cust Customer
@@ -96,21 +74,18 @@ func (r *refundOp) differences(ctx context.Context, k *Key) ([]string, error) {
 	if !k.RefundID.Valid {
 		return nil, nil
 	}
-	var st struct {
-		Amount   int64  `db:"amount"`
-		Currency string `db:"currency"`
-		Reason   string `db:"reason"`
+	st, err := loadRefund(ctx, r.s.db, k.RefundID.Int64)
+	if err != nil {
+		return nil, err
 	}
-	if err := sqlx.GetContext(ctx, r.s.db, &st, `
-		SELECT amount, currency, coalesce(reason, '') AS reason FROM refunds WHERE id = $1 AND client_id = $2`,
-		k.RefundID.Int64, k.ClientID); err != nil {
-		return nil, fmt.Errorf("load refund %d: %w", k.RefundID.Int64, err)
+	if st.ClientID != k.ClientID {
+		return nil, fmt.Errorf("refund %d is not of client %d", k.RefundID.Int64, k.ClientID)
 	}
 	var d []string
 	if st.Amount != r.in.Amount {
 		d = append(d, fmt.Sprintf("amount: %s → %s", FormatAmount(st.Amount, st.Currency), FormatAmount(r.in.Amount, st.Currency)))
 	}
-	if st.Reason != r.in.Reason {
+	if st.Reason.String != r.in.Reason {
 		d = append(d, "reason")
 	}
 	return d, nil

@@ -42,10 +42,10 @@ func setOf(codes string) map[string]bool {
 	return m
 }
 
-// MinorUnits returns how many decimals currency c has: amounts are integers in 10^-n of its
+// minorUnits returns how many decimals currency c has: amounts are integers in 10^-n of its
 // major unit (4990 TRY is 49.90 lira; 4990 JPY is 4990 yen). An unknown code gets 2, the
 // most common, so that a display never fails.
-func MinorUnits(c string) int {
+func minorUnits(c string) int {
 	switch {
 	case zeroDecimals[c]:
 		return 0
@@ -59,7 +59,7 @@ func MinorUnits(c string) int {
 // "1.500 KWD". No thousands separator: the convention differs by country, a plain number
 // does not.
 func FormatAmount(amount int64, currency string) string {
-	n := MinorUnits(currency)
+	n := minorUnits(currency)
 	sign := ""
 	u := uint64(amount)
 	if amount < 0 {
@@ -86,7 +86,7 @@ var ErrAmountSyntax = errors.New("invalid amount")
 // has, signs, thousands separators, zero and anything above MaxAmount. An empty or unknown
 // currency is read with 2 decimals.
 func ParseAmount(s, currency string) (int64, error) {
-	n := MinorUnits(currency)
+	n := minorUnits(currency)
 	whole, frac, dec := strings.Cut(strings.Replace(s, ",", ".", 1), ".")
 	switch {
 	case whole == "" && frac == "":

@@ -178,6 +178,30 @@ func (l *eventLog) writeEach(batch []Event) {
 	}
 }
 
+// eventColumns is a batch of events, one array per column of key_events, for
+// insertEventsSQL: one statement writes the batch.
+type eventColumns struct {
+	At          any `db:"at"`
+	ClientID    any `db:"client_id"`
+	Key         any `db:"key"`
+	KeyID       any `db:"key_id"`
+	Kind        any `db:"kind"`
+	Status      any `db:"status"`
+	RequestID   any `db:"request_id"`
+	RemoteAddr  any `db:"remote_addr"`
+	UserAgent   any `db:"user_agent"`
+	Fingerprint any `db:"fingerprint"`
+	Detail      any `db:"detail"`
+}
+
+var insertEventsSQL = named[eventColumns](`
+	INSERT INTO key_events (at, client_id, key, key_id, kind, status, request_id, remote_addr,
+	                        user_agent, fingerprint, detail)
+	SELECT * FROM unnest(CAST(:at AS timestamptz[]), CAST(:client_id AS bigint[]), CAST(:key AS text[]),
+	                     CAST(:key_id AS bigint[]), CAST(:kind AS text[]), CAST(:status AS int[]),
+	                     CAST(:request_id AS text[]), CAST(:remote_addr AS text[]), CAST(:user_agent AS text[]),
+	                     CAST(:fingerprint AS bytea[]), CAST(:detail AS jsonb[]))`)
+
 func insertEvents(db *sqlx.DB, batch []Event) error {
 	n := len(batch)
 	at := make([]string, n)
@@ -210,26 +234,17 @@ func insertEvents(db *sqlx.DB, batch []Event) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	tx, err := db.BeginTxx(ctx, nil)
-	if err != nil {
+	return inTx(ctx, db, "record key events", func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+			return err
+		}
+		_, err := insertEventsSQL.exec(ctx, tx, eventColumns{
+			At: pq.Array(at), ClientID: pq.Array(client), Key: pq.Array(key), KeyID: pq.GenericArray{A: keyID},
+			Kind: pq.Array(kind), Status: pq.GenericArray{A: status}, RequestID: pq.GenericArray{A: reqID},
+			RemoteAddr: pq.GenericArray{A: addr}, UserAgent: pq.GenericArray{A: ua},
+			Fingerprint: pq.GenericArray{A: fp}, Detail: pq.GenericArray{A: detail}})
 		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-		return err
-	}
-	_, err = tx.ExecContext(ctx, `
-		INSERT INTO key_events (at, client_id, key, key_id, kind, status, request_id, remote_addr,
-		                        user_agent, fingerprint, detail)
-		SELECT * FROM unnest($1::timestamptz[], $2::bigint[], $3::text[], $4::bigint[], $5::text[],
-		                     $6::int[], $7::text[], $8::text[], $9::text[], $10::bytea[], $11::jsonb[])`,
-		pq.Array(at), pq.Array(client), pq.Array(key), pq.GenericArray{A: keyID}, pq.Array(kind),
-		pq.GenericArray{A: status}, pq.GenericArray{A: reqID}, pq.GenericArray{A: addr}, pq.GenericArray{A: ua},
-		pq.GenericArray{A: fp}, pq.GenericArray{A: detail})
-	if err != nil {
-		return err
-	}
-	return tx.Commit()
+	})
 }
 
 func nullInt(n int64) any {

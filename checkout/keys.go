@@ -78,21 +78,6 @@ const keyColumns = `id, client_id, key, fingerprint, method, path, state, recove
 	lease_expires_at, order_id, refund_id, response_status, response_headers, response_body,
 	attention_reason, created_at, expires_at, false AS tombstone`
 
-// tombstoneAsKey selects a live tombstone of ($1, $2) at time $3 in keyColumns' shape, and
-// the public ids of its order and refund (for the late retry's answer), for the claim
-// statements: a key that has a tombstone cannot be claimed again.
-const tombstoneAsKey = `
-	SELECT 0::bigint AS id, t.client_id, t.key, t.fingerprint, t.method, t.path, 'completed' AS state,
-	       'finished' AS recovery_point, 0::bigint AS lease_token, NULL::timestamptz AS lease_expires_at,
-	       t.order_id, t.refund_id, NULL::int AS response_status, NULL::jsonb AS response_headers,
-	       NULL::bytea AS response_body, NULL::text AS attention_reason, t.first_seen AS created_at,
-	       t.expired_at AS expires_at, true AS tombstone,
-	       coalesce(o.public_id::text, '') AS order_public_id, coalesce(r.public_id::text, '') AS refund_public_id
-	  FROM key_tombstones t
-	  LEFT JOIN orders o ON o.id = t.order_id
-	  LEFT JOIN refunds r ON r.id = t.refund_id
-	 WHERE t.client_id = $1 AND t.key = $2 AND t.forget_at > $3`
-
 // publicIDs reads the public ids of the key's order and refund when the statement that read
 // the key did not: for the rare answers that name them from a key looked up (an expired
 // key, an operator's release). The hot paths read them with the key instead.
@@ -218,18 +203,6 @@ func extendLease(ctx context.Context, db sqlx.ExecerContext, k *Key, until time.
 	}
 	return nil
 }
-
-// completeKeySQL finishes a key with its response, fenced by the lease token: the first
-// step of every completing statement (settle an order, finish a refund, cancel an order),
-// whose later steps read the key's order_id and refund_id from it and do nothing when it
-// matched no row. Parameters: $1 key id, $2 lease token, $3 status, $4 headers, $5 body,
-// $6 now.
-const completeKeySQL = `
-		    UPDATE idempotency_keys
-		       SET state = 'completed', recovery_point = 'finished', lease_expires_at = NULL,
-		           response_status = $3, response_headers = $4, response_body = $5, completed_at = $6
-		     WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'
-		    RETURNING order_id, refund_id`
 
 // errFenced means the key was taken over while this worker held it: the work continues in
 // the new owner's hands, and this worker's result must not be written.

@@ -2,6 +2,7 @@ package checkout
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -192,11 +193,13 @@ func (o *orderOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
 			return nil, false, fmt.Errorf("encode metadata: %w", err)
 		}
 	}
-	var custID, custEmail *string
+	p := orderClaim{ClientID: k.ClientID, Key: k.Key, Fingerprint: k.Fingerprint, Method: k.Method, Path: k.Path,
+		LeaseExpiresAt: k.LeaseExpiresAt, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt,
+		Amount: o.in.Amount, Currency: o.in.Currency, Items: string(items), Metadata: nullJSON(metadata)}
 	if c := o.in.Customer; c != nil {
-		custID, custEmail = nullable(c.ID), nullable(c.Email)
+		p.CustomerID, p.CustomerEmail = nullString(c.ID), nullString(c.Email)
 	}
-	return claimOrder(ctx, o.s.q, k, o.in.Amount, o.in.Currency, items, custID, custEmail, metadata)
+	return claimOrder(ctx, o.s.q, p)
 }
 
 func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, error) {
@@ -297,9 +300,5 @@ func (s *Service) providerFailed(ctx context.Context, k *Key, perr error) (Respo
 	return Response{}, paymentPending()
 }
 
-func nullable(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
+// nullString is s for a nullable text column, where "" is stored as NULL.
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }

@@ -27,6 +27,57 @@ func providerKey(step string, k *Key) string {
 	return "tekrar_" + step[:2] + "_" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
+// orderClaim is the parameters of claimOrder: the key row it inserts, the pending order,
+// and now, which a tombstone must outlive to refuse the claim.
+type orderClaim struct {
+	ClientID       int64          `db:"client_id"`
+	Key            string         `db:"key"`
+	Fingerprint    []byte         `db:"fingerprint"`
+	Method         string         `db:"method"`
+	Path           string         `db:"path"`
+	LeaseExpiresAt sql.NullTime   `db:"lease_expires_at"`
+	CreatedAt      time.Time      `db:"created_at"` // also now
+	ExpiresAt      time.Time      `db:"expires_at"`
+	Amount         int64          `db:"amount"`
+	Currency       string         `db:"currency"`
+	Items          string         `db:"items"` // JSON, as text: see nullJSON
+	CustomerID     sql.NullString `db:"customer_id"`
+	CustomerEmail  sql.NullString `db:"customer_email"`
+	Metadata       sql.NullString `db:"metadata"` // JSON, as text
+}
+
+// claimOrderSQL: see claimOrder. The tombstone step is tombstoneSQL's.
+var claimOrderSQL = named[orderClaim](`
+	WITH t AS (
+	    SELECT CAST(0 AS bigint) AS id, t.client_id, t.key, t.fingerprint, t.method, t.path, 'completed' AS state,
+	           'finished' AS recovery_point, CAST(0 AS bigint) AS lease_token, CAST(NULL AS timestamptz) AS lease_expires_at,
+	           t.order_id, t.refund_id, CAST(NULL AS int) AS response_status, CAST(NULL AS jsonb) AS response_headers,
+	           CAST(NULL AS bytea) AS response_body, CAST(NULL AS text) AS attention_reason, t.first_seen AS created_at,
+	           t.expired_at AS expires_at, true AS tombstone,
+	           coalesce(CAST(o.public_id AS text), '') AS order_public_id, coalesce(CAST(r.public_id AS text), '') AS refund_public_id
+	      FROM key_tombstones t
+	      LEFT JOIN orders o ON o.id = t.order_id
+	      LEFT JOIN refunds r ON r.id = t.refund_id
+	     WHERE t.client_id = :client_id AND t.key = :key AND t.forget_at > :created_at
+	), k AS (
+	    INSERT INTO idempotency_keys
+	           (client_id, key, fingerprint, method, path, state, recovery_point,
+	            lease_expires_at, order_id, created_at, expires_at)
+	    SELECT :client_id, :key, CAST(:fingerprint AS bytea), :method, :path, 'in_progress', 'order_created',
+	           :lease_expires_at, nextval('orders_id_seq'), :created_at, :expires_at
+	     WHERE NOT EXISTS (SELECT 1 FROM t)
+	    ON CONFLICT (client_id, key) DO NOTHING
+	    RETURNING ` + keyColumns + `
+	), o AS (
+	    INSERT INTO orders (id, client_id, status, amount, currency, items, customer_id,
+	                        customer_email, metadata, created_at, updated_at)
+	    SELECT k.order_id, :client_id, 'pending', :amount, :currency, :items, :customer_id,
+	           :customer_email, :metadata, :created_at, :created_at FROM k
+	    RETURNING public_id
+	)
+	SELECT k.*, CAST(o.public_id AS text) AS order_public_id, '' AS refund_public_id FROM k, o
+	UNION ALL SELECT * FROM t`)
+
 // claimOrder inserts the key row and its pending order in one statement, so the two commit
 // together or not at all. ON CONFLICT DO NOTHING on (client_id, key) decides which of many
 // concurrent first arrivals wins; the losers get errNoKey and look the key up again. A key
@@ -46,31 +97,9 @@ func providerKey(step string, k *Key) string {
 //
 // The fingerprint is cast to bytea because its column is a domain (sha256_digest): without
 // binary parameters, lib/pq sends a []byte as raw text to any parameter not typed bytea.
-func claimOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, amount int64, currency string,
-	items []byte, customerID, customerEmail *string, metadata []byte) (_ *Key, claimed bool, _ error) {
+func claimOrder(ctx context.Context, db sqlx.QueryerContext, p orderClaim) (_ *Key, claimed bool, _ error) {
 	var row Key
-	err := sqlx.GetContext(ctx, db, &row, `
-		WITH t AS (`+tombstoneAsKey+`
-		), k AS (
-		    INSERT INTO idempotency_keys
-		           (client_id, key, fingerprint, method, path, state, recovery_point,
-		            lease_expires_at, order_id, created_at, expires_at)
-		    SELECT $1, $2, $4::bytea, $5, $6, 'in_progress', 'order_created',
-		           $7, nextval('orders_id_seq'), $3, $8
-		     WHERE NOT EXISTS (SELECT 1 FROM t)
-		    ON CONFLICT (client_id, key) DO NOTHING
-		    RETURNING `+keyColumns+`
-		), o AS (
-		    INSERT INTO orders (id, client_id, status, amount, currency, items, customer_id,
-		                        customer_email, metadata, created_at, updated_at)
-		    SELECT k.order_id, $1, 'pending', $9, $10, $11, $12, $13, $14, $3, $3 FROM k
-		    RETURNING public_id
-		)
-		SELECT k.*, o.public_id::text AS order_public_id, '' AS refund_public_id FROM k, o
-		UNION ALL SELECT * FROM t`,
-		k.ClientID, k.Key, k.CreatedAt, k.Fingerprint, k.Method, k.Path,
-		k.LeaseExpiresAt, k.ExpiresAt,
-		amount, currency, string(items), customerID, customerEmail, nullJSON(metadata))
+	err := claimOrderSQL.get(ctx, db, &row, p)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, errNoKey
 	}
@@ -80,29 +109,75 @@ func claimOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, amount int6
 	return &row, !row.Tombstone, nil
 }
 
+// keyCompletion is what every completing statement writes to the key row: its response,
+// fenced by the lease token (a key taken over meanwhile matches nothing), at now.
+type keyCompletion struct {
+	KeyID      int64     `db:"key_id"`
+	LeaseToken int64     `db:"lease_token"`
+	Status     int       `db:"response_status"`
+	Headers    string    `db:"response_headers"` // JSON, as text
+	Body       []byte    `db:"response_body"`
+	Now        time.Time `db:"now"`
+}
+
+func newKeyCompletion(k *Key, resp Response, now time.Time) (keyCompletion, error) {
+	headers, err := jsonHeaders(resp)
+	if err != nil {
+		return keyCompletion{}, err
+	}
+	return keyCompletion{KeyID: k.ID, LeaseToken: k.LeaseToken, Status: resp.Status, Headers: string(headers),
+		Body: resp.Body, Now: now}, nil
+}
+
+// orderSettlement is the parameters of completeOrderSQL.
+type orderSettlement struct {
+	keyCompletion
+	OrderStatus    string         `db:"order_status"`
+	Captured       int64          `db:"captured_amount"`
+	ChargeID       string         `db:"provider_charge_id"`
+	ProviderKey    string         `db:"provider_key"`
+	ChargeAmount   int64          `db:"charge_amount"`
+	ChargeCurrency string         `db:"charge_currency"`
+	ChargeStatus   string         `db:"charge_status"`
+	DeclineCode    sql.NullString `db:"decline_code"`
+	CardBrand      sql.NullString `db:"card_brand"`
+	CardLast4      sql.NullString `db:"card_last4"`
+}
+
+// completeOrderSQL: see completeOrder. Each later step reads the key's order_id from k, so
+// it does nothing when the fence matched no row.
+var completeOrderSQL = named[orderSettlement](`
+	WITH k AS (
+	    UPDATE idempotency_keys
+	       SET state = 'completed', recovery_point = 'finished', lease_expires_at = NULL,
+	           response_status = :response_status, response_headers = :response_headers,
+	           response_body = :response_body, completed_at = :now
+	     WHERE id = :key_id AND lease_token = :lease_token AND state = 'in_progress'
+	    RETURNING order_id
+	), o AS (
+	    UPDATE orders SET status = :order_status, captured_amount = :captured_amount, updated_at = :now
+	     WHERE id = (SELECT order_id FROM k)
+	), p AS (
+	    INSERT INTO payments (order_id, provider_charge_id, provider_key, amount, currency,
+	                          status, decline_code, card_brand, card_last4, created_at)
+	    SELECT k.order_id, :provider_charge_id, :provider_key, :charge_amount, :charge_currency,
+	           :charge_status, :decline_code, :card_brand, :card_last4, :now FROM k
+	)
+	SELECT count(*) FROM k`)
+
 // completeOrder records the charge, settles the order and stores the response, all fenced
 // by the lease token: if the key was taken over meanwhile, nothing is written.
 func completeOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, resp Response, now time.Time,
 	status string, captured int64, ch psp.Charge, pk string) error {
-	headers, err := jsonHeaders(resp)
+	kc, err := newKeyCompletion(k, resp, now)
 	if err != nil {
 		return err
 	}
 	var n int
-	err = sqlx.GetContext(ctx, db, &n, `
-		WITH k AS (`+completeKeySQL+`
-		), o AS (
-		    UPDATE orders SET status = $7, captured_amount = $8, updated_at = $6
-		     WHERE id = (SELECT order_id FROM k)
-		), p AS (
-		    INSERT INTO payments (order_id, provider_charge_id, provider_key, amount, currency,
-		                          status, decline_code, card_brand, card_last4, created_at)
-		    SELECT k.order_id, $9, $10, $11, $12, $13, $14, $15, $16, $6 FROM k
-		)
-		SELECT count(*) FROM k`,
-		k.ID, k.LeaseToken, resp.Status, string(headers), resp.Body, now,
-		status, captured,
-		ch.ID, pk, ch.Amount, ch.Currency, ch.Status, nullable(ch.DeclineCode), nullable(ch.CardBrand), nullable(ch.CardLast4))
+	err = completeOrderSQL.get(ctx, db, &n, orderSettlement{keyCompletion: kc,
+		OrderStatus: status, Captured: captured,
+		ChargeID: ch.ID, ProviderKey: pk, ChargeAmount: ch.Amount, ChargeCurrency: ch.Currency, ChargeStatus: ch.Status,
+		DeclineCode: nullString(ch.DeclineCode), CardBrand: nullString(ch.CardBrand), CardLast4: nullString(ch.CardLast4)})
 	if err != nil {
 		return fmt.Errorf("complete order: %w", err)
 	}
@@ -120,13 +195,10 @@ func jsonHeaders(r Response) ([]byte, error) {
 	return b, nil
 }
 
-// nullJSON passes a JSON document as text: with binary parameters on, []byte would be sent
-// as binary jsonb, which has a version byte that plain JSON lacks.
-func nullJSON(b []byte) any {
-	if len(b) == 0 {
-		return nil
-	}
-	return string(b)
+// nullJSON passes a JSON document as text, NULL when empty: with binary parameters on,
+// []byte would be sent as binary jsonb, which has a version byte that plain JSON lacks.
+func nullJSON(b []byte) sql.NullString {
+	return sql.NullString{String: string(b), Valid: len(b) > 0}
 }
 
 // orderIDSyntax is the shape of an order's public id: "ord_" and 32 lower-case hex digits,
@@ -139,10 +211,14 @@ func ValidOrderID(s string) bool { return orderIDSyntax.MatchString(s) }
 
 func nullTime(t time.Time) sql.NullTime { return sql.NullTime{Time: t, Valid: true} }
 
-// orderRow is an order joined with its payment.
-type orderRow struct {
+// order is a row of orders with its payment: the one shape checkout reads an order in,
+// with orderSelect, whatever it reads it for (the API's views, a conflict's differences,
+// an operator's refund). The payment's columns come from a LEFT JOIN: NULL (not Valid)
+// while the order has none.
+type order struct {
 	ID             int64          `db:"id"`
 	PublicID       string         `db:"public_id"`
+	ClientID       int64          `db:"client_id"`
 	Status         string         `db:"status"`
 	Amount         int64          `db:"amount"`
 	Currency       string         `db:"currency"`
@@ -150,6 +226,7 @@ type orderRow struct {
 	CustomerID     sql.NullString `db:"customer_id"`
 	CustomerEmail  sql.NullString `db:"customer_email"`
 	Metadata       []byte         `db:"metadata"`
+	CapturedAmount int64          `db:"captured_amount"`
 	RefundedAmount int64          `db:"refunded_amount"`
 	CreatedAt      time.Time      `db:"created_at"`
 	ChargeID       sql.NullString `db:"provider_charge_id"`
@@ -159,22 +236,34 @@ type orderRow struct {
 	CardLast4      sql.NullString `db:"card_last4"`
 }
 
+// orderSelect reads orders; its callers add the WHERE clause.
 const orderSelect = `
-	SELECT o.id, o.public_id, o.status, o.amount, o.currency, o.items, o.customer_id, o.customer_email,
-	       o.metadata, o.refunded_amount, o.created_at,
+	SELECT o.id, o.public_id, o.client_id, o.status, o.amount, o.currency, o.items, o.customer_id,
+	       o.customer_email, o.metadata, o.captured_amount, o.refunded_amount, o.created_at,
 	       p.provider_charge_id, p.status AS pay_status, p.decline_code, p.card_brand, p.card_last4
 	  FROM orders o LEFT JOIN payments p ON p.order_id = o.id`
 
-func (r *orderRow) view() (OrderView, error) {
+// itemsAndMetadata decodes what the order keeps of its request.
+func (r *order) itemsAndMetadata() ([]Item, map[string]string, error) {
+	var items []Item
+	if err := json.Unmarshal(r.Items, &items); err != nil {
+		return nil, nil, fmt.Errorf("order %d items: %w", r.ID, err)
+	}
+	var metadata map[string]string
+	if len(r.Metadata) > 0 {
+		if err := json.Unmarshal(r.Metadata, &metadata); err != nil {
+			return nil, nil, fmt.Errorf("order %d metadata: %w", r.ID, err)
+		}
+	}
+	return items, metadata, nil
+}
+
+func (r *order) view() (OrderView, error) {
 	v := OrderView{ID: r.PublicID, Status: r.Status, Amount: r.Amount, Currency: r.Currency,
 		RefundedAmount: r.RefundedAmount, CreatedAt: r.CreatedAt.UTC()}
-	if err := json.Unmarshal(r.Items, &v.Items); err != nil {
-		return OrderView{}, fmt.Errorf("order %d items: %w", r.ID, err)
-	}
-	if len(r.Metadata) > 0 {
-		if err := json.Unmarshal(r.Metadata, &v.Metadata); err != nil {
-			return OrderView{}, fmt.Errorf("order %d metadata: %w", r.ID, err)
-		}
+	var err error
+	if v.Items, v.Metadata, err = r.itemsAndMetadata(); err != nil {
+		return OrderView{}, err
 	}
 	if r.CustomerID.Valid || r.CustomerEmail.Valid {
 		v.Customer = &Customer{ID: r.CustomerID.String, Email: r.CustomerEmail.String}
@@ -184,6 +273,14 @@ func (r *orderRow) view() (OrderView, error) {
 			CardBrand: r.CardBrand.String, CardLast4: r.CardLast4.String}
 	}
 	return v, nil
+}
+
+// getOrder reads one order; where is a constant condition on orders o, such as
+// "o.id = $1" (the texts stay few, and each is prepared once).
+func getOrder(ctx context.Context, db sqlx.QueryerContext, where string, args ...any) (order, error) {
+	var r order
+	err := sqlx.GetContext(ctx, db, &r, orderSelect+` WHERE `+where, args...)
+	return r, err
 }
 
 // ErrOrderNotFound is an order that does not exist or belongs to another client: the two
@@ -197,8 +294,7 @@ func (s *Service) GetOrder(ctx context.Context, clientID int64, publicID string)
 	if !ValidOrderID(publicID) {
 		return OrderView{}, ErrOrderNotFound
 	}
-	var r orderRow
-	err := sqlx.GetContext(ctx, s.db, &r, orderSelect+` WHERE o.public_id = $1 AND o.client_id = $2`, publicID, clientID)
+	r, err := getOrder(ctx, s.db, `o.public_id = $1 AND o.client_id = $2`, publicID, clientID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return OrderView{}, ErrOrderNotFound
 	}
@@ -231,7 +327,7 @@ func (s *Service) ListOrders(ctx context.Context, clientID int64, customerID str
 			return nil, false, fmt.Errorf("list orders: cursor: %w", err)
 		}
 	}
-	var rows []orderRow
+	var rows []order
 	err := sqlx.SelectContext(ctx, s.db, &rows, orderSelect+`
 		 WHERE o.client_id = $1 AND o.customer_id = $2 AND o.id < $3
 		 ORDER BY o.id DESC

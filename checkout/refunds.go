@@ -90,7 +90,7 @@ func (r *refundOp) run(ctx context.Context, k *Key, resumed bool) (Response, err
 	}
 	if !resumed || errors.Is(err, psp.ErrNotFound) {
 		pr, err = r.s.provider.Refund(pctx, psp.RefundRequest{
-			Key: pk, ChargeID: ref.ChargeID, Amount: ref.Amount, Reason: ref.Reason,
+			Key: pk, ChargeID: ref.ChargeID, Amount: ref.Amount, Reason: ref.Reason.String,
 		})
 	}
 	if err != nil {
@@ -109,7 +109,7 @@ func (r *refundOp) run(ctx context.Context, k *Key, resumed bool) (Response, err
 // refundResponse is the 201 of a refund the provider made: what its key stores and replays.
 // No Location: the API, which knows its routes, adds it (GET /v1/orders/{id}/refunds/{rid}
 // answers the same body).
-func refundResponse(ref refundRow) (Response, error) {
+func refundResponse(ref refund) (Response, error) {
 	body, err := json.Marshal(ref.view("succeeded"))
 	if err != nil {
 		return Response{}, fmt.Errorf("encode refund: %w", err)

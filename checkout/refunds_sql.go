@@ -14,6 +14,62 @@ import (
 	"github.com/tekrar/tekrar/internal/problem"
 )
 
+// refundClaim is the parameters of the statements of claimRefund: the key row, the order
+// (its public id) and the amount to reserve on it.
+type refundClaim struct {
+	ClientID       int64          `db:"client_id"`
+	Key            string         `db:"key"`
+	Fingerprint    []byte         `db:"fingerprint"`
+	Method         string         `db:"method"`
+	Path           string         `db:"path"`
+	LeaseExpiresAt sql.NullTime   `db:"lease_expires_at"`
+	CreatedAt      time.Time      `db:"created_at"` // also now
+	ExpiresAt      time.Time      `db:"expires_at"`
+	OrderPublicID  string         `db:"order_public_id"`
+	Amount         int64          `db:"amount"`
+	Reason         sql.NullString `db:"reason"`
+	RefundID       int64          `db:"refund_id"`    // made by claimRefundKeySQL
+	OrderID        int64          `db:"order_id"`     // and the order's, by reserveRefundSQL
+	Currency       string         `db:"currency"`     // the order's
+	ProviderKey    string         `db:"provider_key"` // providerKey("refund", the key row)
+}
+
+// refundTombstoneSQL selects a live tombstone of the key, in keyColumns' shape, with the
+// public ids of its order and refund (for the late retry's answer): a key that has a
+// tombstone cannot be claimed again. claimOrderSQL has the same step.
+var refundTombstoneSQL = named[refundClaim](`
+	SELECT CAST(0 AS bigint) AS id, t.client_id, t.key, t.fingerprint, t.method, t.path, 'completed' AS state,
+	       'finished' AS recovery_point, CAST(0 AS bigint) AS lease_token, CAST(NULL AS timestamptz) AS lease_expires_at,
+	       t.order_id, t.refund_id, CAST(NULL AS int) AS response_status, CAST(NULL AS jsonb) AS response_headers,
+	       CAST(NULL AS bytea) AS response_body, CAST(NULL AS text) AS attention_reason, t.first_seen AS created_at,
+	       t.expired_at AS expires_at, true AS tombstone,
+	       coalesce(CAST(o.public_id AS text), '') AS order_public_id, coalesce(CAST(r.public_id AS text), '') AS refund_public_id
+	  FROM key_tombstones t
+	  LEFT JOIN orders o ON o.id = t.order_id
+	  LEFT JOIN refunds r ON r.id = t.refund_id
+	 WHERE t.client_id = :client_id AND t.key = :key AND t.forget_at > :created_at`)
+
+var claimRefundKeySQL = named[refundClaim](`
+	INSERT INTO idempotency_keys
+	       (client_id, key, fingerprint, method, path, state, recovery_point,
+	        lease_expires_at, refund_id, created_at, expires_at)
+	VALUES (:client_id, :key, CAST(:fingerprint AS bytea), :method, :path, 'in_progress', 'refund_created', -- bytea, see claimOrder
+	        :lease_expires_at, nextval('refunds_id_seq'), :created_at, :expires_at)
+	ON CONFLICT (client_id, key) DO NOTHING
+	RETURNING ` + keyColumns)
+
+// reserveRefundSQL: a refunded order is not left out: the CHECK refuses it.
+var reserveRefundSQL = named[refundClaim](`
+	UPDATE orders SET refunded_amount = refunded_amount + :amount, updated_at = :created_at
+	 WHERE public_id = :order_public_id AND client_id = :client_id AND status IN ` + paidStatusesSQL + `
+	RETURNING id AS order_id, currency`)
+
+var createRefundSQL = named[refundClaim](`
+	INSERT INTO refunds (id, order_id, client_id, amount, currency, reason, status, provider_key,
+	                     created_at, updated_at)
+	VALUES (:refund_id, :order_id, :client_id, :amount, :currency, :reason, 'pending', :provider_key,
+	        :created_at, :created_at)`)
+
 // claimRefund inserts the key row, reserves the amount on the order and creates the
 // pending refund, in one transaction. The order is named by its public id (the path's);
 // the refund's public id is the default of refunds.public_id, made by its INSERT. The reservation is an UPDATE of the order's
@@ -23,98 +79,117 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderPublicID string, 
 	if !ValidOrderID(orderPublicID) {
 		return nil, false, ErrOrderNotFound
 	}
-	tx, err := d.BeginTxx(ctx, nil)
-	if err != nil {
-		return nil, false, fmt.Errorf("claim refund: %w", err)
-	}
-	defer tx.Rollback()
-	var tomb Key
-	err = sqlx.GetContext(ctx, tx, &tomb, tombstoneAsKey, k.ClientID, k.Key, k.CreatedAt)
-	if err == nil {
-		return &tomb, false, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return nil, false, fmt.Errorf("claim refund: tombstone: %w", err)
-	}
-	var row Key
-	err = sqlx.GetContext(ctx, tx, &row, `
-		INSERT INTO idempotency_keys
-		       (client_id, key, fingerprint, method, path, state, recovery_point,
-		        lease_expires_at, refund_id, created_at, expires_at)
-		VALUES ($1, $2, $3::bytea, $4, $5, 'in_progress', 'refund_created', -- bytea: see claimOrder
-		        $6, nextval('refunds_id_seq'), $7, $8)
-		ON CONFLICT (client_id, key) DO NOTHING
-		RETURNING `+keyColumns,
-		k.ClientID, k.Key, k.Fingerprint, k.Method, k.Path, k.LeaseExpiresAt, k.CreatedAt, k.ExpiresAt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, errNoKey
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("claim refund key: %w", err)
-	}
-	var order struct {
-		ID       int64  `db:"id"`
-		Currency string `db:"currency"`
-	}
-	err = tx.GetContext(ctx, &order, `
-		UPDATE orders SET refunded_amount = refunded_amount + $3, updated_at = $4
-		 WHERE public_id = $1 AND client_id = $2 AND status IN `+paidStatusesSQL+` -- a refunded one: the CHECK refuses
-		RETURNING id, currency`, orderPublicID, k.ClientID, in.Amount, k.CreatedAt)
-	switch {
-	case db.IsCheckViolation(err, "orders_refund_within_capture"):
-		return nil, false, errExceedsCaptured()
-	case errors.Is(err, sql.ErrNoRows):
-		var status string
-		err := tx.GetContext(ctx, &status, `SELECT status FROM orders WHERE public_id = $1 AND client_id = $2`, orderPublicID, k.ClientID)
+	p := refundClaim{ClientID: k.ClientID, Key: k.Key, Fingerprint: k.Fingerprint, Method: k.Method, Path: k.Path,
+		LeaseExpiresAt: k.LeaseExpiresAt, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt,
+		OrderPublicID: orderPublicID, Amount: in.Amount, Reason: nullString(in.Reason)}
+	var out *Key
+	err := inTx(ctx, d, "claim refund", func(tx *sqlx.Tx) error {
+		var tomb Key
+		err := refundTombstoneSQL.get(ctx, tx, &tomb, p)
+		if err == nil {
+			out = &tomb
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("claim refund: tombstone: %w", err)
+		}
+		var row Key
+		err = claimRefundKeySQL.get(ctx, tx, &row, p)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, false, ErrOrderNotFound
+			return errNoKey
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("claim refund: %w", err)
+			return fmt.Errorf("claim refund key: %w", err)
 		}
-		return nil, false, errNotRefundable(status)
-	case err != nil:
-		return nil, false, fmt.Errorf("reserve refund amount: %w", err)
-	}
-	_, err = tx.ExecContext(ctx, `
-		INSERT INTO refunds (id, order_id, client_id, amount, currency, reason, status, provider_key,
-		                     created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $8)`,
-		row.RefundID.Int64, order.ID, k.ClientID, in.Amount, order.Currency, nullable(in.Reason),
-		providerKey("refund", &row), k.CreatedAt)
+		p.RefundID, p.ProviderKey = row.RefundID.Int64, providerKey("refund", &row)
+		err = reserveRefundSQL.get(ctx, tx, &p, p)
+		switch {
+		case db.IsCheckViolation(err, "orders_refund_within_capture"):
+			return errExceedsCaptured()
+		case errors.Is(err, sql.ErrNoRows):
+			var status string
+			err := tx.GetContext(ctx, &status, `SELECT status FROM orders WHERE public_id = $1 AND client_id = $2`, orderPublicID, k.ClientID)
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrOrderNotFound
+			}
+			if err != nil {
+				return fmt.Errorf("claim refund: %w", err)
+			}
+			return errNotRefundable(status)
+		case err != nil:
+			return fmt.Errorf("reserve refund amount: %w", err)
+		}
+		if _, err := createRefundSQL.exec(ctx, tx, p); err != nil {
+			return fmt.Errorf("create refund: %w", err)
+		}
+		out, claimed = &row, true
+		return nil
+	})
 	if err != nil {
-		return nil, false, fmt.Errorf("create refund: %w", err)
+		return nil, false, err
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, false, fmt.Errorf("claim refund: %w", err)
-	}
-	return &row, true, nil
+	return out, claimed, nil
 }
 
-type refundRow struct {
-	ID            int64     `db:"id"`
-	PublicID      string    `db:"public_id"`
-	OrderID       int64     `db:"order_id"`
-	OrderPublicID string    `db:"order_public_id"`
-	Amount        int64     `db:"amount"`
-	Currency      string    `db:"currency"`
-	Reason        string    `db:"reason"`
-	CreatedAt     time.Time `db:"created_at"`
-	ChargeID      string    `db:"provider_charge_id"`
+// refund is a row of refunds with what checkout needs of its order: the order's public id
+// (what clients see) and its charge (what the provider refunds). The one shape checkout
+// reads a refund in, with refundSelect.
+type refund struct {
+	ID            int64          `db:"id"`
+	PublicID      string         `db:"public_id"`
+	OrderID       int64          `db:"order_id"`
+	OrderPublicID string         `db:"order_public_id"`
+	ClientID      int64          `db:"client_id"`
+	Amount        int64          `db:"amount"`
+	Currency      string         `db:"currency"`
+	Reason        sql.NullString `db:"reason"`
+	Status        string         `db:"status"`
+	CreatedAt     time.Time      `db:"created_at"`
+	ChargeID      string         `db:"provider_charge_id"`
 }
 
-func loadRefund(ctx context.Context, d sqlx.QueryerContext, id int64) (refundRow, error) {
-	var r refundRow
-	err := sqlx.GetContext(ctx, d, &r, `
-		SELECT r.id, r.public_id, r.order_id, o.public_id AS order_public_id, r.amount, r.currency,
-		       coalesce(r.reason, '') AS reason, r.created_at, p.provider_charge_id
-		  FROM refunds r JOIN payments p ON p.order_id = r.order_id JOIN orders o ON o.id = r.order_id
-		 WHERE r.id = $1`, id)
-	if err != nil {
-		return refundRow{}, fmt.Errorf("load refund %d: %w", id, err)
+// refundSelect reads refunds; its callers add the WHERE clause (and ORDER BY). A refund is
+// only ever made for a charged order, so its order has a payment.
+const refundSelect = `
+	SELECT r.id, r.public_id, r.order_id, o.public_id AS order_public_id, r.client_id, r.amount,
+	       r.currency, r.reason, r.status, r.created_at, p.provider_charge_id
+	  FROM refunds r JOIN orders o ON o.id = r.order_id JOIN payments p ON p.order_id = r.order_id`
+
+func loadRefund(ctx context.Context, d sqlx.QueryerContext, id int64) (refund, error) {
+	var r refund
+	if err := sqlx.GetContext(ctx, d, &r, refundSelect+` WHERE r.id = $1`, id); err != nil {
+		return refund{}, fmt.Errorf("load refund %d: %w", id, err)
 	}
 	return r, nil
 }
+
+// refundCompletion is the parameters of completeRefundSQL.
+type refundCompletion struct {
+	keyCompletion
+	ProviderRefundID string `db:"provider_refund_id"`
+}
+
+// completeRefundSQL: see completeRefund. Each later step reads the key's refund_id from
+// k, so it does nothing when the fence matched no row.
+var completeRefundSQL = named[refundCompletion](`
+	WITH k AS (
+	    UPDATE idempotency_keys
+	       SET state = 'completed', recovery_point = 'finished', lease_expires_at = NULL,
+	           response_status = :response_status, response_headers = :response_headers,
+	           response_body = :response_body, completed_at = :now
+	     WHERE id = :key_id AND lease_token = :lease_token AND state = 'in_progress'
+	    RETURNING refund_id
+	), r AS (
+	    UPDATE refunds SET status = 'succeeded', provider_refund_id = :provider_refund_id, updated_at = :now
+	     WHERE id = (SELECT refund_id FROM k)
+	    RETURNING order_id
+	), o AS (
+	    UPDATE orders
+	       SET status = CASE WHEN refunded_amount >= captured_amount THEN 'refunded' ELSE 'partially_refunded' END,
+	           updated_at = :now
+	     WHERE id = (SELECT order_id FROM r) AND status IN ` + paidStatusesSQL + `
+	)
+	SELECT count(*) FROM k`)
 
 // completeRefund marks the refund done and stores the response, fenced like completeOrder.
 // The same statement sets the order's status from its refunds: refunded once its refunds
@@ -123,26 +198,12 @@ func loadRefund(ctx context.Context, d sqlx.QueryerContext, id int64) (refundRow
 // of one order finishing at once leave the status of the later one, read under its row
 // lock, not of a snapshot taken before the other committed.
 func completeRefund(ctx context.Context, d sqlx.QueryerContext, k *Key, resp Response, now time.Time, providerRefundID string) error {
-	headers, err := jsonHeaders(resp)
+	kc, err := newKeyCompletion(k, resp, now)
 	if err != nil {
 		return err
 	}
 	var n int
-	err = sqlx.GetContext(ctx, d, &n, `
-		WITH k AS (`+completeKeySQL+`
-		), r AS (
-		    UPDATE refunds SET status = 'succeeded', provider_refund_id = $7, updated_at = $6
-		     WHERE id = (SELECT refund_id FROM k)
-		    RETURNING order_id
-		), o AS (
-		    UPDATE orders
-		       SET status = CASE WHEN refunded_amount >= captured_amount THEN 'refunded' ELSE 'partially_refunded' END,
-		           updated_at = $6
-		     WHERE id = (SELECT order_id FROM r) AND status IN `+paidStatusesSQL+`
-		)
-		SELECT count(*) FROM k`,
-		k.ID, k.LeaseToken, resp.Status, string(headers), resp.Body, now, providerRefundID)
-	if err != nil {
+	if err := completeRefundSQL.get(ctx, d, &n, refundCompletion{keyCompletion: kc, ProviderRefundID: providerRefundID}); err != nil {
 		return fmt.Errorf("complete refund: %w", err)
 	}
 	if n == 0 {
@@ -151,10 +212,11 @@ func completeRefund(ctx context.Context, d sqlx.QueryerContext, k *Key, resp Res
 	return nil
 }
 
-// view is the refund as the API shows it, with status.
-func (r refundRow) view(status string) RefundView {
+// view is the refund as the API shows it, with status (a stored answer names the status
+// it answers with, not the row's of the moment).
+func (r *refund) view(status string) RefundView {
 	return RefundView{ID: r.PublicID, OrderID: r.OrderPublicID, Amount: r.Amount, Currency: r.Currency,
-		Status: status, Reason: r.Reason, CreatedAt: r.CreatedAt.UTC()}
+		Status: status, Reason: r.Reason.String, CreatedAt: r.CreatedAt.UTC()}
 }
 
 // refundIDSyntax is the shape of a refund's public id, as the domain refund_public_id
@@ -164,28 +226,13 @@ var refundIDSyntax = regexp.MustCompile(`^rf_[0-9a-f]{32}$`)
 // ErrRefundNotFound is a refund that the order (found) does not have.
 var ErrRefundNotFound error = problem.Of(problem.CodeRefundNotFound)
 
-// refundSelect reads the refunds of one of a client's orders ($1 its public id, $2 the
-// client). The LEFT JOIN keeps the order's row when it has no refund (or not the one asked
-// for), which tells an unknown order from an unknown refund in one query.
-const refundSelect = `
-	SELECT o.public_id AS order_public_id, r.public_id, r.amount, r.currency,
-	       coalesce(r.reason, '') AS reason, r.status, r.created_at
-	  FROM orders o LEFT JOIN refunds r ON r.order_id = o.id`
-
-type refundViewRow struct {
-	OrderPublicID string         `db:"order_public_id"`
-	PublicID      sql.NullString `db:"public_id"`
-	Amount        sql.NullInt64  `db:"amount"`
-	Currency      sql.NullString `db:"currency"`
-	Reason        string         `db:"reason"`
-	Status        sql.NullString `db:"status"`
-	CreatedAt     sql.NullTime   `db:"created_at"`
-}
-
-func (r refundViewRow) view() RefundView {
-	row := refundRow{PublicID: r.PublicID.String, OrderPublicID: r.OrderPublicID, Amount: r.Amount.Int64,
-		Currency: r.Currency.String, Reason: r.Reason, CreatedAt: r.CreatedAt.Time}
-	return row.view(r.Status.String)
+// orderOfClient reports whether the client has the order: what tells an unknown order from
+// an order without the refund asked for, once the refunds' query found none.
+func orderOfClient(ctx context.Context, d sqlx.QueryerContext, clientID int64, orderPublicID string) (bool, error) {
+	var ok bool
+	err := sqlx.GetContext(ctx, d, &ok,
+		`SELECT EXISTS (SELECT 1 FROM orders WHERE public_id = $1 AND client_id = $2)`, orderPublicID, clientID)
+	return ok, err
 }
 
 // GetRefund returns a refund of one of the client's orders: what the 201 that created it
@@ -196,21 +243,26 @@ func (s *Service) GetRefund(ctx context.Context, clientID int64, orderPublicID, 
 	if !ValidOrderID(orderPublicID) {
 		return RefundView{}, ErrOrderNotFound
 	}
-	if !refundIDSyntax.MatchString(refundPublicID) {
-		refundPublicID = "" // no refund has it: only the order is looked up
+	var r refund
+	err := sql.ErrNoRows
+	if refundIDSyntax.MatchString(refundPublicID) { // else no refund has it: only the order is looked up
+		err = sqlx.GetContext(ctx, s.db, &r, refundSelect+`
+			 WHERE o.public_id = $1 AND o.client_id = $2 AND r.public_id = $3`, orderPublicID, clientID, refundPublicID)
 	}
-	var r refundViewRow
-	err := sqlx.GetContext(ctx, s.db, &r, refundSelect+` AND r.public_id = $3::text
-		 WHERE o.public_id = $1 AND o.client_id = $2`, orderPublicID, clientID, refundPublicID)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return RefundView{}, ErrOrderNotFound
-	case err != nil:
-		return RefundView{}, fmt.Errorf("get refund: %w", err)
-	case !r.PublicID.Valid:
+	if errors.Is(err, sql.ErrNoRows) {
+		ok, err := orderOfClient(ctx, s.db, clientID, orderPublicID)
+		switch {
+		case err != nil:
+			return RefundView{}, fmt.Errorf("get refund: %w", err)
+		case !ok:
+			return RefundView{}, ErrOrderNotFound
+		}
 		return RefundView{}, ErrRefundNotFound
 	}
-	return r.view(), nil
+	if err != nil {
+		return RefundView{}, fmt.Errorf("get refund: %w", err)
+	}
+	return r.view(r.Status), nil
 }
 
 // ListRefunds returns the refunds of one of the client's orders, oldest first; all of them:
@@ -219,7 +271,7 @@ func (s *Service) ListRefunds(ctx context.Context, clientID int64, orderPublicID
 	if !ValidOrderID(orderPublicID) {
 		return nil, ErrOrderNotFound
 	}
-	var rows []refundViewRow
+	var rows []refund
 	err := sqlx.SelectContext(ctx, s.db, &rows, refundSelect+`
 		 WHERE o.public_id = $1 AND o.client_id = $2
 		 ORDER BY r.id`, orderPublicID, clientID)
@@ -227,13 +279,17 @@ func (s *Service) ListRefunds(ctx context.Context, clientID int64, orderPublicID
 		return nil, fmt.Errorf("list refunds: %w", err)
 	}
 	if len(rows) == 0 {
-		return nil, ErrOrderNotFound
+		ok, err := orderOfClient(ctx, s.db, clientID, orderPublicID)
+		if err != nil {
+			return nil, fmt.Errorf("list refunds: %w", err)
+		}
+		if !ok {
+			return nil, ErrOrderNotFound
+		}
 	}
 	out := make([]RefundView, 0, len(rows))
-	for _, r := range rows {
-		if r.PublicID.Valid {
-			out = append(out, r.view())
-		}
+	for i := range rows {
+		out = append(out, rows[i].view(rows[i].Status))
 	}
 	return out, nil
 }

@@ -11,6 +11,15 @@
 //  2. call the provider with a key derived from the key row, never the client's raw key;
 //  3. complete: record the payment, the order status and the response, and finish the key,
 //     fenced by the lease token so that a worker that lost its lease writes nothing.
+//
+// Reading and writing rows: each thing is read in one Go shape, by one select list (Key by
+// keyColumns, order by orderSelect, refund by refundSelect); what the API or the console
+// shows is a view built from it. A nullable column is a sql.Null* field, read and written
+// (nullString stores "" as NULL); SQL never coalesces a nullable column away. The one
+// exception is the public ids read with a key, which are not columns of its row:
+// Key.OrderPublicID and RefundPublicID are "" when there is none or they were not read.
+// Statements with more than a few parameters name them (:name, filled from a parameter
+// struct's db tags; see statement), and every transaction runs through inTx.
 package checkout
 
 import (

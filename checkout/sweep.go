@@ -165,14 +165,31 @@ func (s *Sweeper) Pass(ctx context.Context) (SweepResult, error) {
 	if runErr != nil {
 		errText = sql.NullString{String: runErr.Error(), Valid: true}
 	}
-	_, err = conn.ExecContext(context.WithoutCancel(ctx), `
-		INSERT INTO sweeps (started_at, finished_at, node, keys_tombstoned, keys_deleted,
-		                    tombstones_forgotten, events_deleted, batches, error)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		now, now.Add(res.Took), s.node, res.KeysTombstoned, res.KeysDeleted, res.TombstonesForgotten,
-		res.EventsDeleted, res.Batches, errText)
+	_, err = recordSweepSQL.exec(context.WithoutCancel(ctx), conn, sweepRecord{
+		StartedAt: now, FinishedAt: now.Add(res.Took), Node: s.node, KeysTombstoned: res.KeysTombstoned,
+		KeysDeleted: res.KeysDeleted, TombstonesForgotten: res.TombstonesForgotten, EventsDeleted: res.EventsDeleted,
+		Batches: res.Batches, Error: errText})
 	return res, errors.Join(runErr, err)
 }
+
+// sweepRecord is a row of sweeps: what one pass did, for operators.
+type sweepRecord struct {
+	StartedAt           time.Time      `db:"started_at"`
+	FinishedAt          time.Time      `db:"finished_at"`
+	Node                string         `db:"node"`
+	KeysTombstoned      int64          `db:"keys_tombstoned"`
+	KeysDeleted         int64          `db:"keys_deleted"`
+	TombstonesForgotten int64          `db:"tombstones_forgotten"`
+	EventsDeleted       int64          `db:"events_deleted"`
+	Batches             int            `db:"batches"`
+	Error               sql.NullString `db:"error"`
+}
+
+var recordSweepSQL = named[sweepRecord](`
+	INSERT INTO sweeps (started_at, finished_at, node, keys_tombstoned, keys_deleted,
+	                    tombstones_forgotten, events_deleted, batches, error)
+	VALUES (:started_at, :finished_at, :node, :keys_tombstoned, :keys_deleted,
+	        :tombstones_forgotten, :events_deleted, :batches, :error)`)
 
 // tombstone walks the expired completed keys in (expires_at, id) order with a cursor, so
 // that a backlog of a million keys costs one pass over the index, not one per batch.
