@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/money"
 	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/internal/problem"
 	"github.com/tekrar/tekrar/internal/server"
@@ -126,7 +127,7 @@ func (a *console) refund(c *gin.Context) error {
 		return err
 	}
 	amountText, reason := strings.TrimSpace(c.PostForm("amount")), strings.TrimSpace(c.PostForm("reason"))
-	amount, err := checkout.ParseAmount(amountText, t.Currency)
+	amount, err := money.Parse(amountText, t.Currency)
 	if err != nil {
 		return a.render(c, http.StatusUnprocessableEntity, refundPage(c, t, partners, amountText, reason, err.Error()))
 	}
@@ -202,9 +203,9 @@ func refundPage(c *gin.Context, t checkout.RefundTarget, partners []report.Order
 			{Label: "Order", Value: fmt.Sprintf("%s (%s)", t.PublicID, t.Status), Href: orderHref(t.PublicID)},
 			field("Client", fmt.Sprintf("%s (%d)", t.ClientName, t.ClientID)),
 			field("Customer", strings.TrimSpace(t.CustomerID+" "+t.CustomerEmail)),
-			field("Captured", checkout.FormatAmount(t.Captured, t.Currency)),
-			field("Refunded or being refunded", checkout.FormatAmount(t.Refunded, t.Currency)),
-			field("Left to refund", checkout.FormatAmount(left, t.Currency)),
+			field("Captured", money.Format(t.Captured, t.Currency)),
+			field("Refunded or being refunded", money.Format(t.Refunded, t.Currency)),
+			field("Left to refund", money.Format(left, t.Currency)),
 		},
 		Explain: []string{
 			"The customer's card is refunded the amount below, at most what is left. It goes the way of a refund the app asks for through the API, under the order's client, and shows in the order's refunds and in the audit log.",
@@ -228,14 +229,14 @@ func refundPage(c *gin.Context, t checkout.RefundTarget, partners []report.Order
 		var done []string
 		for _, o := range partners {
 			done = append(done, fmt.Sprintf("order %s (%s refunded of %s)", o.PublicID,
-				checkout.FormatAmount(o.RefundedAmount, o.Currency), checkout.FormatAmount(o.Amount, o.Currency)))
+				money.Format(o.RefundedAmount, o.Currency), money.Format(o.Amount, o.Currency)))
 			v.Links = append(v.Links, views.Link{Label: "Compare with order " + o.PublicID, Href: pairHref(o.PublicID, t.PublicID)})
 		}
 		v.Warning = "This order looks like a double tap of " + strings.Join(done, " and ") +
 			": the same customer, amount, items and card, under another key. That order is refunded already, so refunding this one as well may refund the customer for the purchase twice. Compare the orders first; to refund anyway, type this order's id (" + confirmID + ")."
 	}
 	if amount == "" {
-		amount = strings.TrimSuffix(checkout.FormatAmount(left, t.Currency), " "+t.Currency)
+		amount = strings.TrimSuffix(money.Format(left, t.Currency), " "+t.Currency)
 	}
 	return views.RefundConfirmPage(v, amount, t.Currency, reason, confirmID)
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/money"
 	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/views"
 )
@@ -45,7 +45,7 @@ func (a *console) key(c *gin.Context) error {
 	if o := d.Order; o != nil {
 		v.Order = []views.Field{
 			{Label: "Order", Value: fmt.Sprintf("%s (%s)", o.PublicID, o.Status), Href: orderHref(o.PublicID)},
-			field("Amount", fmt.Sprintf("%s (refunded %s)", checkout.FormatAmount(o.Amount, o.Currency), checkout.FormatAmount(o.RefundedAmount, o.Currency))),
+			field("Amount", fmt.Sprintf("%s (refunded %s)", money.Format(o.Amount, o.Currency), money.Format(o.RefundedAmount, o.Currency))),
 			field("Customer", o.CustomerID+" "+o.CustomerEmail),
 			field("Items", string(o.Items)),
 		}

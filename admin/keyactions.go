@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/money"
 	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/views"
 )
@@ -43,7 +44,7 @@ func keySubject(d report.KeyDetail) []views.Field {
 	}
 	if o := d.Order; o != nil {
 		fs = append(fs, views.Field{Label: "Order", Value: fmt.Sprintf("%s (%s), %s", o.PublicID, o.Status,
-			checkout.FormatAmount(o.Amount, o.Currency)), Href: orderHref(o.PublicID)})
+			money.Format(o.Amount, o.Currency)), Href: orderHref(o.PublicID)})
 	}
 	return fs
 }

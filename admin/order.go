@@ -15,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/money"
 	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/views"
 )
@@ -201,7 +202,7 @@ func (a *console) loadOrder(ctx context.Context, publicID string) (orderStory, e
 
 // orderCard lays an order out for its page.
 func orderCard(d report.OrderDetail) views.OrderCard {
-	money := func(n int64) string { return checkout.FormatAmount(n, d.Currency) }
+	format := func(n int64) string { return money.Format(n, d.Currency) }
 	o := views.OrderCard{ID: d.PublicID, Status: d.Status}
 	// A charged order's capture is its amount (checkout.RefundTarget has it for the refund).
 	switch left := d.Amount - d.RefundedAmount; {
@@ -216,8 +217,8 @@ func orderCard(d report.OrderDetail) views.OrderCard {
 		field("Client", fmt.Sprintf("%s (%d)", d.ClientName, d.ClientID)),
 		{Label: "Created", At: d.CreatedAt},
 		{Label: "Updated", At: d.UpdatedAt},
-		field("Amount", money(d.Amount)),
-		field("Refunded", money(d.RefundedAmount)),
+		field("Amount", format(d.Amount)),
+		field("Refunded", format(d.RefundedAmount)),
 		field("Customer id", orDash(d.CustomerID)),
 		field("Customer email", orDash(d.CustomerEmail)),
 	}
@@ -235,7 +236,7 @@ func orderCard(d report.OrderDetail) views.OrderCard {
 	if its, ok := items(d.Items); ok {
 		for _, it := range its {
 			o.Items = append(o.Items, views.ItemLine{SKU: it.SKU, Name: it.Name, Quantity: strconv.FormatInt(it.Quantity, 10),
-				Unit: money(it.UnitAmount), Total: money(it.Quantity * it.UnitAmount)})
+				Unit: format(it.UnitAmount), Total: format(it.Quantity * it.UnitAmount)})
 		}
 	} else {
 		o.ItemsRaw = string(d.Items)
@@ -250,19 +251,19 @@ func orderCard(d report.OrderDetail) views.OrderCard {
 		}
 	}
 	for _, r := range d.Refunds {
-		line := views.RefundLine{ID: r.PublicID, Amount: checkout.FormatAmount(r.Amount, r.Currency),
+		line := views.RefundLine{ID: r.PublicID, Amount: money.Format(r.Amount, r.Currency),
 			Status: r.Status, Reason: r.Reason, ProviderID: r.ProviderRefundID, Created: r.CreatedAt}
 		if r.Key != "" {
 			line.Key = views.Link{Label: r.Key, Href: keyHref(d.ClientID, r.Key)}
 		}
 		o.Refunds = append(o.Refunds, line)
 	}
-	o.Compensation = compensationFields(d.Compensation, money)
+	o.Compensation = compensationFields(d.Compensation, format)
 	return o
 }
 
 // compensationFields shows the refund tekrar owed for a charge it gave up on.
-func compensationFields(c *report.Compensation, money func(int64) string) []views.Field {
+func compensationFields(c *report.Compensation, format func(int64) string) []views.Field {
 	if c == nil {
 		return nil
 	}
@@ -276,7 +277,7 @@ func compensationFields(c *report.Compensation, money func(int64) string) []view
 		f = append(f, field("Charge", *c.ChargeID))
 	}
 	if c.RefundID != nil && c.Amount != nil {
-		f = append(f, field("Refund", *c.RefundID+" ("+money(*c.Amount)+")"))
+		f = append(f, field("Refund", *c.RefundID+" ("+format(*c.Amount)+")"))
 	}
 	if c.LastError != nil {
 		f = append(f, field("Last error", *c.LastError))

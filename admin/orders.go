@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/money"
 	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/views"
 )
@@ -132,11 +133,11 @@ func (a *console) orderFilter(f views.OrderFilter, loc *time.Location) (report.O
 		return of, 0, errors.New("card last 4 must be the last 4 digits of the card, like 4242")
 	}
 	of.CardLast4 = f.Last4
-	if f.Currency != "" && !checkout.ValidCurrency(f.Currency) {
+	if f.Currency != "" && !money.ValidCurrency(f.Currency) {
 		return of, 0, errors.New("currency must be an ISO 4217 code such as TRY or EUR")
 	}
 	if f.Amount != "" {
-		if of.Amount, err = checkout.ParseAmount(f.Amount, f.Currency); err != nil {
+		if of.Amount, err = money.Parse(f.Amount, f.Currency); err != nil {
 			return of, 0, err
 		}
 	}
@@ -164,12 +165,12 @@ func (a *console) orderFilter(f views.OrderFilter, loc *time.Location) (report.O
 func orderLine(o report.OrderRow, refunds []report.RefundRow) views.OrderLine {
 	l := views.OrderLine{ID: o.PublicID, Href: orderHref(o.PublicID), Created: o.CreatedAt,
 		Client: o.ClientName, Customer: o.CustomerID, Email: o.CustomerEmail,
-		Amount: checkout.FormatAmount(o.Amount, o.Currency), Status: o.Status, Keys: keyLinks(o.ClientID, o.Keys)}
+		Amount: money.Format(o.Amount, o.Currency), Status: o.Status, Keys: keyLinks(o.ClientID, o.Keys)}
 	if p := o.Payment; p != nil {
 		l.Payment, l.Charge = paymentText(p), p.ChargeID
 	}
 	for _, r := range refunds {
-		l.Refunds = append(l.Refunds, checkout.FormatAmount(r.Amount, r.Currency)+" "+r.Status)
+		l.Refunds = append(l.Refunds, money.Format(r.Amount, r.Currency)+" "+r.Status)
 	}
 	return l
 }

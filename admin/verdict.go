@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/money"
 	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/views"
 )
@@ -70,7 +71,7 @@ func orderKey(d report.OrderDetail) string {
 func orderVerdict(s orderStory) views.Verdict {
 	d := s.d
 	n := countRequests(s.requests)
-	amount := checkout.FormatAmount(d.Amount, d.Currency)
+	amount := money.Format(d.Amount, d.Currency)
 	var v views.Verdict
 	switch {
 	case charged(d):
@@ -103,7 +104,7 @@ func orderVerdict(s orderStory) views.Verdict {
 		v.Facts = append(v.Facts, fmt.Sprintf("The payment came from %s at %s.", orDash(e.UserAgent), orDash(e.RemoteAddr)))
 	}
 	if d.RefundedAmount > 0 {
-		v.Facts = append(v.Facts, fmt.Sprintf("Refunded (or being refunded): %s of %s.", checkout.FormatAmount(d.RefundedAmount, d.Currency), amount))
+		v.Facts = append(v.Facts, fmt.Sprintf("Refunded (or being refunded): %s of %s.", money.Format(d.RefundedAmount, d.Currency), amount))
 	}
 	return v
 }
@@ -175,7 +176,7 @@ func pairVerdict(a, b orderStory) views.Verdict {
 	default:
 		differ("Different customers: %s and %s.", customerText(a.d), customerText(b.d))
 	}
-	amountA, amountB := checkout.FormatAmount(a.d.Amount, a.d.Currency), checkout.FormatAmount(b.d.Amount, b.d.Currency)
+	amountA, amountB := money.Format(a.d.Amount, a.d.Currency), money.Format(b.d.Amount, b.d.Currency)
 	if amountA == amountB {
 		v.Facts = append(v.Facts, fmt.Sprintf("Same amount: %s.", amountA))
 	} else {
@@ -252,7 +253,7 @@ func refundAdvice(group []report.OrderDetail) []string {
 		return nil
 	}
 	cur := group[0].Currency
-	money := func(n int64) string { return checkout.FormatAmount(n, cur) }
+	format := func(n int64) string { return money.Format(n, cur) }
 	var refunded, extra int64 // refunded on all; the charges beyond the first
 	var parts []string
 	for i, o := range group {
@@ -261,7 +262,7 @@ func refundAdvice(group []report.OrderDetail) []string {
 			extra += o.Amount
 		}
 		if o.RefundedAmount > 0 {
-			parts = append(parts, fmt.Sprintf("%s on order %s", money(o.RefundedAmount), o.PublicID))
+			parts = append(parts, fmt.Sprintf("%s on order %s", format(o.RefundedAmount), o.PublicID))
 		}
 	}
 	last := group[len(group)-1]
@@ -280,7 +281,7 @@ func refundAdvice(group []report.OrderDetail) []string {
 	case left == 0:
 		return []string{so + " That is every charge but one: the customer has paid once. Nothing more to refund; do not refund any of these orders again."}
 	case left < 0:
-		return []string{so + fmt.Sprintf(" That is %s more than the charges beyond the first: the customer has been refunded for the purchase itself. Do not refund again; ask the customer whether they meant to buy it.", money(-left))}
+		return []string{so + fmt.Sprintf(" That is %s more than the charges beyond the first: the customer has been refunded for the purchase itself. Do not refund again; ask the customer whether they meant to buy it.", format(-left))}
 	default:
 		// The rest comes from the latest order that has enough left, else the latest with any.
 		from := last
@@ -290,7 +291,7 @@ func refundAdvice(group []report.OrderDetail) []string {
 				break
 			}
 		}
-		return []string{so + fmt.Sprintf(" If the customer meant to pay once, refund %s more (not a full refund), from order %s.", money(left), from.PublicID)}
+		return []string{so + fmt.Sprintf(" If the customer meant to pay once, refund %s more (not a full refund), from order %s.", format(left), from.PublicID)}
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/tekrar/tekrar/checkout/money"
 )
 
 // notKept is what a conflict differed in when nothing tekrar kept of the first request
@@ -53,7 +55,7 @@ func (o *orderOp) differences(ctx context.Context, k *Key) ([]string, error) {
 		d = append(d, fmt.Sprintf("currency: %s → %s", st.Currency, in.Currency))
 	}
 	if st.Amount != in.Amount || st.Currency != in.Currency {
-		d = append(d, fmt.Sprintf("amount: %s → %s", FormatAmount(st.Amount, st.Currency), FormatAmount(in.Amount, in.Currency)))
+		d = append(d, fmt.Sprintf("amount: %s → %s", money.Format(st.Amount, st.Currency), money.Format(in.Amount, in.Currency)))
 	}
 	if !slices.Equal(items, in.Items) {
 		d = append(d, "items")
@@ -83,7 +85,7 @@ func (r *refundOp) differences(ctx context.Context, k *Key) ([]string, error) {
 	}
 	var d []string
 	if st.Amount != r.in.Amount {
-		d = append(d, fmt.Sprintf("amount: %s → %s", FormatAmount(st.Amount, st.Currency), FormatAmount(r.in.Amount, st.Currency)))
+		d = append(d, fmt.Sprintf("amount: %s → %s", money.Format(st.Amount, st.Currency), money.Format(r.in.Amount, st.Currency)))
 	}
 	if st.Reason.String != r.in.Reason {
 		d = append(d, "reason")

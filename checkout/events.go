@@ -35,7 +35,7 @@ type Meta struct {
 }
 
 // Event is one entry of a key's history.
-type Event struct {
+type keyEvent struct {
 	At          time.Time
 	ClientID    int64
 	Key         string
@@ -55,7 +55,7 @@ type Event struct {
 type eventLog struct {
 	db      *sqlx.DB
 	logger  *slog.Logger
-	ch      chan Event
+	ch      chan keyEvent
 	dropped atomic.Int64
 	flushes chan chan struct{}
 	stop    chan struct{}
@@ -69,14 +69,14 @@ const (
 )
 
 func newEventLog(db *sqlx.DB, logger *slog.Logger) *eventLog {
-	l := &eventLog{db: db, logger: logger, ch: make(chan Event, eventBuffer),
+	l := &eventLog{db: db, logger: logger, ch: make(chan keyEvent, eventBuffer),
 		flushes: make(chan chan struct{}), stop: make(chan struct{})}
 	l.done.Add(1)
 	go l.loop()
 	return l
 }
 
-func (l *eventLog) record(e Event) {
+func (l *eventLog) record(e keyEvent) {
 	select {
 	case l.ch <- e:
 	default:
@@ -102,7 +102,7 @@ func (l *eventLog) loop() {
 	defer l.done.Done()
 	t := time.NewTicker(eventFlushEvery)
 	defer t.Stop()
-	batch := make([]Event, 0, eventBatch)
+	batch := make([]keyEvent, 0, eventBatch)
 	flush := func() {
 		if len(batch) > 0 {
 			l.write(batch)
@@ -129,7 +129,7 @@ func (l *eventLog) loop() {
 }
 
 // drain takes everything buffered and writes it.
-func (l *eventLog) drain(batch *[]Event, flush func()) {
+func (l *eventLog) drain(batch *[]keyEvent, flush func()) {
 	for {
 		select {
 		case e := <-l.ch:
@@ -148,7 +148,7 @@ func (l *eventLog) drain(batch *[]Event, flush func()) {
 // giving the batch up. If Postgres refuses a row instead, the events are written one by
 // one, so that one bad event costs only itself and not the history of up to a batch of
 // other requests.
-func (l *eventLog) write(batch []Event) {
+func (l *eventLog) write(batch []keyEvent) {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		if err = insertEvents(l.db, batch); err == nil {
@@ -164,7 +164,7 @@ func (l *eventLog) write(batch []Event) {
 	l.logger.Warn("key events not written", "err", err, "events", len(batch))
 }
 
-func (l *eventLog) writeEach(batch []Event) {
+func (l *eventLog) writeEach(batch []keyEvent) {
 	var lost int64
 	var last error
 	for i := range batch {
@@ -202,7 +202,7 @@ var insertEventsSQL = named[eventColumns](`
 	                     CAST(:request_id AS text[]), CAST(:remote_addr AS text[]), CAST(:user_agent AS text[]),
 	                     CAST(:fingerprint AS bytea[]), CAST(:detail AS jsonb[]))`)
 
-func insertEvents(db *sqlx.DB, batch []Event) error {
+func insertEvents(db *sqlx.DB, batch []keyEvent) error {
 	n := len(batch)
 	at := make([]string, n)
 	client := make([]int64, n)

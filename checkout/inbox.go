@@ -26,17 +26,17 @@ import (
 // nothing applied and the provider's redelivery applies it once.
 
 // ProviderEvent is one provider webhook, verified and decoded by the API.
-type ProviderEvent struct {
+type providerEvent struct {
 	Provider string
 	ID       string
 	Type     string
 	Body     []byte // as received: stored for the console and for replaying the inbox
 	// Charge is the state of the charge after the event; nil for an event about no charge.
-	Charge *ProviderCharge
+	Charge *providerCharge
 }
 
 // ProviderCharge is a charge as the provider's newest event describes it.
-type ProviderCharge struct {
+type providerCharge struct {
 	ID          string
 	Key         string // the provider-side key tekrar charged under
 	Description string // tekrar's reference, as given with the charge (chargeDescription)
@@ -79,8 +79,21 @@ var knownProviderEvents = map[string]bool{
 	"refund.succeeded": true, "dispute.created": true, "dispute.closed": true,
 }
 
-// ReceiveProviderEvent records e and applies it, in one transaction.
-func (s *Service) ReceiveProviderEvent(ctx context.Context, e ProviderEvent) (outcome string, err error) {
+// ReceiveProviderEvent records the verified event pe (body as received) of provider and
+// applies it, in one transaction.
+func (s *Service) ReceiveProviderEvent(ctx context.Context, provider string, body []byte, pe psp.Event) (outcome string, err error) {
+	e := providerEvent{Provider: provider, ID: pe.ID, Type: pe.Type, Body: body}
+	if d := pe.Data; d.ChargeID != "" {
+		e.Charge = &providerCharge{ID: d.ChargeID, Key: d.ChargeKey, Description: d.Description,
+			Sequence: d.Sequence, Status: d.Status, DeclineCode: d.DeclineCode, CardBrand: d.CardBrand, CardLast4: d.CardLast4,
+			Amount: d.Amount, Currency: d.Currency, Refunded: d.RefundedAmount,
+			Disputed: d.Dispute != nil && d.Dispute.Status == psp.DisputeOpen}
+	}
+	return s.receive(ctx, e)
+}
+
+// receive records e and applies it, in one transaction.
+func (s *Service) receive(ctx context.Context, e providerEvent) (outcome string, err error) {
 	now := s.cfg.Now()
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
@@ -156,7 +169,7 @@ func (s *Service) ReceiveProviderEvent(ctx context.Context, e ProviderEvent) (ou
 // A charge whose description names no order of tekrar's, or whose key is not the key tekrar
 // derives from that order's key row (or recorded on its payment), is not tekrar's to settle
 // (reconciliation's job).
-func (s *Service) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c ProviderCharge) (err error) {
+func (s *Service) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c providerCharge) (err error) {
 	orderID, ok := orderOfDescription(c.Description)
 	if !ok {
 		return nil
@@ -214,7 +227,7 @@ func (s *Service) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c Provide
 // a refund of tekrar's that the provider reports before tekrar recorded its answer is not
 // counted twice; whatever the provider reports beyond it is recorded once, whatever the
 // order and number of the events, because the comparison is of totals.
-func (s *Service) syncRefunds(ctx context.Context, tx *sqlx.Tx, orderID int64, c ProviderCharge) error {
+func (s *Service) syncRefunds(ctx context.Context, tx *sqlx.Tx, orderID int64, c providerCharge) error {
 	if c.Status != psp.StatusSucceeded || c.Refunded <= 0 {
 		return nil
 	}
@@ -243,7 +256,7 @@ func (s *Service) syncRefunds(ctx context.Context, tx *sqlx.Tx, orderID int64, c
 // advanceProviderCharge moves the charge's known state to c if c is newer than what was
 // applied; it reports whether it did. The upsert locks the charge's row, so two events of
 // one charge applied at once are decided one after the other, on the committed state.
-func advanceProviderCharge(ctx context.Context, tx *sqlx.Tx, provider string, c ProviderCharge, now time.Time) (bool, error) {
+func advanceProviderCharge(ctx context.Context, tx *sqlx.Tx, provider string, c providerCharge, now time.Time) (bool, error) {
 	var moved []bool
 	if err := tx.SelectContext(ctx, &moved, `
 		INSERT INTO provider_charges (provider, charge_id, charge_key, last_sequence, status, amount, currency,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout/money"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/pgtext"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -51,7 +52,7 @@ type Customer struct {
 // Limits of an order, documented in docs/api.md.
 const (
 	MaxItems         = 100
-	MaxAmount        = 1_000_000_000_000 // 10^12 minor units
+	MaxAmount        = money.MaxAmount // 10^12 minor units
 	MaxQuantity      = 10_000
 	MaxMetadataKeys  = 20
 	MaxMetadataKey   = 40
@@ -64,7 +65,7 @@ func (in *OrderInput) Validate() []FieldError {
 	add := func(field, format string, args ...any) {
 		errs = append(errs, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
-	if !ValidCurrency(in.Currency) {
+	if !money.ValidCurrency(in.Currency) {
 		add("currency", "must be an upper-case ISO 4217 code such as TRY or EUR")
 	}
 	switch {

@@ -293,7 +293,7 @@ func (s *Service) recordRun(req Request, k *Key, kind string, res Result, err er
 }
 
 func (s *Service) record(req Request, k *Key, kind string, status int, fp []byte, detail map[string]any) {
-	s.events.record(Event{
+	s.events.record(keyEvent{
 		At: s.cfg.Now(), ClientID: req.Client.ID, Key: req.Key, KeyID: k.ID, Kind: kind,
 		Status: status, Meta: req.Meta, Fingerprint: fp, Detail: detail,
 	})

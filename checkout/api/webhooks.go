@@ -57,7 +57,7 @@ func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logge
 			server.Abort(c, problem.Of(problem.CodeWebhookSignatureInvalid).WithDetail("webhook-id is not the event's id"))
 			return
 		}
-		outcome, err := svc.ReceiveProviderEvent(c.Request.Context(), e)
+		outcome, err := svc.ReceiveProviderEvent(c.Request.Context(), "psp", body, e)
 		if err != nil {
 			p := problem.Internal()
 			if db.IsUnavailable(err) {
@@ -73,24 +73,17 @@ func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logge
 
 // decodeProviderEvent reads a verified body. Members tekrar does not know are allowed: a
 // provider adds fields without notice.
-func decodeProviderEvent(body []byte) (checkout.ProviderEvent, error) {
+func decodeProviderEvent(body []byte) (psp.Event, error) {
 	var pe psp.Event
 	if err := json.Unmarshal(body, &pe); err != nil {
-		return checkout.ProviderEvent{}, errors.New("the body is not a provider event: " + err.Error())
+		return psp.Event{}, errors.New("the body is not a provider event: " + err.Error())
 	}
 	if pe.ID == "" || len(pe.ID) > 255 || pe.Type == "" || len(pe.Type) > 100 ||
 		!pgtext.Valid(pe.ID) || !pgtext.Valid(pe.Type) {
-		return checkout.ProviderEvent{}, errors.New("an event needs an id (1 to 255 characters) and a type (1 to 100)")
+		return psp.Event{}, errors.New("an event needs an id (1 to 255 characters) and a type (1 to 100)")
 	}
-	e := checkout.ProviderEvent{Provider: "psp", ID: pe.ID, Type: pe.Type, Body: body}
-	if d := pe.Data; d.ChargeID != "" {
-		if d.Sequence <= 0 || !pgtext.Valid(d.ChargeID) || !pgtext.Valid(d.ChargeKey) {
-			return checkout.ProviderEvent{}, errors.New("a charge's event needs a positive sequence")
-		}
-		e.Charge = &checkout.ProviderCharge{ID: d.ChargeID, Key: d.ChargeKey, Description: d.Description,
-			Sequence: d.Sequence, Status: d.Status, DeclineCode: d.DeclineCode, CardBrand: d.CardBrand, CardLast4: d.CardLast4,
-			Amount: d.Amount, Currency: d.Currency, Refunded: d.RefundedAmount,
-			Disputed: d.Dispute != nil && d.Dispute.Status == psp.DisputeOpen}
+	if d := pe.Data; d.ChargeID != "" && (d.Sequence <= 0 || !pgtext.Valid(d.ChargeID) || !pgtext.Valid(d.ChargeKey)) {
+		return psp.Event{}, errors.New("a charge's event needs a positive sequence")
 	}
-	return e, nil
+	return pe, nil
 }

@@ -1,4 +1,6 @@
-package checkout
+// Package money knows currencies and amounts in minor units: which ISO 4217 codes exist, how
+// many decimals each has, and amounts written for people and read back from them.
+package money
 
 import (
 	"errors"
@@ -23,6 +25,9 @@ var currencies = func() map[string]bool {
 	}
 	return m
 }()
+
+// MaxAmount is the largest amount tekrar takes, in minor units: 10^12.
+const MaxAmount = 1_000_000_000_000
 
 // ValidCurrency reports whether c is an upper-case active ISO 4217 code.
 func ValidCurrency(c string) bool { return currencies[c] }
@@ -55,10 +60,10 @@ func minorUnits(c string) int {
 	return 2
 }
 
-// FormatAmount writes an amount in minor units as people read it: "49.90 TRY", "4990 JPY",
+// Format writes an amount in minor units as people read it: "49.90 TRY", "4990 JPY",
 // "1.500 KWD". No thousands separator: the convention differs by country, a plain number
 // does not.
-func FormatAmount(amount int64, currency string) string {
+func Format(amount int64, currency string) string {
 	n := minorUnits(currency)
 	sign := ""
 	u := uint64(amount)
@@ -81,11 +86,11 @@ func FormatAmount(amount int64, currency string) string {
 // ErrAmountSyntax is an amount ParseAmount cannot read.
 var ErrAmountSyntax = errors.New("invalid amount")
 
-// ParseAmount reads an amount in major units as a customer states it ("49.90", "49,90",
+// Parse reads an amount in major units as a customer states it ("49.90", "49,90",
 // "49") into minor units of currency (TRY 4990), refusing more decimals than the currency
 // has, signs, thousands separators, zero and anything above MaxAmount. An empty or unknown
 // currency is read with 2 decimals.
-func ParseAmount(s, currency string) (int64, error) {
+func Parse(s, currency string) (int64, error) {
 	n := minorUnits(currency)
 	whole, frac, dec := strings.Cut(strings.Replace(s, ",", ".", 1), ".")
 	switch {

@@ -1,4 +1,4 @@
-package checkout
+package money
 
 import (
 	"errors"
@@ -21,7 +21,7 @@ func TestFormatAmount(t *testing.T) {
 		{4990, "", "49.90"},
 	}
 	for _, tt := range tests {
-		if got := FormatAmount(tt.amount, tt.currency); got != tt.want {
+		if got := Format(tt.amount, tt.currency); got != tt.want {
 			t.Errorf("FormatAmount(%d, %q) = %q, want %q", tt.amount, tt.currency, got, tt.want)
 		}
 	}
@@ -58,7 +58,7 @@ func TestParseAmount(t *testing.T) {
 		{"99999999999999999999", "TRY", 0},
 	}
 	for _, tt := range tests {
-		got, err := ParseAmount(tt.in, tt.currency)
+		got, err := Parse(tt.in, tt.currency)
 		if tt.want == 0 {
 			if !errors.Is(err, ErrAmountSyntax) {
 				t.Errorf("ParseAmount(%q, %q) = %d, %v; want refused", tt.in, tt.currency, got, err)
