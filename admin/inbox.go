@@ -1,0 +1,37 @@
+package admin
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tekrar/tekrar/checkout/report"
+	"github.com/tekrar/tekrar/views"
+)
+
+// inbox lists the payment provider's events as tekrar received them (?charge= narrows it to
+// one charge's events).
+func (a *console) inbox(c *gin.Context) error {
+	charge := strings.TrimSpace(c.Query("charge"))
+	rows, counts, err := report.Inbox(c.Request.Context(), a.DB, charge)
+	if err != nil {
+		return err
+	}
+	p := views.InboxPage{Nav: nav(c, "Inbox"), Charge: charge, Events: counts.Events, Applied: counts.Applied,
+		Stale: counts.Stale, Ignored: counts.Ignored, Duplicates: counts.Duplicates}
+	for _, r := range rows {
+		l := views.InboxLine{ID: r.ID, Type: r.Type, Outcome: r.Outcome, Deliveries: r.Deliveries,
+			Received: r.ReceivedAt, Last: r.LastDeliveryAt}
+		if r.ChargeID != nil {
+			l.Charge = views.Link{Label: *r.ChargeID, Href: "/admin/inbox?charge=" + url.QueryEscape(*r.ChargeID)}
+		}
+		if r.Sequence != nil {
+			l.Sequence = strconv.Itoa(*r.Sequence)
+		}
+		p.Rows = append(p.Rows, l)
+	}
+	return a.render(c, http.StatusOK, views.Inbox(p))
+}

@@ -1,0 +1,68 @@
+package report
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// InboxEvent is one event of the payment provider as tekrar's inbox recorded it.
+type InboxEvent struct {
+	Provider       string    `db:"provider"`
+	ID             string    `db:"event_id"`
+	Type           string    `db:"type"`
+	ChargeID       *string   `db:"charge_id"`
+	Sequence       *int      `db:"sequence"`
+	Outcome        string    `db:"outcome"` // applied, stale or ignored
+	Deliveries     int       `db:"deliveries"`
+	ReceivedAt     time.Time `db:"received_at"`
+	LastDeliveryAt time.Time `db:"last_delivery_at"`
+}
+
+// InboxCounts sums the inbox: events by outcome, and the deliveries beyond the first
+// (duplicates absorbed).
+type InboxCounts struct {
+	Events     int `db:"events"`
+	Applied    int `db:"applied"`
+	Stale      int `db:"stale"`
+	Ignored    int `db:"ignored"`
+	Duplicates int `db:"duplicates"`
+}
+
+// inboxLimit bounds the inbox page: the newest events; older ones by charge (?charge=).
+const inboxLimit = 200
+
+// Inbox returns the newest provider events (of one charge when charge is not empty), and
+// the counts of the whole inbox. The list reads the received_at index (or the charge's);
+// the counts scan the inbox, which holds one row per event the provider sent.
+func Inbox(ctx context.Context, db sqlx.QueryerContext, charge string) ([]InboxEvent, InboxCounts, error) {
+	var rows []InboxEvent
+	q := `SELECT provider, event_id, type, charge_id, sequence, outcome, deliveries, received_at, last_delivery_at
+	        FROM provider_events`
+	args := []any{inboxLimit}
+	if charge != "" {
+		q += ` WHERE charge_id = $2 ORDER BY sequence DESC, received_at DESC LIMIT $1`
+		args = append(args, charge)
+	} else {
+		q += ` ORDER BY received_at DESC, event_id LIMIT $1`
+	}
+	if err := sqlx.SelectContext(ctx, db, &rows, q, args...); err != nil {
+		return nil, InboxCounts{}, fmt.Errorf("inbox: %w", err)
+	}
+	var c InboxCounts
+	if err := sqlx.GetContext(ctx, db, &c, `
+		SELECT count(*) AS events,
+		       count(*) FILTER (WHERE outcome = 'applied') AS applied,
+		       count(*) FILTER (WHERE outcome = 'stale') AS stale,
+		       count(*) FILTER (WHERE outcome = 'ignored') AS ignored,
+		       coalesce(sum(deliveries - 1), 0) AS duplicates
+		  FROM provider_events`); err != nil {
+		return nil, InboxCounts{}, fmt.Errorf("inbox counts: %w", err)
+	}
+	for i := range rows {
+		rows[i].ReceivedAt, rows[i].LastDeliveryAt = rows[i].ReceivedAt.UTC(), rows[i].LastDeliveryAt.UTC()
+	}
+	return rows, c, nil
+}
