@@ -220,6 +220,8 @@ func refundPage(c *gin.Context, t checkout.RefundTarget, partners []report.Order
 	switch {
 	case !checkout.WasPaid(t.Status):
 		v.Refused = "Only a paid order can be refunded; this one is " + t.Status + "."
+	case t.Status == checkout.StatusDisputed:
+		v.Refused = disputedNotRefundable
 	case left <= 0:
 		v.Refused = "This order is refunded in full: nothing is left to refund."
 	}

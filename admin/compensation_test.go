@@ -43,3 +43,25 @@ func TestOrderPageShowsItsCompensation(t *testing.T) {
 		}
 	}
 }
+
+// A disputed order's page names the dispute and offers no refund, saying why.
+func TestOrderPageShowsItsDispute(t *testing.T) {
+	e := apptest.New(t)
+	b := actSignIn(t, e, "admin@example.com", admin.RoleAdmin)
+	id := actOrder(t, e, "k-disp", 4500)
+	if _, err := e.DB.Exec(`
+		WITH o AS (UPDATE orders SET status = 'disputed' WHERE public_id = $1 RETURNING id)
+		INSERT INTO order_disputes (order_id, provider, dispute_id, amount, reason, status, opened_at)
+		SELECT id, 'psp', 'dp_shown', 4500, 'product not received', 'open', now() FROM o`, id); err != nil {
+		t.Fatal(err)
+	}
+	p := b.do("GET", "/admin/orders/"+id, nil)
+	for _, want := range []string{"dp_shown", "product not received", "cannot be refunded until it is decided", "disputes this charge"} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if p.doc.Find(`a[href="/admin/orders/` + id + `/refund"]`).Length() != 0 {
+		t.Error("a disputed order offers a refund")
+	}
+}

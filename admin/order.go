@@ -99,6 +99,9 @@ func forRole(v views.Verdict, n views.Nav) views.Verdict {
 	return v
 }
 
+// disputedNotRefundable says why a disputed order offers no refund.
+const disputedNotRefundable = "The cardholder disputes this charge at the payment provider: a refund now could pay them twice. Wait for the dispute's decision; the order's page shows it."
+
 // statusWords is an order status as a sentence says it: "partially refunded".
 func statusWords(s string) string { return strings.ReplaceAll(s, "_", " ") }
 
@@ -208,6 +211,8 @@ func orderCard(d report.OrderDetail) views.OrderCard {
 	switch left := d.Amount - d.RefundedAmount; {
 	case !checkout.WasPaid(d.Status):
 		o.NotRefundable = "Only a paid order can be refunded; this one is " + statusWords(d.Status) + "."
+	case d.Status == checkout.StatusDisputed:
+		o.NotRefundable = disputedNotRefundable
 	case left <= 0:
 		o.NotRefundable = "This order is refunded in full (or being refunded): nothing is left to refund."
 	default:
@@ -259,6 +264,17 @@ func orderCard(d report.OrderDetail) views.OrderCard {
 		o.Refunds = append(o.Refunds, line)
 	}
 	o.Compensation = compensationFields(d.Compensation, format)
+	for _, dp := range d.Disputes {
+		line := fmt.Sprintf("%s: %s disputed (%s), opened %s", dp.DisputeID, format(dp.Amount), dp.Reason,
+			dp.OpenedAt.UTC().Format(time.RFC3339))
+		switch dp.Status {
+		case "open":
+			line += "; open: the order cannot be refunded until it is decided"
+		default:
+			line += "; " + dp.Status
+		}
+		o.Disputes = append(o.Disputes, line)
+	}
 	return o
 }
 

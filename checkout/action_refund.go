@@ -34,9 +34,9 @@ type RefundTarget struct {
 }
 
 // Refundable is what may still be refunded: only the capture of a paid (or partially
-// refunded) order can be.
+// refunded) order can be, and not while a dispute of it is open.
 func (t RefundTarget) Refundable() int64 {
-	if !WasPaid(t.Status) {
+	if !WasPaid(t.Status) || t.Status == StatusDisputed {
 		return 0
 	}
 	return t.Captured - t.Refunded
@@ -49,15 +49,19 @@ const (
 	StatusPaid              = "paid"
 	StatusPartiallyRefunded = "partially_refunded"
 	StatusRefunded          = "refunded"
+	// StatusDisputed: the cardholder disputes the charge (its provider's dispute is open).
+	// Charged, but not refundable until the dispute is decided.
+	StatusDisputed = "disputed"
 )
 
-// paidStatusesSQL is WasPaid in SQL, for "o.status IN "+paidStatusesSQL.
+// paidStatusesSQL are the statuses of a charged order that may be refunded, for
+// "o.status IN "+paidStatusesSQL: WasPaid without disputed.
 const paidStatusesSQL = `('paid', 'partially_refunded', 'refunded')`
 
-// WasPaid reports whether an order of this status was charged successfully: paid, or
-// refunded in part or whole since.
+// WasPaid reports whether an order of this status was charged successfully: paid, refunded
+// in part or whole since, or disputed.
 func WasPaid(status string) bool {
-	return status == StatusPaid || status == StatusPartiallyRefunded || status == StatusRefunded
+	return status == StatusPaid || status == StatusPartiallyRefunded || status == StatusRefunded || status == StatusDisputed
 }
 
 // GetRefundTarget returns the order an operator means to refund, by its public id;

@@ -49,6 +49,8 @@ type providerCharge struct {
 	Currency    string
 	Refunded    int64
 	Disputed    bool
+	// Dispute is the charge's latest dispute; nil when it has none.
+	Dispute *psp.Dispute
 }
 
 // chargeDescription is what tekrar gives the provider with a charge, and the provider
@@ -87,7 +89,7 @@ func (s *Service) ReceiveProviderEvent(ctx context.Context, provider string, bod
 		e.Charge = &providerCharge{ID: d.ChargeID, Key: d.ChargeKey, Description: d.Description,
 			Sequence: d.Sequence, Status: d.Status, DeclineCode: d.DeclineCode, CardBrand: d.CardBrand, CardLast4: d.CardLast4,
 			Amount: d.Amount, Currency: d.Currency, Refunded: d.RefundedAmount,
-			Disputed: d.Dispute != nil && d.Dispute.Status == psp.DisputeOpen}
+			Disputed: d.Dispute != nil && d.Dispute.Status == psp.DisputeOpen, Dispute: d.Dispute}
 	}
 	return s.receive(ctx, e)
 }
@@ -180,7 +182,10 @@ func (s *Service) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c provide
 	err = tx.GetContext(ctx, &paidKey, `SELECT provider_key FROM payments WHERE order_id = $1`, orderID)
 	switch {
 	case err == nil && paidKey == c.Key:
-		return s.syncRefunds(ctx, tx, orderID, c)
+		if err := s.syncRefunds(ctx, tx, orderID, c); err != nil {
+			return err
+		}
+		return s.syncDispute(ctx, tx, orderID, c)
 	case err == nil:
 		return nil // another charge's order
 	case !errors.Is(err, sql.ErrNoRows):
@@ -236,7 +241,7 @@ func (s *Service) syncRefunds(ctx context.Context, tx *sqlx.Tx, orderID int64, c
 		WITH o AS (
 		    SELECT id, client_id, currency, $2::bigint - refunded_amount AS missing
 		      FROM orders
-		     WHERE id = $1 AND status IN `+paidStatusesSQL+` AND refunded_amount < $2
+		     WHERE id = $1 AND (status IN `+paidStatusesSQL+` OR status = 'disputed') AND refunded_amount < $2
 		       AND $2 <= captured_amount
 		     FOR UPDATE
 		), r AS (
@@ -244,11 +249,50 @@ func (s *Service) syncRefunds(ctx context.Context, tx *sqlx.Tx, orderID int64, c
 		    SELECT id, client_id, missing, currency, 'refunded at the payment provider', 'succeeded', $3, $4, $4 FROM o
 		)
 		UPDATE orders SET refunded_amount = $2, updated_at = $4,
-		       status = CASE WHEN $2 >= captured_amount THEN 'refunded' ELSE 'partially_refunded' END
+		       status = CASE WHEN status = 'disputed' THEN 'disputed'
+		                     WHEN $2 >= captured_amount THEN 'refunded' ELSE 'partially_refunded' END
 		 WHERE id IN (SELECT id FROM o)`,
 		orderID, c.Refunded, fmt.Sprintf("provider:%s:%d", c.ID, c.Sequence), now)
 	if err != nil {
 		return fmt.Errorf("refunds of order %d made at the provider: %w", orderID, err)
+	}
+	return nil
+}
+
+// syncDispute records the charge's latest dispute on its order and makes the order's status
+// say so: disputed while the dispute is open (an operator sees it, nobody refunds it), and,
+// once it is decided, what its refunds make it again. The dispute is keyed by its provider
+// id, so repeated or late events change it only forward (open, then won or lost).
+func (s *Service) syncDispute(ctx context.Context, tx *sqlx.Tx, orderID int64, c providerCharge) error {
+	d := c.Dispute
+	if d == nil || d.ID == "" || d.Amount <= 0 {
+		return nil
+	}
+	var closed *time.Time
+	if d.Status != psp.DisputeOpen {
+		closed = d.Closed
+		if closed == nil {
+			now := s.cfg.Now()
+			closed = &now
+		}
+	}
+	_, err := tx.ExecContext(ctx, `
+		WITH d AS (
+		    INSERT INTO order_disputes (order_id, provider, dispute_id, amount, reason, status, opened_at, closed_at)
+		    VALUES ($1, 'psp', $2, $3, $4, $5, $6, $7)
+		    ON CONFLICT (provider, dispute_id) DO UPDATE
+		       SET status = excluded.status, closed_at = excluded.closed_at
+		     WHERE order_disputes.status = 'open'
+		)
+		UPDATE orders
+		   SET status = CASE WHEN $5 = 'open' THEN 'disputed'
+		                     WHEN refunded_amount >= captured_amount THEN 'refunded'
+		                     WHEN refunded_amount > 0 THEN 'partially_refunded' ELSE 'paid' END,
+		       updated_at = $8
+		 WHERE id = $1 AND status IN ('paid', 'partially_refunded', 'refunded', 'disputed')`,
+		orderID, d.ID, d.Amount, d.Reason, d.Status, d.Created, closed, s.cfg.Now())
+	if err != nil {
+		return fmt.Errorf("dispute %s of order %d: %w", d.ID, orderID, err)
 	}
 	return nil
 }

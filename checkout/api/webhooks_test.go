@@ -358,3 +358,70 @@ func TestRefundsAtTheProviderAppearOnTheOrder(t *testing.T) {
 		t.Errorf("the order: %s", g.Body)
 	}
 }
+
+// A dispute opened at the provider marks the order disputed (nobody can refund it meanwhile)
+// and records the dispute; once decided, the order is paid again and refundable, and the
+// dispute keeps its outcome. Repeated events change nothing.
+func TestDisputeMarksTheOrderUntilDecided(t *testing.T) {
+	e, k := inboxEnv(t)
+	o := decodeOrder(t, postOrder(t, e, e.Secret, "k-disputed", orderBody(9000, "tok_visa")))
+	_, paid := ledgerEvent(t, e, "k-disputed")
+	var ev psp.Event
+	if err := json.Unmarshal(paid, &ev); err != nil {
+		t.Fatal(err)
+	}
+	dispute := &psp.Dispute{ID: "dp_1", ChargeID: ev.Data.ChargeID, Amount: 9000, Reason: "fraudulent",
+		Status: psp.DisputeOpen, Created: time.Now().UTC()}
+	at := func(seq int, typ string) (string, []byte) {
+		d := *dispute
+		ev.ID, ev.Type, ev.Data.Sequence, ev.Data.Dispute = fmt.Sprintf("evt_d%d", seq), typ, seq, &d
+		b, _ := json.Marshal(ev)
+		return ev.ID, b
+	}
+	status := func() string {
+		var s string
+		if err := e.DB.Get(&s, `SELECT status FROM orders WHERE public_id = $1`, o.ID); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	openedID, opened := at(2, psp.EventDisputeCreated)
+	for range 2 {
+		if st, _, err := deliver(e, k, openedID, opened, nil); err != nil || st != 200 {
+			t.Fatalf("dispute.created: %d %v", st, err)
+		}
+	}
+	if s := status(); s != "disputed" {
+		t.Fatalf("order %s, want disputed", s)
+	}
+	if n := count(t, e, `SELECT count(*) FROM order_disputes WHERE dispute_id = 'dp_1' AND status = 'open' AND amount = 9000 AND reason = 'fraudulent'`); n != 1 {
+		t.Fatal("the dispute is not recorded")
+	}
+	problemOf(t, e.Do(t, "POST", "/v1/orders/"+o.ID+"/refunds", e.Secret, []byte(`{"amount":100}`), "Idempotency-Key", "k-during"), 409, "order_not_refundable")
+	if g := e.Do(t, "GET", "/v1/orders/"+o.ID, e.Secret, nil); !bytes.Contains(g.Body, []byte(`"status":"disputed"`)) {
+		t.Errorf("GET the order: %s", g.Body)
+	}
+
+	now := time.Now().UTC()
+	dispute.Status, dispute.Closed = psp.DisputeWon, &now
+	closedID, closed := at(3, psp.EventDisputeClosed)
+	if st, _, err := deliver(e, k, closedID, closed, nil); err != nil || st != 200 {
+		t.Fatalf("dispute.closed: %d %v", st, err)
+	}
+	if s := status(); s != "paid" {
+		t.Fatalf("after the dispute was won: %s, want paid", s)
+	}
+	// The opening event arriving again, late, moves nothing back.
+	if _, outcome, _ := deliver(e, k, openedID, opened, nil); outcome != "duplicate" {
+		t.Errorf("late dispute.created: %s", outcome)
+	}
+	if s := status(); s != "paid" {
+		t.Fatalf("a late event moved the order back to %s", s)
+	}
+	if n := count(t, e, `SELECT count(*) FROM order_disputes WHERE status = 'won' AND closed_at IS NOT NULL`); n != 1 {
+		t.Error("the dispute's outcome is not recorded")
+	}
+	if r := e.Do(t, "POST", "/v1/orders/"+o.ID+"/refunds", e.Secret, []byte(`{"amount":100}`), "Idempotency-Key", "k-after"); r.Status != 201 {
+		t.Errorf("a refund after the dispute: %d %s", r.Status, r.Body)
+	}
+}

@@ -29,7 +29,23 @@ type OrderDetail struct {
 	// Compensation is the refund tekrar owed when it gave up on the order's charge at a
 	// provider that could not cancel it; nil when it owed none.
 	Compensation *Compensation
+	// Disputes are the cardholder's disputes of the order's charge, oldest first.
+	Disputes []Dispute
 }
+
+// Dispute is a row of order_disputes: a cardholder's dispute, as the provider reported it.
+type Dispute struct {
+	DisputeID string     `db:"dispute_id"`
+	Amount    int64      `db:"amount"`
+	Reason    string     `db:"reason"`
+	Status    string     `db:"status"` // open, won or lost
+	OpenedAt  time.Time  `db:"opened_at"`
+	ClosedAt  *time.Time `db:"closed_at"`
+}
+
+const orderDisputesSQL = `
+	SELECT dispute_id, amount, reason, status, opened_at, closed_at
+	  FROM order_disputes WHERE order_id = $1 ORDER BY opened_at, id`
 
 // Compensation is a row of compensations (see checkout/compensate.go).
 type Compensation struct {
@@ -109,6 +125,9 @@ func GetOrderDetail(ctx context.Context, db sqlx.QueryerContext, id int64) (Orde
 	d.Refunds = refunds[id]
 	if err := sqlx.SelectContext(ctx, db, &d.Keys, orderKeysSQL, id); err != nil {
 		return OrderDetail{}, fmt.Errorf("order keys: %w", err)
+	}
+	if err := sqlx.SelectContext(ctx, db, &d.Disputes, orderDisputesSQL, id); err != nil {
+		return OrderDetail{}, fmt.Errorf("order disputes: %w", err)
 	}
 	var comp Compensation
 	switch err := sqlx.GetContext(ctx, db, &comp, orderCompensationSQL, id); {

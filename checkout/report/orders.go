@@ -232,7 +232,7 @@ type DoubleTap struct {
 
 // paidStatusesSQL is checkout.WasPaid in SQL, for "o.status IN "+paidStatusesSQL.
 const paidStatusesSQL = `('` + checkout.StatusPaid + `', '` + checkout.StatusPartiallyRefunded + `', '` +
-	checkout.StatusRefunded + `')`
+	checkout.StatusRefunded + `', '` + checkout.StatusDisputed + `')`
 
 // MaxDoubleTapWindow bounds SuspectedDoubleTaps' window.
 const MaxDoubleTapWindow = 24 * time.Hour

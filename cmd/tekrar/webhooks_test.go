@@ -241,6 +241,9 @@ func TestSandboxWebhooksDuplicatedAndReordered(t *testing.T) {
 		 WHERE o.refunded_amount <> ch.refunded_amount`); n != 0 {
 		t.Errorf("%d orders whose refunded amount is not the provider's (dashboard refunds must appear)", n)
 	}
+	if n := countRows(t, s.db, `SELECT count(*) FROM orders WHERE status = 'disputed'`); n != len(charges)/2 {
+		t.Errorf("%d orders disputed, want %d", n, len(charges)/2)
+	}
 	if n := countRows(t, s.db, `SELECT count(*) FROM provider_charges WHERE disputed`); n != len(charges)/2 {
 		t.Errorf("%d disputed charges known, want %d", n, len(charges)/2)
 	}
