@@ -61,7 +61,7 @@ func TestOrderPageShowsItsDispute(t *testing.T) {
 			t.Errorf("the page lacks %q", want)
 		}
 	}
-	if p.doc.Find(`a[href="/admin/orders/` + id + `/refund"]`).Length() != 0 {
+	if p.doc.Find(`a[href="/admin/orders/`+id+`/refund"]`).Length() != 0 {
 		t.Error("a disputed order offers a refund")
 	}
 }
