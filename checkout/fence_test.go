@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -231,5 +232,52 @@ func (e *actionEnv) allowWrites(table string) {
 	e.t.Helper()
 	if _, err := e.db.Exec(`DROP TRIGGER test_fail_write ON ` + table); err != nil {
 		e.t.Fatal(err)
+	}
+}
+
+// TestOwedRefundIsMadeOnce drives a compensation whose charge did appear, through the
+// failures that make a worker try again: the refund is made at the provider but its answer
+// is lost, then two workers take the compensation at once. The refund's provider key is
+// derived from the charge key, so the provider makes one refund whatever happens; a key
+// that differed per attempt or per worker would refund the customer twice.
+func TestOwedRefundIsMadeOnce(t *testing.T) {
+	e := newActionEnv(t)
+	ctx := context.Background()
+	orderID, status := e.order("k-owed", "tok_visa", 7000)
+	if status != http.StatusCreated {
+		t.Fatalf("order: %d", status)
+	}
+	// As if tekrar had given up on this order at a provider that cannot fence, and the charge
+	// appeared afterwards.
+	if _, err := e.db.Exec(`
+		WITH o AS (UPDATE orders SET status = 'canceled' WHERE public_id = $1 RETURNING id, client_id)
+		INSERT INTO compensations (client_id, order_id, charge_key, reason, next_attempt_at, watch_until, created_at)
+		SELECT o.client_id, o.id, p.provider_key, 'test', $2::timestamptz, $2::timestamptz + interval '1 day', $2::timestamptz
+		  FROM o JOIN payments p ON p.order_id = o.id`, orderID, e.now); err != nil {
+		t.Fatal(err)
+	}
+	e.p.set("lost")
+	if res, _ := e.s.compensateDue(ctx, 10, time.Minute); res.Retry != 1 {
+		t.Fatalf("with the answer lost: %+v, want one retry", res)
+	}
+	e.p.set("")
+	if n := e.count(`SELECT count(*) FROM psp_refunds`); n != 1 {
+		t.Fatalf("%d refunds at the provider after the lost answer, want 1", n)
+	}
+	e.advance(time.Hour) // the retry is due
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if _, err := e.s.compensateDue(ctx, 10, time.Minute); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := e.count(`SELECT count(*) FROM psp_refunds`); n != 1 {
+		t.Errorf("%d refunds at the provider, want 1", n)
+	}
+	if n := e.count(`SELECT count(*) FROM compensations WHERE state = 'refunded' AND amount = 7000 AND refund_id IS NOT NULL`); n != 1 {
+		t.Error("the compensation is not settled as refunded")
 	}
 }

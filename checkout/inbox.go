@@ -96,60 +96,60 @@ func (s *Service) ReceiveProviderEvent(ctx context.Context, provider string, bod
 
 // receive records e and applies it, in one transaction.
 func (s *Service) receive(ctx context.Context, e providerEvent) (outcome string, err error) {
-	now := s.cfg.Now()
-	tx, err := s.db.BeginTxx(ctx, nil)
-	if err != nil {
-		return "", fmt.Errorf("receive provider event: %w", err)
-	}
-	defer tx.Rollback()
-	err = func() error {
-		var chargeID *string
-		var seq *int
-		if e.Charge != nil {
-			chargeID, seq = &e.Charge.ID, &e.Charge.Sequence
-		}
-		var inserted bool
-		if err := tx.GetContext(ctx, &inserted, `
-			INSERT INTO provider_events (provider, event_id, type, charge_id, sequence, body, outcome,
-			                             received_at, last_delivery_at)
-			VALUES ($1, $2, $3, $4, $5, $6, 'ignored', $7, $7)
-			ON CONFLICT (provider, event_id) DO UPDATE
-			   SET deliveries = provider_events.deliveries + 1, last_delivery_at = excluded.last_delivery_at
-			RETURNING xmax = 0`,
-			e.Provider, e.ID, e.Type, chargeID, seq, string(e.Body), now); err != nil {
-			return fmt.Errorf("record: %w", err)
-		}
-		switch {
-		case !inserted:
-			outcome = InboxDuplicate
-			return nil
-		case e.Charge == nil || !knownProviderEvents[e.Type]:
-			outcome = InboxIgnored
-			return nil
-		}
-		applied, err := advanceProviderCharge(ctx, tx, e.Provider, *e.Charge, now)
-		if err != nil {
+	err = inTx(ctx, s.db, "receive provider event "+e.ID, func(tx *sqlx.Tx) error {
+		var err error
+		if outcome, err = s.apply(ctx, tx, e); err != nil {
 			return err
 		}
-		outcome = InboxStale
-		if applied {
-			outcome = InboxApplied
-			if err := s.applyChargeToOrder(ctx, tx, *e.Charge); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE provider_events SET outcome = $3 WHERE provider = $1 AND event_id = $2`,
-			e.Provider, e.ID, outcome); err != nil {
-			return fmt.Errorf("record outcome: %w", err)
-		}
+		s.crash(CrashInboxBeforeCommit)
 		return nil
-	}()
+	})
 	if err != nil {
-		return "", fmt.Errorf("receive provider event %s: %w", e.ID, err)
+		return "", err
 	}
-	s.crash(CrashInboxBeforeCommit)
-	if err := tx.Commit(); err != nil {
-		return "", fmt.Errorf("receive provider event %s: commit: %w", e.ID, err)
+	return outcome, nil
+}
+
+// apply records e in tx (or counts its redelivery) and applies it if it is its charge's
+// newest event.
+func (s *Service) apply(ctx context.Context, tx *sqlx.Tx, e providerEvent) (string, error) {
+	now := s.cfg.Now()
+	var chargeID *string
+	var seq *int
+	if e.Charge != nil {
+		chargeID, seq = &e.Charge.ID, &e.Charge.Sequence
+	}
+	var inserted bool
+	if err := tx.GetContext(ctx, &inserted, `
+		INSERT INTO provider_events (provider, event_id, type, charge_id, sequence, body, outcome,
+		                             received_at, last_delivery_at)
+		VALUES ($1, $2, $3, $4, $5, $6, 'ignored', $7, $7)
+		ON CONFLICT (provider, event_id) DO UPDATE
+		   SET deliveries = provider_events.deliveries + 1, last_delivery_at = excluded.last_delivery_at
+		RETURNING xmax = 0`,
+		e.Provider, e.ID, e.Type, chargeID, seq, string(e.Body), now); err != nil {
+		return "", fmt.Errorf("record: %w", err)
+	}
+	switch {
+	case !inserted:
+		return InboxDuplicate, nil
+	case e.Charge == nil || !knownProviderEvents[e.Type]:
+		return InboxIgnored, nil
+	}
+	applied, err := advanceProviderCharge(ctx, tx, e.Provider, *e.Charge, now)
+	if err != nil {
+		return "", err
+	}
+	outcome := InboxStale
+	if applied {
+		outcome = InboxApplied
+		if err := s.applyChargeToOrder(ctx, tx, *e.Charge); err != nil {
+			return "", err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE provider_events SET outcome = $3 WHERE provider = $1 AND event_id = $2`,
+		e.Provider, e.ID, outcome); err != nil {
+		return "", fmt.Errorf("record outcome: %w", err)
 	}
 	return outcome, nil
 }
@@ -182,10 +182,7 @@ func (s *Service) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c provide
 	err = tx.GetContext(ctx, &paidKey, `SELECT provider_key FROM payments WHERE order_id = $1`, orderID)
 	switch {
 	case err == nil && paidKey == c.Key:
-		if err := s.syncRefunds(ctx, tx, orderID, c); err != nil {
-			return err
-		}
-		return s.syncDispute(ctx, tx, orderID, c)
+		return s.syncSettled(ctx, tx, orderID, c)
 	case err == nil:
 		return nil // another charge's order
 	case !errors.Is(err, sql.ErrNoRows):
@@ -207,7 +204,7 @@ func (s *Service) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c provide
 		DeclineCode: c.DeclineCode, CardBrand: c.CardBrand, CardLast4: c.CardLast4}
 	defer func() {
 		if err == nil {
-			err = s.syncRefunds(ctx, tx, orderID, c)
+			err = s.syncSettled(ctx, tx, orderID, c)
 		}
 	}()
 	switch {
@@ -223,6 +220,15 @@ func (s *Service) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c provide
 		}
 	}
 	return nil
+}
+
+// syncSettled makes a settled order follow what the charge's newest state says happened to
+// it after: refunds and disputes.
+func (s *Service) syncSettled(ctx context.Context, tx *sqlx.Tx, orderID int64, c providerCharge) error {
+	if err := s.syncRefunds(ctx, tx, orderID, c); err != nil {
+		return err
+	}
+	return s.syncDispute(ctx, tx, orderID, c)
 }
 
 // syncRefunds makes a paid order's refunded amount catch up with the charge's, as the
