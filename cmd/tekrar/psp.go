@@ -19,19 +19,20 @@ import (
 
 // pspCmd: `tekrar psp` runs the sandbox card processor on its own, over HTTP, with its
 // ledger in DATABASE_URL; `tekrar serve --psp-url` then talks to it as to a remote
-// processor.
+// processor. Its subcommands are the sandbox's dashboard (psp_dashboard.go); a bare
+// `tekrar psp` serves.
 func pspCmd(e env) *cobra.Command {
 	var url, addr string
 	var slow, grace time.Duration
 	var noCancel bool
 	var hooks psp.WebhookOptions
-	return command(e, "psp", "run the sandbox payment provider as its own HTTP service", exactArgs(0),
+	c := command(e, "psp", "run the sandbox payment provider as its own HTTP service", unknownCommand,
 		func(s *config.Set) {
 			s.DatabaseURL(&url, "Postgres connection string (required)")
 			s.String(&addr, "addr", "TEKRAR_PSP_ADDR", "127.0.0.1:8099", "HTTP listen address of the sandbox provider")
 			s.Duration(&slow, "slow-delay", "TEKRAR_PSP_SLOW_DELAY", "2s", "how long the tok_slow and tok_late cards take to approve", time.Millisecond, 10*time.Minute)
 			s.Bool(&noCancel, "no-cancel", "TEKRAR_PSP_NO_CANCEL", "false", "behave as a processor that cannot cancel a charge key (tekrar then owes a refund of any late charge)")
-			s.URL(&hooks.URL, "webhook-url", "TEKRAR_PSP_WEBHOOK_URL", "where to send the sandbox's webhooks (a charge made, declined, refunded, disputed); unset: none are sent")
+			s.URL(&hooks.URL, "webhook-url", "TEKRAR_PSP_WEBHOOK_URL", "", "where to send the sandbox's webhooks (a charge made, declined, refunded, disputed); unset: none are sent")
 			s.String(&hooks.Secret, "webhook-secret", "TEKRAR_PSP_WEBHOOK_SECRET", "", "the webhooks' signing secret, whsec_ and base64 (Standard Webhooks); required with --webhook-url")
 			s.Float(&hooks.Duplicate, "webhook-duplicate", "TEKRAR_PSP_WEBHOOK_DUPLICATE", "0", "share of delivered webhooks sent a second time", 0, 1)
 			s.Float(&hooks.Delay, "webhook-delay", "TEKRAR_PSP_WEBHOOK_DELAY", "0", "share of webhooks held back before their first delivery, so that they arrive out of order", 0, 1)
@@ -62,6 +63,8 @@ func pspCmd(e env) *cobra.Command {
 				logger.Info("tekrar psp: sandbox provider serving", "addr", a.String())
 			})
 		})
+	c.AddCommand(pspRefundCmd(e), pspDisputeCmd(e), pspCloseDisputeCmd(e))
+	return c
 }
 
 // endOnStop cancels the context of a request still running `after` the process was told to

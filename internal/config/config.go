@@ -283,9 +283,9 @@ func (s *Set) DatabaseURL(p *string, usage string) {
 	})
 }
 
-// URL binds an http(s) URL; empty is allowed.
-func (s *Set) URL(p *string, name, env, usage string) {
-	s.parse(name, env, "", usage, "url", func(v string) error {
+// URL binds an http(s) URL; empty is allowed (def "" means unset by default).
+func (s *Set) URL(p *string, name, env, def, usage string) {
+	s.parse(name, env, def, usage, "url", func(v string) error {
 		if v == "" {
 			*p = ""
 			return nil

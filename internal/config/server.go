@@ -87,7 +87,7 @@ func BindServer(s *Set, command string, c *Server) {
 	s.Bool(&c.AutoMigrate, "auto-migrate", "TEKRAR_AUTO_MIGRATE", "true", "apply pending migrations at start (safe with many replicas: a Postgres lock serialises them)")
 	s.Duration(&c.AuthCacheTTL, "auth-cache-ttl", "TEKRAR_AUTH_CACHE_TTL", "30s", "how long a client secret lookup is cached (a disabled client is refused after at most this)", 0, time.Hour)
 	s.String(&c.PSPWebhookSecrets, "psp-webhook-secret", "TEKRAR_PSP_WEBHOOK_SECRET", "", "the payment provider's webhook signing secret (whsec_...; two, comma-separated, during a rotation); unset: POST /webhooks/psp is not served")
-	s.URL(&c.PSPURL, "psp-url", "TEKRAR_PSP_URL", "payment provider base URL (a 'tekrar psp' process); unset: the sandbox provider runs in-process")
+	s.URL(&c.PSPURL, "psp-url", "TEKRAR_PSP_URL", "", "payment provider base URL (a 'tekrar psp' process); unset: the sandbox provider runs in-process")
 	s.Bool(&c.SecureCookies, "secure-cookies", "TEKRAR_SECURE_COOKIES", "false", "mark console cookies Secure even on plain HTTP (TLS ends at a proxy in front); they are Secure on TLS anyway")
 	s.Duration(&c.DoubleTapWindow, "double-tap-window", "TEKRAR_DOUBLE_TAP_WINDOW", "2m", "console: how far apart two paid orders of one customer with the same amount and items are flagged as a suspected double tap", time.Second, 24*time.Hour)
 	s.CIDRs(&c.TrustedProxies, "trusted-proxies", "TEKRAR_TRUSTED_PROXIES", "comma-separated CIDRs of proxies whose X-Forwarded-For is believed for the client address in key history")
