@@ -23,8 +23,8 @@ import (
 //	GET  /refunds/{key}                               -> 200 Refund
 //	POST /charges/{key}/cancel                        -> 200 Charge (canceled, or the charge made first)
 //
-// The sandbox adds its dashboard, for tests and demos (see Sandbox.DashboardRefund,
-// OpenDispute, CloseDispute):
+// The sandbox adds its dashboard, for tests and demos (the Dashboard interface: the Sandbox
+// does it, Client asks for it):
 //
 //	POST /dashboard/charges/{id}/refunds   {"amount":N,"reason":"..."}  -> 200 Refund
 //	POST /dashboard/charges/{id}/disputes  {"amount":N,"reason":"..."}  -> 200 Dispute

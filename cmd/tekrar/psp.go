@@ -29,7 +29,7 @@ func pspCmd(e env) *cobra.Command {
 	c := command(e, "psp", "run the sandbox payment provider as its own HTTP service", unknownCommand,
 		func(s *config.Set) {
 			s.DatabaseURL(&url, "Postgres connection string (required)")
-			s.String(&addr, "addr", "TEKRAR_PSP_ADDR", "127.0.0.1:8099", "HTTP listen address of the sandbox provider")
+			s.String(&addr, "addr", "TEKRAR_PSP_ADDR", pspDefaultAddr, "HTTP listen address of the sandbox provider")
 			s.Duration(&slow, "slow-delay", "TEKRAR_PSP_SLOW_DELAY", "2s", "how long the tok_slow and tok_late cards take to approve", time.Millisecond, 10*time.Minute)
 			s.Bool(&noCancel, "no-cancel", "TEKRAR_PSP_NO_CANCEL", "false", "behave as a processor that cannot cancel a charge key (tekrar then owes a refund of any late charge)")
 			s.URL(&hooks.URL, "webhook-url", "TEKRAR_PSP_WEBHOOK_URL", "", "where to send the sandbox's webhooks (a charge made, declined, refunded, disputed); unset: none are sent")

@@ -19,8 +19,11 @@ import (
 // They are verbs under `tekrar psp`, which itself still serves: one level, one verb per
 // dashboard route.
 
-// pspDefaultURL is where a bare `tekrar psp` listens.
-const pspDefaultURL = "http://127.0.0.1:8099"
+// pspDefaultAddr is where a bare `tekrar psp` listens; pspDefaultURL reaches it.
+const (
+	pspDefaultAddr = "127.0.0.1:8099"
+	pspDefaultURL  = "http://" + pspDefaultAddr
+)
 
 // dashboardCallTimeout bounds one dashboard request; the sandbox answers them at once.
 const dashboardCallTimeout = 30 * time.Second
