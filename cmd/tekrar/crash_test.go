@@ -292,8 +292,11 @@ func runCrash(t *testing.T, mode crashMode) {
 				// Nothing fails any more: a few tries must get every key its outcome (a key
 				// that never reached a server is first executed now, and tok_timeout answers
 				// 503 payment_pending once before the retry finds its charge).
+				// Armed crash points may still fire on a first execution, and a crashed server
+				// takes a while to come back on a loaded machine: retry for a while, not a
+				// number of times.
 				var a answer
-				for try := 0; try < 10; try++ { // armed crash points may still fire on a first execution
+				for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); {
 					base := r.slots[rand.IntN(len(r.slots))].base
 					res, err := send(c, "POST", base+"/v1/orders", secret, orderJSONBody(in.amount, in.token),
 						"Idempotency-Key", in.key, "Prefer", "wait=3")
