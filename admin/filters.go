@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -84,4 +85,43 @@ func nextHref(c *gin.Context, path, param string, next report.Page) string {
 	q := c.Request.URL.Query()
 	q.Set(param, next.After)
 	return path + "?" + q.Encode()
+}
+
+// caseFilterForm reads the filter form of the disputes and compensations lists; param names
+// the list's status parameter (status, state), def its value when absent.
+func caseFilterForm(c *gin.Context, param, def string) views.CaseFilter {
+	return views.CaseFilter{Status: c.DefaultQuery(param, def), Client: strings.TrimSpace(c.Query("client")),
+		Order: strings.TrimSpace(c.Query("order"))}
+}
+
+// caseNarrowing reads the client and the order (by its public id, looked up) a case list is
+// narrowed to; 0 for none.
+func (a *console) caseNarrowing(ctx context.Context, f views.CaseFilter) (client, order int64, err error) {
+	if f.Client != "" {
+		if client, err = strconv.ParseInt(f.Client, 10, 64); err != nil || client <= 0 {
+			return 0, 0, filterError("client id must be a number")
+		}
+	}
+	if f.Order != "" {
+		order, err = report.OrderIDOf(ctx, a.DB, f.Order)
+		if errors.Is(err, checkout.ErrOrderNotFound) {
+			return 0, 0, filterError("order must be the id of an order, like ord_ and 32 hex digits")
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+	}
+	return client, order, nil
+}
+
+// filterError is a case list's filter that cannot be a value.
+type filterError string
+
+func (e filterError) Error() string { return string(e) }
+
+// shownBesideForm says whether a list's error is its input's, to show beside its form with a
+// 400, rather than the error page's.
+func shownBesideForm(err error) bool {
+	var fe filterError
+	return errors.Is(err, report.ErrInvalidQuery) || errors.As(err, &fe)
 }

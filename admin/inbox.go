@@ -28,6 +28,9 @@ func (a *console) inbox(c *gin.Context) error {
 		if r.ChargeID != nil {
 			l.Charge = views.Link{Label: *r.ChargeID, Href: "/admin/inbox?charge=" + url.QueryEscape(*r.ChargeID)}
 		}
+		if r.OrderPublicID != nil {
+			l.Order = views.Link{Label: *r.OrderPublicID, Href: orderHref(*r.OrderPublicID)}
+		}
 		if r.Sequence != nil {
 			l.Sequence = strconv.Itoa(*r.Sequence)
 		}

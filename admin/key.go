@@ -52,6 +52,21 @@ func (a *console) key(c *gin.Context) error {
 		if p := o.Payment; p != nil {
 			v.Order = append(v.Order, field("Charge", fmt.Sprintf("%s %s %s ••%s %s", p.ChargeID, p.Status, p.CardBrand, p.CardLast4, p.DeclineCode)))
 		}
+		// What the provider reported against the order's charge, linked to its row in the
+		// disputes queue or the compensations list.
+		disputes, comp, err := report.OrderCases(ctx, a.DB, o.ID)
+		if err != nil {
+			return err
+		}
+		for _, dp := range disputes {
+			v.Order = append(v.Order, views.Field{Label: "Dispute",
+				Value: fmt.Sprintf("%s %s: %s (%s)", dp.DisputeID, dp.Status, money.Format(dp.Amount, o.Currency), dp.Reason),
+				Href:  disputesHref(o.PublicID, dp.DisputeID)})
+		}
+		if comp != nil {
+			v.Order = append(v.Order, views.Field{Label: "Compensation", Value: statusWords(comp.State) + ": " + comp.Reason,
+				Href: compensationHref(o.PublicID, comp.ID)})
+		}
 	}
 	for _, r := range d.Refunds {
 		v.Refunds = append(v.Refunds, []views.Field{

@@ -264,6 +264,9 @@ func orderCard(d report.OrderDetail) views.OrderCard {
 		o.Refunds = append(o.Refunds, line)
 	}
 	o.Compensation = compensationFields(d.Compensation, format)
+	if d.Compensation != nil {
+		o.CompensationHref = compensationHref(d.PublicID, d.Compensation.ID)
+	}
 	for _, dp := range d.Disputes {
 		line := fmt.Sprintf("%s: %s disputed (%s), opened %s", dp.DisputeID, format(dp.Amount), dp.Reason,
 			dp.OpenedAt.UTC().Format(time.RFC3339))
@@ -273,7 +276,7 @@ func orderCard(d report.OrderDetail) views.OrderCard {
 		default:
 			line += "; " + dp.Status
 		}
-		o.Disputes = append(o.Disputes, line)
+		o.Disputes = append(o.Disputes, views.Link{Label: line, Href: disputesHref(d.PublicID, dp.DisputeID)})
 	}
 	return o
 }

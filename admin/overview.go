@@ -37,6 +37,14 @@ func (a *console) overview(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	disputes, err := report.CountOpenDisputes(ctx, a.DB)
+	if err != nil {
+		return err
+	}
+	comps, err := report.CountCompensations(ctx, a.DB)
+	if err != nil {
+		return err
+	}
 	// The chart ends with the current minute, so that its bars start on whole minutes.
 	end := to.Truncate(time.Minute).Add(time.Minute)
 	rate, err := report.ReplayRate(ctx, a.DB, end.Add(-span), end, chartBuckets[window])
@@ -53,6 +61,9 @@ func (a *console) overview(c *gin.Context) error {
 		{Label: "expirations", Value: counts[checkout.EventExpired]},
 		{Label: "late retries", Value: counts[checkout.EventLateRetry]},
 		{Label: "keys needing attention", Value: attention, Href: "/admin/keys?state=needs_attention", Alert: attention > 0},
+		{Label: "open disputes", Value: disputes, Href: "/admin/disputes?status=open", Alert: disputes > 0},
+		{Label: "compensations watching", Value: comps.Watching, Href: "/admin/compensations?state=watching"},
+		{Label: "compensations refunded", Value: comps.Refunded, Href: "/admin/compensations?state=refunded"},
 	}
 	o.Rate = "0%"
 	if n := counts[report.CountRequests]; n > 0 {

@@ -19,6 +19,9 @@ type InboxEvent struct {
 	Deliveries     int       `db:"deliveries"`
 	ReceivedAt     time.Time `db:"received_at"`
 	LastDeliveryAt time.Time `db:"last_delivery_at"`
+	// OrderPublicID is the order the event's charge paid for, when tekrar recorded that
+	// charge on an order; nil otherwise (an order still pending, an orphan charge).
+	OrderPublicID *string `db:"order_public_id"`
 }
 
 // InboxCounts sums the inbox: events by outcome, and the deliveries beyond the first
@@ -39,14 +42,17 @@ const inboxLimit = 200
 // the counts scan the inbox, which holds one row per event the provider sent.
 func Inbox(ctx context.Context, db sqlx.QueryerContext, charge string) ([]InboxEvent, InboxCounts, error) {
 	var rows []InboxEvent
-	q := `SELECT provider, event_id, type, charge_id, sequence, outcome, deliveries, received_at, last_delivery_at
-	        FROM provider_events`
+	q := `SELECT e.provider, e.event_id, e.type, e.charge_id, e.sequence, e.outcome, e.deliveries, e.received_at,
+	             e.last_delivery_at, o.public_id::text AS order_public_id
+	        FROM provider_events e
+	        LEFT JOIN payments p ON p.provider_charge_id = e.charge_id
+	        LEFT JOIN orders o ON o.id = p.order_id`
 	args := []any{inboxLimit}
 	if charge != "" {
-		q += ` WHERE charge_id = $2 ORDER BY sequence DESC, received_at DESC LIMIT $1`
+		q += ` WHERE e.charge_id = $2 ORDER BY e.sequence DESC, e.received_at DESC LIMIT $1`
 		args = append(args, charge)
 	} else {
-		q += ` ORDER BY received_at DESC, event_id LIMIT $1`
+		q += ` ORDER BY e.received_at DESC, e.event_id LIMIT $1`
 	}
 	if err := sqlx.SelectContext(ctx, db, &rows, q, args...); err != nil {
 		return nil, InboxCounts{}, fmt.Errorf("inbox: %w", err)

@@ -49,6 +49,7 @@ const orderDisputesSQL = `
 
 // Compensation is a row of compensations (see checkout/compensate.go).
 type Compensation struct {
+	ID         int64      `db:"id"`
 	State      string     `db:"state"` // watching, refunded or no_charge
 	Reason     string     `db:"reason"`
 	ChargeID   *string    `db:"charge_id"`
@@ -62,7 +63,7 @@ type Compensation struct {
 }
 
 const orderCompensationSQL = `
-	SELECT state, reason, charge_id, refund_id, amount, attempts, last_error, watch_until, created_at, settled_at
+	SELECT id, state, reason, charge_id, refund_id, amount, attempts, last_error, watch_until, created_at, settled_at
 	  FROM compensations WHERE order_id = $1`
 
 // OrderKey is an idempotency key of an order.
@@ -126,15 +127,8 @@ func GetOrderDetail(ctx context.Context, db sqlx.QueryerContext, id int64) (Orde
 	if err := sqlx.SelectContext(ctx, db, &d.Keys, orderKeysSQL, id); err != nil {
 		return OrderDetail{}, fmt.Errorf("order keys: %w", err)
 	}
-	if err := sqlx.SelectContext(ctx, db, &d.Disputes, orderDisputesSQL, id); err != nil {
-		return OrderDetail{}, fmt.Errorf("order disputes: %w", err)
-	}
-	var comp Compensation
-	switch err := sqlx.GetContext(ctx, db, &comp, orderCompensationSQL, id); {
-	case err == nil:
-		d.Compensation = &comp
-	case !errors.Is(err, sql.ErrNoRows):
-		return OrderDetail{}, fmt.Errorf("order compensation: %w", err)
+	if d.Disputes, d.Compensation, err = OrderCases(ctx, db, id); err != nil {
+		return OrderDetail{}, err
 	}
 	for i := range d.Keys {
 		d.Keys[i].FirstAt = d.Keys[i].FirstAt.UTC()
@@ -144,6 +138,23 @@ func GetOrderDetail(ctx context.Context, db sqlx.QueryerContext, id int64) (Orde
 		}
 	}
 	return d, nil
+}
+
+// OrderCases returns what the provider reported against an order's charge: its disputes,
+// oldest first, and the compensation tekrar owed for it (nil when none).
+func OrderCases(ctx context.Context, db sqlx.QueryerContext, orderID int64) ([]Dispute, *Compensation, error) {
+	var disputes []Dispute
+	if err := sqlx.SelectContext(ctx, db, &disputes, orderDisputesSQL, orderID); err != nil {
+		return nil, nil, fmt.Errorf("order disputes: %w", err)
+	}
+	var comp Compensation
+	switch err := sqlx.GetContext(ctx, db, &comp, orderCompensationSQL, orderID); {
+	case errors.Is(err, sql.ErrNoRows):
+		return disputes, nil, nil
+	case err != nil:
+		return nil, nil, fmt.Errorf("order compensation: %w", err)
+	}
+	return disputes, &comp, nil
 }
 
 const ordersRefundsSQL = `
