@@ -123,14 +123,14 @@ const (
 
 // Charge is a charge as the provider recorded it.
 type Charge struct {
-	ID          string    `json:"id"` // "ch_" and random characters
-	Key         string    `json:"key"`
-	Amount      int64     `json:"amount"`
-	Currency    string    `json:"currency"`
-	Status      string    `json:"status"`       // StatusSucceeded, StatusDeclined or StatusCanceled
-	DeclineCode string    `json:"decline_code"` // set when declined
-	CardBrand   string    `json:"card_brand"`   // "visa"; empty for an unknown card
-	CardLast4   string    `json:"card_last4"`   // "4242"; empty for an unknown card
+	ID          string `json:"id"` // "ch_" and random characters
+	Key         string `json:"key"`
+	Amount      int64  `json:"amount"`
+	Currency    string `json:"currency"`
+	Status      string `json:"status"`       // StatusSucceeded, StatusDeclined or StatusCanceled
+	DeclineCode string `json:"decline_code"` // set when declined
+	CardBrand   string `json:"card_brand"`   // "visa"; empty for an unknown card
+	CardLast4   string `json:"card_last4"`   // "4242"; empty for an unknown card
 	// Description is the request's; tekrar names the order a charge is for in it.
 	Description string    `json:"description,omitempty"`
 	Created     time.Time `json:"created"`
