@@ -231,8 +231,8 @@ type compensation struct {
 	OrderID    sql.NullInt64 `db:"order_id"` // NULL: a charge reconciliation found with no order
 	ChargeKey  string        `db:"charge_key"`
 	Source     string        `db:"source"` // cancel or reconcile
-	Attempts   int       `db:"attempts"`
-	WatchUntil time.Time `db:"watch_until"`
+	Attempts   int           `db:"attempts"`
+	WatchUntil time.Time     `db:"watch_until"`
 }
 
 // compensationRefundKey is the provider key of the refund a compensation makes: derived

@@ -33,8 +33,8 @@ import (
 
 // App is a configured tekrar: its handler and the background work that goes with it.
 type App struct {
-	Handler   http.Handler
-	Service   *checkout.Service
+	Handler    http.Handler
+	Service    *checkout.Service
 	Sweeper    *checkout.Sweeper
 	Completer  *checkout.Completer
 	Reconciler *checkout.Reconciler
