@@ -193,3 +193,43 @@ func TestConcurrentReconcilesRefundEachOrphanOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduledReconcileTakesTurns: serve's scheduled run skips its turn while another
+// process holds the lock, and otherwise reconciles the last window, recorded as scheduled.
+func TestScheduledReconcileTakesTurns(t *testing.T) {
+	e := newActionEnv(t)
+	ctx := context.Background()
+	stray := e.orphanCharge("stray-scheduled", "a charge of no order", 4200)
+	e.mu.Lock()
+	e.now = time.Now().UTC().Truncate(time.Microsecond) // the window ends at the service's clock
+	e.mu.Unlock()
+	rc := e.s.NewReconciler(time.Hour, time.Hour)
+	conn, err := e.db.Connx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, reconcileLock); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := rc.Pass(ctx); err != nil || !res.Skipped {
+		t.Fatalf("with the lock held elsewhere: %+v %v, want skipped", res, err)
+	}
+	if n := e.count(`SELECT count(*) FROM reconciliation_runs`); n != 0 {
+		t.Fatalf("a skipped turn recorded %d runs", n)
+	}
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_unlock($1)`, reconcileLock); err != nil {
+		t.Fatal(err)
+	}
+	e.advance(time.Second)
+	res, err := rc.Pass(ctx)
+	if err != nil || res.Skipped || res.RefundsMade != 1 {
+		t.Fatalf("its turn: %+v %v", res, err)
+	}
+	if n := e.count(`SELECT count(*) FROM reconciliation_runs WHERE scheduled AND finished_at IS NOT NULL`); n != 1 {
+		t.Error("the scheduled run is not recorded as scheduled")
+	}
+	if got := e.orphanLedger(stray); got.Refunds != 1 || got.Refunded != 1 {
+		t.Errorf("orphan: %+v", got)
+	}
+}

@@ -152,3 +152,26 @@ func consolePage(t *testing.T, dbURL, base, path string) string {
 	}
 	return string(body)
 }
+
+// TestReconcileBadWindow: a window that is not one is refused with exit 2 and one line,
+// before anything is recorded.
+func TestReconcileBadWindow(t *testing.T) {
+	t.Parallel()
+	dbURL := dbtest.NewURL(t)
+	db := openDB(t, dbURL)
+	mustRun(t, childEnv("DATABASE_URL="+dbURL), nil, "migrate", "up")
+	for _, args := range [][]string{
+		{"--since", "yesterday"},
+		{"--since", "1h", "--until", "2h"},
+		{"--since", "2030-01-02T00:00:00Z", "--until", "2030-01-01T00:00:00Z"},
+		{"--until", "soon"},
+	} {
+		stdout, stderr, code := runTekrar(t, childEnv("DATABASE_URL="+dbURL), nil, append([]string{"reconcile"}, args...)...)
+		if code != 2 || stdout != "" || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("reconcile %v: exit %d, stdout %q, stderr %q; want 2, nothing, one line", args, code, stdout, stderr)
+		}
+	}
+	if n := countRows(t, db, `SELECT count(*) FROM reconciliation_runs`); n != 0 {
+		t.Errorf("%d runs recorded by refused command lines", n)
+	}
+}
