@@ -82,6 +82,7 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	authed.GET("/inbox", h(c.inbox))
 	authed.GET("/disputes", h(c.disputes))
 	authed.GET("/compensations", h(c.compensations))
+	authed.GET("/reconciliation", h(c.reconciliation))
 	acts := authed.Group("", h(c.requireAdmin))
 	acts.GET("/orders/:id/refund", h(c.refundForm))
 	acts.POST("/orders/:id/refund", h(c.refund))

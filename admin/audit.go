@@ -103,7 +103,9 @@ func RecordAuditOnce(ctx context.Context, db sqlx.ExecerContext, r AuditRecord) 
 	return n == 1, nil
 }
 
-// AuditEntry is a row of the audit log, with the operator's email.
+// AuditEntry is a row of the audit log, with the operator's email. An entry of tekrar's own
+// (reconciliation's refunds) has no operator: OperatorID is 0 and OperatorEmail names the
+// process that acted.
 type AuditEntry struct {
 	ID            int64     `db:"id"`
 	At            time.Time `db:"at"`
@@ -145,9 +147,9 @@ func ListAudit(ctx context.Context, db sqlx.QueryerContext, f AuditFilter, page 
 	}
 	var rows []AuditEntry
 	err = sqlx.SelectContext(ctx, db, &rows, `
-		SELECT a.id, a.at, a.operator_id, o.email AS operator_email, a.action, a.target,
-		       coalesce(a.nonce, '') AS nonce, coalesce(a.detail::text, '') AS detail
-		  FROM audit_log a JOIN operators o ON o.id = a.operator_id`+where+`
+		SELECT a.id, a.at, coalesce(a.operator_id, 0) AS operator_id, coalesce(o.email, a.actor) AS operator_email,
+		       a.action, a.target, coalesce(a.nonce, '') AS nonce, coalesce(a.detail::text, '') AS detail
+		  FROM audit_log a LEFT JOIN operators o ON o.id = a.operator_id`+where+`
 		 ORDER BY a.at DESC, a.id DESC
 		 LIMIT $1`, args...)
 	if err != nil {

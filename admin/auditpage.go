@@ -48,6 +48,8 @@ func targetLink(target string) views.Link {
 	switch {
 	case strings.HasPrefix(target, "operator:"):
 		return views.Link{Label: target, Href: "/admin/operators"}
+	case strings.HasPrefix(target, "charge:"): // reconciliation's refund of an orphan charge
+		return views.Link{Label: target, Href: "/admin/reconciliation"}
 	case !ok:
 		return views.Link{Label: target}
 	case key != "":

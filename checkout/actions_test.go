@@ -76,6 +76,13 @@ func (p *switchedProvider) CancelCharge(ctx context.Context, key string) (psp.Ch
 	return ch, err
 }
 
+func (p *switchedProvider) ListCharges(ctx context.Context, q psp.ChargeListQuery) (psp.ChargePage, error) {
+	if p.get() == "down" {
+		return psp.ChargePage{}, errUnreachable
+	}
+	return p.Provider.ListCharges(ctx, q)
+}
+
 func (p *switchedProvider) LookupRefund(ctx context.Context, key string) (psp.Refund, error) {
 	if p.get() == "down" {
 		return psp.Refund{}, errUnreachable

@@ -212,6 +212,12 @@ const (
 	CompensationNoCharge = "no_charge" // the provider's horizon passed with no charge, or it was declined or canceled
 )
 
+// Who wrote a compensation.
+const (
+	CompensationByCancel    = "cancel"    // an order canceled without a provider fence
+	CompensationByReconcile = "reconcile" // reconciliation found a charge of no completable order
+)
+
 // compensationPass counts what one pass of compensateDue did.
 type compensationPass struct {
 	Refunded int // charges found under given-up keys and refunded
@@ -221,11 +227,12 @@ type compensationPass struct {
 
 // compensation is a row of compensations as the worker needs it.
 type compensation struct {
-	ID         int64     `db:"id"`
-	OrderID    int64     `db:"order_id"`
-	ChargeKey  string    `db:"charge_key"`
-	Attempts   int       `db:"attempts"`
-	WatchUntil time.Time `db:"watch_until"`
+	ID         int64         `db:"id"`
+	OrderID    sql.NullInt64 `db:"order_id"` // NULL: a charge reconciliation found with no order
+	ChargeKey  string        `db:"charge_key"`
+	Source     string        `db:"source"` // cancel or reconcile
+	Attempts   int           `db:"attempts"`
+	WatchUntil time.Time     `db:"watch_until"`
 }
 
 // compensationRefundKey is the provider key of the refund a compensation makes: derived
@@ -248,7 +255,7 @@ func (s *Service) compensateDue(ctx context.Context, batch int, hold time.Durati
 		 WHERE id IN (SELECT id FROM compensations
 		               WHERE state = 'watching' AND next_attempt_at <= $1
 		               ORDER BY next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED)
-		RETURNING id, order_id, charge_key, attempts, watch_until`,
+		RETURNING id, order_id, charge_key, source, attempts, watch_until`,
 		now, now.Add(hold), batch)
 	if err != nil {
 		return compensationPass{}, fmt.Errorf("compensations: take due: %w", err)
@@ -281,14 +288,19 @@ func (s *Service) driveCompensation(ctx context.Context, c compensation, now tim
 		res.NoCharge++
 		return s.settleCompensation(ctx, c, CompensationNoCharge, ch, "")
 	}
+	reason := "order canceled while its charge was in flight"
+	if c.Source == CompensationByReconcile {
+		reason = "charge of no order that can complete with it (reconciliation)"
+	}
 	rf, err := s.provider.Refund(pctx, psp.RefundRequest{Key: compensationRefundKey(c.ChargeKey), ChargeID: ch.ID,
-		Amount: ch.Amount, Reason: "order canceled while its charge was in flight"})
+		Amount: ch.Amount, Reason: reason})
 	if err != nil {
 		res.Retry++
 		return s.retryCompensation(ctx, c, now, "refund: "+err.Error())
 	}
+	s.crash(CrashCompensationAfterRefund)
 	res.Refunded++
-	s.logger.Warn("compensated a charge whose order had been canceled", "order_id", c.OrderID, "charge_id", ch.ID, "refund_id", rf.ID)
+	s.logger.Warn("compensated a charge", "source", c.Source, "order_id", c.OrderID.Int64, "charge_id", ch.ID, "refund_id", rf.ID)
 	return s.settleCompensation(ctx, c, CompensationRefunded, ch, rf.ID)
 }
 

@@ -66,6 +66,12 @@ const (
 	CrashAfterComplete = "after_complete" // the outcome is committed; the client has no answer yet
 	// CrashInboxBeforeCommit: a provider event and its effect are written, not committed.
 	CrashInboxBeforeCommit = "inbox_before_commit"
+	// CrashReconcileAfterOrphan: reconciliation committed the compensation of an orphan
+	// charge; the rest of the window is not walked and nothing is refunded yet.
+	CrashReconcileAfterOrphan = "reconcile_after_orphan"
+	// CrashCompensationAfterRefund: the provider made a compensation's refund; tekrar has
+	// not recorded it.
+	CrashCompensationAfterRefund = "compensation_after_refund"
 )
 
 func (s *Service) crash(point string) {

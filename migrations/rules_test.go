@@ -43,6 +43,10 @@ var validRows = map[string]map[string]string{
 		"client_id": "1", "order_id": "1", "charge_key": "'pk-c'", "reason": "'test'",
 		"next_attempt_at": "now()", "watch_until": "now() + interval '1 day'", "created_at": "now()",
 	},
+	"reconciliation_runs": {
+		"process": "'host:1'", "scheduled": "false", "window_start": "now() - interval '1 day'",
+		"window_end": "now()", "started_at": "now()",
+	},
 	"psp_refunds": {
 		"id": "'re_1'", "key": "'prk-1'", "charge_id": "'ch_fixture'", "amount": "10", "created_at": "now()",
 	},
@@ -125,6 +129,11 @@ func TestTheDatabaseRefusesImpossibleRows(t *testing.T) {
 		{"compensations", map[string]string{"settled_at": "now()"}},
 		{"compensations", map[string]string{"refund_id": "'re_x'", "settled_at": "now()", "state": "'refunded'"}},
 		{"compensations", map[string]string{"charge_key": "''"}},
+		{"compensations", map[string]string{"source": "'webhook'"}},
+		{"compensations", map[string]string{"order_id": "NULL", "client_id": "NULL"}}, // only reconciliation finds a charge with no order
+		{"compensations", map[string]string{"order_id": "NULL", "source": "'reconcile'"}},
+		{"reconciliation_runs", map[string]string{"window_end": "now() - interval '2 days'"}},
+		{"reconciliation_runs", map[string]string{"process": "''"}},
 		{"psp_refunds", map[string]string{"id": "'x_1'"}},
 		{"psp_refunds", map[string]string{"key": "''"}},
 		{"psp_refunds", map[string]string{"amount": "0"}},

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/tekrar/tekrar/internal/problem"
@@ -22,6 +23,8 @@ import (
 //	GET  /charges/{key}                               -> 200 Charge
 //	GET  /refunds/{key}                               -> 200 Refund
 //	POST /charges/{key}/cancel                        -> 200 Charge (canceled, or the charge made first)
+//	GET  /charges?since=&until=&after=&limit=         -> 200 ChargePage (RFC 3339 times; after
+//	                                                     and limit optional)
 //
 // The sandbox adds its dashboard, for tests and demos (the Dashboard interface: the Sandbox
 // does it, Client asks for it):
@@ -106,6 +109,7 @@ func NewHandler(p Provider, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /charges/{key}", h.lookupCharge)
 	mux.HandleFunc("GET /refunds/{key}", h.lookupRefund)
 	mux.HandleFunc("POST /charges/{key}/cancel", h.cancelCharge)
+	mux.HandleFunc("GET /charges", h.listCharges)
 	if sb, ok := p.(*Sandbox); ok {
 		// The sandbox's dashboard: what a merchant (or a test, or a demo) does at the
 		// processor outside tekrar.
@@ -155,6 +159,37 @@ func (h *handler) cancelCharge(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	c, err := h.p.CancelCharge(ctx, r.PathValue("key"))
 	h.answer(w, r, c, err)
+}
+
+func (h *handler) listCharges(w http.ResponseWriter, r *http.Request) {
+	q, err := parseListQuery(r.URL.Query())
+	if err != nil {
+		h.answer(w, r, nil, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), handlerTimeout)
+	defer cancel()
+	page, err := h.p.ListCharges(ctx, q)
+	h.answer(w, r, page, err)
+}
+
+// parseListQuery reads the query of GET /charges; a malformed one is ErrInvalidRequest.
+func parseListQuery(v url.Values) (ChargeListQuery, error) {
+	var q ChargeListQuery
+	var err error
+	if q.Since, err = time.Parse(time.RFC3339Nano, v.Get("since")); err != nil {
+		return q, fmt.Errorf("%w: since must be an RFC 3339 time", ErrInvalidRequest)
+	}
+	if q.Until, err = time.Parse(time.RFC3339Nano, v.Get("until")); err != nil {
+		return q, fmt.Errorf("%w: until must be an RFC 3339 time", ErrInvalidRequest)
+	}
+	q.After = v.Get("after")
+	if l := v.Get("limit"); l != "" {
+		if q.Limit, err = strconv.Atoi(l); err != nil || q.Limit <= 0 {
+			return q, fmt.Errorf("%w: limit must be 1 to %d", ErrInvalidRequest, MaxListLimit)
+		}
+	}
+	return q, q.validate()
 }
 
 func (h *handler) lookupRefund(w http.ResponseWriter, r *http.Request) {
@@ -309,6 +344,33 @@ func (c *Client) LookupRefund(ctx context.Context, key string) (Refund, error) {
 		err = fmt.Errorf("psp: GET /refunds: the provider answered an unreadable refund (status %q)", rf.Status)
 	}
 	return rf, err
+}
+
+// ListCharges implements Provider.
+func (c *Client) ListCharges(ctx context.Context, q ChargeListQuery) (ChargePage, error) {
+	if err := q.validate(); err != nil {
+		return ChargePage{}, err
+	}
+	v := url.Values{}
+	v.Set("since", q.Since.UTC().Format(time.RFC3339Nano))
+	v.Set("until", q.Until.UTC().Format(time.RFC3339Nano))
+	if q.After != "" {
+		v.Set("after", q.After)
+	}
+	v.Set("limit", strconv.Itoa(q.Limit))
+	var page ChargePage
+	if err := c.do(ctx, http.MethodGet, "/charges?"+v.Encode(), nil, &page, true); err != nil {
+		return ChargePage{}, err
+	}
+	for _, ch := range page.Charges {
+		if !validCharge(ch) {
+			return ChargePage{}, fmt.Errorf("psp: GET /charges: the provider listed an unreadable charge (status %q)", ch.Status)
+		}
+	}
+	if len(page.Charges) > q.Limit || (page.Next != "" && len(page.Charges) == 0) {
+		return ChargePage{}, errors.New("psp: GET /charges: the provider answered an unreadable page")
+	}
+	return page, nil
 }
 
 func validCharge(c Charge) bool {

@@ -59,6 +59,12 @@ func TestHandlerWire(t *testing.T) {
 		{"lookup unknown", "GET", "/charges/nope", "", nil, 404, CodeNotFound, nil},
 		{"refund unknown charge", "POST", "/refunds", `{"key":"r1","charge_id":"ch_nope","amount":1}`, nil, 404, CodeNotFound, nil},
 		{"refund lookup unknown", "GET", "/refunds/nope", "", nil, 404, CodeNotFound, nil},
+		{"list", "GET", "/charges?since=2030-01-01T00:00:00Z&until=2031-01-01T00:00:00Z&limit=2", "", nil, 200, "", []string{"charges", "next"}},
+		{"list without a window", "GET", "/charges", "", nil, 400, CodeBadRequest, nil},
+		{"list backwards window", "GET", "/charges?since=2031-01-01T00:00:00Z&until=2030-01-01T00:00:00Z", "", nil, 400, CodeBadRequest, nil},
+		{"list limit too large", "GET", "/charges?since=2030-01-01T00:00:00Z&until=2031-01-01T00:00:00Z&limit=1001", "", nil, 400, CodeBadRequest, nil},
+		{"list limit not a number", "GET", "/charges?since=2030-01-01T00:00:00Z&until=2031-01-01T00:00:00Z&limit=x", "", nil, 400, CodeBadRequest, nil},
+		{"list after unknown charge", "GET", "/charges?since=2030-01-01T00:00:00Z&until=2031-01-01T00:00:00Z&after=ch_nope", "", nil, 404, CodeNotFound, nil},
 		{"unknown route", "GET", "/v1/charges", "", nil, 404, CodeUnknownRoute, nil},
 		{"wrong method", "DELETE", "/charges/w1", "", nil, 404, CodeUnknownRoute, nil},
 	}
@@ -116,6 +122,9 @@ func (f fakeProvider) Refund(context.Context, RefundRequest) (Refund, error) { r
 func (f fakeProvider) LookupCharge(context.Context, string) (Charge, error)  { return Charge{}, f.err }
 func (f fakeProvider) LookupRefund(context.Context, string) (Refund, error)  { return Refund{}, f.err }
 func (f fakeProvider) CancelCharge(context.Context, string) (Charge, error)  { return Charge{}, f.err }
+func (f fakeProvider) ListCharges(context.Context, ChargeListQuery) (ChargePage, error) {
+	return ChargePage{}, f.err
+}
 
 // TestClientErrorMapping checks that each answer of a provider maps to the right error,
 // and that nothing but a genuine problem of the provider API reads as definitive.

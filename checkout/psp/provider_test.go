@@ -40,7 +40,7 @@ func TestChargeOutcomeOfEachToken(t *testing.T) {
 				want := Charge{
 					ID: c.ID, Key: req.Key, Amount: req.Amount, Currency: "EUR",
 					Status: tc.wantStatus, DeclineCode: tc.wantDecline,
-					CardBrand: tc.wantBrand, CardLast4: tc.wantLast4, Created: c.Created,
+					CardBrand: tc.wantBrand, CardLast4: tc.wantLast4, Description: "two coffees", Created: c.Created,
 				}
 				if !sameCharge(c, want) || len(c.ID) < 10 || c.ID[:3] != "ch_" || c.Created.IsZero() {
 					t.Fatalf("charge = %+v\nwant     %+v", c, want)

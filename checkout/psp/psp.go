@@ -51,6 +51,44 @@ type Provider interface {
 	// "No charge yet" (LookupCharge's ErrNotFound) is not "never will be" while a charge
 	// request may still be in flight: only a canceled key is.
 	CancelCharge(ctx context.Context, key string) (Charge, error)
+	// ListCharges returns up to limit charges created in [since, until), oldest first, after
+	// the charge whose id is after ("" for the first page), and the id to pass as after
+	// for the next page ("" when this page is the last). A canceled key is listed too, with
+	// StatusCanceled. Reconciliation walks a window page by page with it.
+	ListCharges(ctx context.Context, q ChargeListQuery) (ChargePage, error)
+}
+
+// ChargeListQuery selects a page of the charges of a window.
+type ChargeListQuery struct {
+	Since, Until time.Time // created at or after Since, before Until
+	After        string    // the id of the last charge of the previous page; "" for the first
+	Limit        int       // 1 to MaxListLimit; 0 means MaxListLimit
+}
+
+// MaxListLimit is the largest page ListCharges returns.
+const MaxListLimit = 1000
+
+// ChargePage is one page of ListCharges.
+type ChargePage struct {
+	Charges []Charge `json:"charges"`
+	// Next is the After of the next page; "" when there is none.
+	Next string `json:"next"`
+}
+
+func (q *ChargeListQuery) validate() error {
+	if q.Limit == 0 {
+		q.Limit = MaxListLimit
+	}
+	if q.Limit < 0 || q.Limit > MaxListLimit {
+		return fmt.Errorf("%w: limit must be 1 to %d", ErrInvalidRequest, MaxListLimit)
+	}
+	if q.Since.IsZero() || q.Until.IsZero() || !q.Since.Before(q.Until) {
+		return fmt.Errorf("%w: since must be before until", ErrInvalidRequest)
+	}
+	if len(q.After) > maxKeyLen {
+		return fmt.Errorf("%w: after must be a charge id", ErrInvalidRequest)
+	}
+	return checkText("after", q.After)
 }
 
 // ChargeRequest asks for one charge.
@@ -85,14 +123,16 @@ const (
 
 // Charge is a charge as the provider recorded it.
 type Charge struct {
-	ID          string    `json:"id"` // "ch_" and random characters
-	Key         string    `json:"key"`
-	Amount      int64     `json:"amount"`
-	Currency    string    `json:"currency"`
-	Status      string    `json:"status"`       // StatusSucceeded, StatusDeclined or StatusCanceled
-	DeclineCode string    `json:"decline_code"` // set when declined
-	CardBrand   string    `json:"card_brand"`   // "visa"; empty for an unknown card
-	CardLast4   string    `json:"card_last4"`   // "4242"; empty for an unknown card
+	ID          string `json:"id"` // "ch_" and random characters
+	Key         string `json:"key"`
+	Amount      int64  `json:"amount"`
+	Currency    string `json:"currency"`
+	Status      string `json:"status"`       // StatusSucceeded, StatusDeclined or StatusCanceled
+	DeclineCode string `json:"decline_code"` // set when declined
+	CardBrand   string `json:"card_brand"`   // "visa"; empty for an unknown card
+	CardLast4   string `json:"card_last4"`   // "4242"; empty for an unknown card
+	// Description is the request's; tekrar names the order a charge is for in it.
+	Description string    `json:"description,omitempty"`
 	Created     time.Time `json:"created"`
 }
 

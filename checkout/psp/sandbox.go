@@ -122,17 +122,18 @@ type chargeRow struct {
 	DeclineCode string    `db:"decline_code"`
 	CardBrand   string    `db:"card_brand"`
 	CardLast4   string    `db:"card_last4"`
+	Description string    `db:"description"`
 	Created     time.Time `db:"created_at"`
 }
 
 const chargeColumns = `id, key, coalesce(amount, 0) AS amount, coalesce(currency, '') AS currency,
-	card_token_fingerprint, status, decline_code, card_brand, card_last4, created_at`
+	card_token_fingerprint, status, decline_code, card_brand, card_last4, description, created_at`
 
 func (r chargeRow) charge() Charge {
 	return Charge{
 		ID: r.ID, Key: r.Key, Amount: r.Amount, Currency: r.Currency,
 		Status: r.Status, DeclineCode: r.DeclineCode,
-		CardBrand: r.CardBrand, CardLast4: r.CardLast4,
+		CardBrand: r.CardBrand, CardLast4: r.CardLast4, Description: r.Description,
 		Created: r.Created.UTC(),
 	}
 }
@@ -486,4 +487,47 @@ func (s *Sandbox) Refunds(ctx context.Context) ([]Refund, error) {
 		out[i] = r.refund()
 	}
 	return out, nil
+}
+
+// ListCharges implements Provider: a keyset page over (created_at, seq), the ledger's
+// psp_charges_created_idx. The cursor is a charge id, as a real processor's
+// "starting_after" is; an id the sandbox does not know is ErrNotFound.
+func (s *Sandbox) ListCharges(ctx context.Context, q ChargeListQuery) (ChargePage, error) {
+	if err := q.validate(); err != nil {
+		return ChargePage{}, err
+	}
+	var rows []chargeRow
+	var err error
+	if q.After == "" {
+		err = sqlx.SelectContext(ctx, s.db, &rows, `
+			SELECT `+chargeColumns+` FROM psp_charges
+			 WHERE created_at >= $1 AND created_at < $2
+			 ORDER BY created_at, seq LIMIT $3`, q.Since, q.Until, q.Limit+1)
+	} else {
+		var ok bool
+		if err := sqlx.GetContext(ctx, s.db, &ok, `SELECT EXISTS (SELECT 1 FROM psp_charges WHERE id = $1)`, q.After); err != nil {
+			return ChargePage{}, fmt.Errorf("psp sandbox: list charges: %w", err)
+		}
+		if !ok {
+			return ChargePage{}, fmt.Errorf("%w: no charge has id %q", ErrNotFound, q.After)
+		}
+		err = sqlx.SelectContext(ctx, s.db, &rows, `
+			SELECT `+chargeColumns+` FROM psp_charges
+			 WHERE created_at >= $1 AND created_at < $2
+			   AND (created_at, seq) > (SELECT created_at, seq FROM psp_charges WHERE id = $4)
+			 ORDER BY created_at, seq LIMIT $3`, q.Since, q.Until, q.Limit+1, q.After)
+	}
+	if err != nil {
+		return ChargePage{}, fmt.Errorf("psp sandbox: list charges: %w", err)
+	}
+	var page ChargePage
+	if len(rows) > q.Limit {
+		rows = rows[:q.Limit]
+		page.Next = rows[len(rows)-1].ID
+	}
+	page.Charges = make([]Charge, len(rows))
+	for i, r := range rows {
+		page.Charges[i] = r.charge()
+	}
+	return page, nil
 }

@@ -86,6 +86,7 @@ a flag wins over the environment, which wins over the default.`,
 		group("clients", "create an API client, or change its key retention", clientsCreateCmd(e), clientsUpdateCmd(e)),
 		group("operators", "set a console operator's password and role", operatorsCreateCmd(e)),
 		sweepCmd(e),
+		reconcileCmd(e),
 		pspCmd(e),
 		versionCmd(e),
 	)

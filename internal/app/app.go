@@ -33,10 +33,11 @@ import (
 
 // App is a configured tekrar: its handler and the background work that goes with it.
 type App struct {
-	Handler   http.Handler
-	Service   *checkout.Service
-	Sweeper   *checkout.Sweeper
-	Completer *checkout.Completer
+	Handler    http.Handler
+	Service    *checkout.Service
+	Sweeper    *checkout.Sweeper
+	Completer  *checkout.Completer
+	Reconciler *checkout.Reconciler
 
 	engine *gin.Engine
 }
@@ -79,7 +80,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		provider = psp.NewSandbox(db, psp.SandboxOptions{SlowDelay: cfg.SandboxSlowDelay, Now: o.now, NoCancel: cfg.SandboxNoCancel})
 	}
 	if o.crash == nil {
-		o.crash = crashHook(cfg, logger)
+		o.crash = CrashHook(cfg, logger)
 	}
 	svc := checkout.NewService(db, provider, checkout.Config{
 		Lease:           cfg.Lease,
@@ -116,7 +117,8 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	})
 	e.GET("/readyz/completer", func(c *gin.Context) { c.JSON(http.StatusOK, completer.Totals()) })
 	e.NoRoute(notFound(consoleNotFound))
-	return &App{Handler: server.HeadAsGet(e), Service: svc, Sweeper: sweeper, Completer: completer, engine: e}, nil
+	return &App{Handler: server.HeadAsGet(e), Service: svc, Sweeper: sweeper, Completer: completer,
+		Reconciler: svc.NewReconciler(cfg.ReconcileEvery, cfg.ReconcileWindow), engine: e}, nil
 }
 
 // readyTimeout is how long /readyz waits for the database.
@@ -152,18 +154,20 @@ func wantsHTML(r *http.Request) bool {
 	return j < 0 || h < j
 }
 
-// Run does the app's background work (sweeping, completing abandoned keys) until ctx ends.
+// Run does the app's background work (sweeping, completing abandoned keys, reconciling with
+// the provider) until ctx ends.
 func (a *App) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); a.Sweeper.Run(ctx) }()
 	go func() { defer wg.Done(); a.Completer.Run(ctx) }()
+	go func() { defer wg.Done(); a.Reconciler.Run(ctx) }()
 	wg.Wait()
 }
 
-// crashHook arms the crash harness's fault points: the process exits, as abruptly as a
+// CrashHook arms the crash harness's fault points: the process exits, as abruptly as a
 // kill, at an armed point. Nil unless TEKRAR_CRASH_AT is set.
-func crashHook(cfg config.Server, logger *slog.Logger) func(string) {
+func CrashHook(cfg config.Server, logger *slog.Logger) func(string) {
 	if len(cfg.CrashAt) == 0 {
 		return nil
 	}

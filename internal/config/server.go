@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -47,6 +48,11 @@ type Server struct {
 	CompleterInterval time.Duration
 	CompleterGrace    time.Duration
 	AttentionAfter    time.Duration
+
+	// Reconciliation: every ReconcileEvery (0: never) one process reconciles the last
+	// ReconcileWindow of the provider's charges.
+	ReconcileEvery  time.Duration
+	ReconcileWindow time.Duration
 	// CrashAt and CrashRate arm the crash harness's fault points; testing only.
 	CrashAt   []string
 	CrashRate float64
@@ -103,13 +109,56 @@ func BindServer(s *Set, command string, c *Server) {
 	s.Duration(&c.CompleterInterval, "completer-interval", "TEKRAR_COMPLETER_INTERVAL", "10s", "how often each process looks for abandoned keys to complete", 100*time.Millisecond, time.Hour)
 	s.Duration(&c.CompleterGrace, "completer-grace", "TEKRAR_COMPLETER_GRACE", "1m", "how long after a key's lease lapsed the client keeps the first chance to retry before the completer settles it", time.Millisecond, 24*time.Hour)
 	s.Duration(&c.AttentionAfter, "attention-after", "TEKRAR_ATTENTION_AFTER", "1h", "how long a key whose payment outcome cannot be learnt waits before it is handed to an operator", time.Second, 30*24*time.Hour)
-	s.List(&c.CrashAt, "crash-at", "TEKRAR_CRASH_AT", "testing only: exit the process at these crash points (after_claim, after_provider, after_complete, inbox_before_commit)", "after_claim", "after_provider", "after_complete", "inbox_before_commit")
-	s.Float(&c.CrashRate, "crash-rate", "TEKRAR_CRASH_RATE", "1", "testing only: the chance of exiting at an armed crash point", 0, 1)
+	s.Duration(&c.ReconcileEvery, "reconcile-every", "TEKRAR_RECONCILE_EVERY", "1h", "how often one process reconciles the payment provider's charges with the orders (0: never; see tekrar reconcile)", 0, 7*24*time.Hour)
+	bindReconcileWindow(s, c)
+	bindCrash(s, c)
 	if dev {
 		BindDevDir(s, &c.DevDir)
 		s.Int(&c.DevPGPort, "dev-pg-port", "TEKRAR_DEV_PG_PORT", "54329", "127.0.0.1 port of the private Postgres, for psql and load tools", 1024, 65535)
 		s.Bool(&c.Demo, "demo", "TEKRAR_DEMO", "false", "fill the console with demo traffic")
 	}
+}
+
+// BindReconcile registers what a one-shot `tekrar reconcile` uses: the database, the log,
+// the provider and the engine's settings that driving a refund reads, with the same names
+// and defaults as serve's. since and until are the window's ends as written (see
+// ParseWindowEnd).
+func BindReconcile(s *Set, c *Server, since, until *string) {
+	s.DatabaseURL(&c.DatabaseURL, "Postgres connection string (required)")
+	bindLog(s, c, "json")
+	s.URL(&c.PSPURL, "psp-url", "TEKRAR_PSP_URL", "", "payment provider base URL (a 'tekrar psp' process); unset: the sandbox provider's ledger in this database")
+	s.Duration(&c.ProviderTimeout, "provider-timeout", "TEKRAR_PROVIDER_TIMEOUT", "10s", "longest wait for one payment provider call", 10*time.Millisecond, 5*time.Minute)
+	s.Duration(&c.ProviderHorizon, "provider-horizon", "TEKRAR_PROVIDER_HORIZON", "24h", "how long a compensation watches for its charge", time.Second, 90*24*time.Hour)
+	s.Duration(&c.Lease, "lease", "TEKRAR_LEASE", "30s", "how long a compensation taken by this run is held before another process may drive it", time.Second, time.Hour)
+	s.String(since, "since", "TEKRAR_RECONCILE_SINCE", "24h", "the window's start: a duration before now (24h, 2d) or an RFC 3339 time")
+	s.String(until, "until", "TEKRAR_RECONCILE_UNTIL", "now", "the window's end: now, a duration before now, or an RFC 3339 time")
+	bindCrash(s, c)
+}
+
+// ParseWindowEnd reads an end of a reconciliation window: "now", a duration before now
+// ("24h", "2d") or an RFC 3339 time.
+func ParseWindowEnd(v string, now time.Time) (time.Time, error) {
+	if v == "now" {
+		return now, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	d, err := ParseDuration(v)
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("%q is neither now, a duration before now (24h, 2d) nor an RFC 3339 time", v)
+	}
+	return now.Add(-d), nil
+}
+
+func bindReconcileWindow(s *Set, c *Server) {
+	s.Duration(&c.ReconcileWindow, "reconcile-window", "TEKRAR_RECONCILE_WINDOW", "48h", "how far back each scheduled reconciliation looks at the provider's charges", time.Minute, 90*24*time.Hour)
+}
+
+func bindCrash(s *Set, c *Server) {
+	s.List(&c.CrashAt, "crash-at", "TEKRAR_CRASH_AT", "testing only: exit the process at these crash points (after_claim, after_provider, after_complete, inbox_before_commit, reconcile_after_orphan, compensation_after_refund)",
+		"after_claim", "after_provider", "after_complete", "inbox_before_commit", "reconcile_after_orphan", "compensation_after_refund")
+	s.Float(&c.CrashRate, "crash-rate", "TEKRAR_CRASH_RATE", "1", "testing only: the chance of exiting at an armed crash point", 0, 1)
 }
 
 // BindSweep registers what a one-shot `tekrar sweep` uses: the database, the log and the
