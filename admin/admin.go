@@ -80,6 +80,8 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	authed.GET("/orders/:id", h(c.order))
 	authed.GET("/audit", h(c.audit))
 	authed.GET("/inbox", h(c.inbox))
+	authed.GET("/products", h(c.products))
+	authed.GET("/products/:client/:sku", h(c.product))
 	acts := authed.Group("", h(c.requireAdmin))
 	acts.GET("/orders/:id/refund", h(c.refundForm))
 	acts.POST("/orders/:id/refund", h(c.refund))
