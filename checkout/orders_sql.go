@@ -125,7 +125,8 @@ var claimOrderSQL = named[orderClaim](`
 // was taken either); the function is volatile, so the planner cannot hoist it into a
 // one-time filter evaluated without that row. An order without from_stock lines passes NULL:
 // w and s are empty, and the check passes. CHECK products_stock_not_negative is the last
-// line of defence.
+// line of defence: should the statement ever take more than there is, the CHECK fails it
+// as a whole, and that is out of stock too (isShortStock).
 func claimOrder(ctx context.Context, db sqlx.QueryerContext, p orderClaim) (_ *Key, claimed bool, _ error) {
 	var row Key
 	err := claimOrderSQL.get(ctx, db, &row, p)

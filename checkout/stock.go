@@ -70,8 +70,15 @@ const sqlStateShortStock = pqerror.Code("TK001")
 // stock: nothing was written, the key included.
 var errShortStock = errors.New("a line could not be taken from stock")
 
-// isShortStock reports whether a statement was refused by refuse_short_stock.
-func isShortStock(err error) bool { return pq.As(err, sqlStateShortStock) != nil }
+// isShortStock reports whether a statement was refused by refuse_short_stock, or by the
+// CHECK that keeps every level at or above zero.
+func isShortStock(err error) bool {
+	if pq.As(err, sqlStateShortStock) != nil {
+		return true
+	}
+	e := pq.As(err, pqerror.CheckViolation)
+	return e != nil && e.Constraint == "products_stock_not_negative"
+}
 
 // isDeadlock reports a statement Postgres aborted to break a deadlock: two orders locking
 // the same products in another order. The statement was rolled back whole; running it

@@ -112,7 +112,21 @@ func TestStockReplayTakesOnce(t *testing.T) {
 	if s := stockOf(t, e, "BEANS"); s != 8 {
 		t.Fatalf("stock %d, want 8", s)
 	}
-	checkLedger(t, e, "BEANS", 1)
+	// A new key sent 50 times at once: the claims race, the losers find the key taken (not
+	// the stock short) and wait for the winner's answer.
+	body = stockOrderBody("BEANS", 8, 1000)
+	rs = storm(t, 50, func(i int) (apptest.Response, error) {
+		return []*apptest.Env{e, peer}[i%2].Send("POST", "/v1/orders", e.Secret, body, "Idempotency-Key", "race", "Prefer", "wait=10")
+	})
+	for i, r := range rs {
+		if r.Status != 201 || !bytes.Equal(r.Body, rs[0].Body) {
+			t.Fatalf("racing request %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	if s := stockOf(t, e, "BEANS"); s != 0 {
+		t.Fatalf("stock %d, want 0", s)
+	}
+	checkLedger(t, e, "BEANS", 2)
 }
 
 // TestStockRefusals: each way an order's from_stock line can fail is answered with its
