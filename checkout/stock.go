@@ -2,8 +2,6 @@ package checkout
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -27,9 +25,9 @@ import (
 // stockLine is what an order takes from one product: the sum of its from_stock lines of
 // one sku (Validate has made sure they agree on the price).
 type stockLine struct {
-	SKU        string `json:"sku"`
-	Quantity   int64  `json:"quantity"`
-	UnitAmount int64  `json:"unit_amount"`
+	SKU        string
+	Quantity   int64
+	UnitAmount int64
 }
 
 // stockLines sums the from_stock lines per sku, in the order the skus first appear.
@@ -50,17 +48,14 @@ func stockLines(items []Item) []stockLine {
 	return out
 }
 
-// stockParam is the claim's stock parameter: the lines as a JSON array, NULL when the
-// order takes nothing from stock (the claim then touches no product).
-func stockParam(lines []stockLine) (sql.NullString, error) {
-	if len(lines) == 0 {
-		return sql.NullString{}, nil
+// stockParams puts the lines into the claim's parameters, one array per column; all nil
+// (NULL) when the order takes nothing from stock, and the claim then touches no product.
+func stockParams(p *orderClaim, lines []stockLine) {
+	for _, l := range lines {
+		p.StockSKUs = append(p.StockSKUs, l.SKU)
+		p.StockQuantities = append(p.StockQuantities, l.Quantity)
+		p.StockPrices = append(p.StockPrices, l.UnitAmount)
 	}
-	b, err := json.Marshal(lines)
-	if err != nil {
-		return sql.NullString{}, fmt.Errorf("encode stock lines: %w", err)
-	}
-	return sql.NullString{String: string(b), Valid: true}, nil
 }
 
 // sqlStateShortStock is what refuse_short_stock raises (migrations/00024_products_stock_carts.sql).
