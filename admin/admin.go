@@ -83,6 +83,8 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	authed.GET("/disputes", h(c.disputes))
 	authed.GET("/compensations", h(c.compensations))
 	authed.GET("/reconciliation", h(c.reconciliation))
+	authed.GET("/products", h(c.products))
+	authed.GET("/products/:client/:sku", h(c.product))
 	acts := authed.Group("", h(c.requireAdmin))
 	acts.GET("/orders/:id/refund", h(c.refundForm))
 	acts.POST("/orders/:id/refund", h(c.refund))

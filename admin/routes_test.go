@@ -72,7 +72,7 @@ func TestEveryConsoleRouteNeedsASession(t *testing.T) {
 
 // walkPath fills a route's parameters with the walk's order and key.
 func walkPath(route, order string) string {
-	return strings.NewReplacer(":client", "1", ":key", "route-walk", ":id", order, "*filepath", "x").Replace(route)
+	return strings.NewReplacer(":client", "1", ":key", "route-walk", ":sku", "route-walk", ":id", order, "*filepath", "x").Replace(route)
 }
 
 func assertNoEffects(t *testing.T, e *apptest.Env, who string) {
@@ -96,6 +96,9 @@ func TestEveryConsoleErrorIsAConsolePage(t *testing.T) {
 	viewer := actSignIn(t, e, "viewer@example.com", admin.RoleViewer)
 	order := actOrder(t, e, "route-walk", 4500)
 	client := strconv.FormatInt(e.ClientID, 10)
+	if r := e.Do(t, "PUT", "/v1/products/route-walk", e.Secret, []byte(`{"name":"Beans","price":1000,"currency":"TRY","stock":3}`)); r.Status != http.StatusCreated {
+		t.Fatalf("product: %d %s", r.Status, r.Body)
+	}
 	var opID string
 	if err := e.DB.Get(&opID, `SELECT id::text FROM operators WHERE email = 'admin@example.com'`); err != nil {
 		t.Fatal(err)
@@ -111,13 +114,13 @@ func TestEveryConsoleErrorIsAConsolePage(t *testing.T) {
 	admCSRF, viewerCSRF := csrf(adm), csrf(viewer)
 
 	// fill puts ids into a route's parameters: orderID for :id of an order, opID for an
-	// operator's, clientID and key for a key's.
+	// operator's, clientID and key for a key's, and key for a product's sku.
 	fill := func(route, orderID, opID, clientID, key string) string {
 		id := orderID
 		if strings.HasPrefix(route, "/admin/operators/") {
 			id = opID
 		}
-		return strings.NewReplacer(":client", clientID, ":key", key, ":id", id).Replace(route)
+		return strings.NewReplacer(":client", clientID, ":key", key, ":sku", key, ":id", id).Replace(route)
 	}
 	type request struct {
 		b            *browser

@@ -15,6 +15,19 @@ import (
 // insignificant whitespace have the same fingerprint; any other difference (an amount, a
 // card token, another endpoint) gives another.
 func Fingerprint(method, path string, body []byte) ([32]byte, error) {
+	return fingerprint(method, path, body, nil)
+}
+
+// fingerprint is the request's: its body's, and what the body names by reference (Bound)
+// when there is something.
+func (r *Request) fingerprint() ([32]byte, error) {
+	return fingerprint(r.Method, r.Path, r.Body, r.Bound)
+}
+
+// fingerprint is Fingerprint with bound, when not nil, hashed after a NUL (which canonical
+// JSON never holds) and its own canonical form: a request without bound keeps the
+// fingerprint it always had.
+func fingerprint(method, path string, body, bound []byte) ([32]byte, error) {
 	canon, err := CanonicalJSON(body)
 	if err != nil {
 		return [32]byte{}, err
@@ -22,6 +35,14 @@ func Fingerprint(method, path string, body []byte) ([32]byte, error) {
 	h := sha256.New()
 	h.Write([]byte(method + "\n" + path + "\n"))
 	h.Write(canon)
+	if bound != nil {
+		b, err := CanonicalJSON(bound)
+		if err != nil {
+			return [32]byte{}, fmt.Errorf("bound: %w", err)
+		}
+		h.Write([]byte{0})
+		h.Write(b)
+	}
 	var sum [32]byte
 	h.Sum(sum[:0])
 	return sum, nil

@@ -21,20 +21,26 @@ import (
 
 // OrderInput is the body of POST /v1/orders.
 type OrderInput struct {
-	Currency string            `json:"currency"`
-	Items    []Item            `json:"items"`
+	Currency string `json:"currency"`
+	// Items, or CartID: the items of one of the client's carts as they are when the order
+	// arrives (see BindCart).
+	Items    []Item            `json:"items,omitempty"`
+	CartID   string            `json:"cart_id,omitempty"`
 	Amount   int64             `json:"amount"`
 	Payment  PaymentInput      `json:"payment"`
 	Customer *Customer         `json:"customer,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
-// Item is one line of an order. Amounts are integers in minor units.
+// Item is one line of an order or a cart. Amounts are integers in minor units. A line
+// marked FromStock is a sale of the client's product SKU: the order takes Quantity from its
+// stock, and UnitAmount must be its price (see stock.go). Other lines are free-form.
 type Item struct {
 	SKU        string `json:"sku"`
 	Name       string `json:"name"`
 	Quantity   int64  `json:"quantity"`
 	UnitAmount int64  `json:"unit_amount"`
+	FromStock  bool   `json:"from_stock,omitempty"`
 }
 
 // PaymentInput names the card. The token goes to the provider and nowhere else: it is not
@@ -68,42 +74,28 @@ func (in *OrderInput) Validate() []FieldError {
 	if !money.ValidCurrency(in.Currency) {
 		add("currency", "must be an upper-case ISO 4217 code such as TRY or EUR")
 	}
-	switch {
-	case len(in.Items) == 0:
-		add("items", "must list at least one item")
-	case len(in.Items) > MaxItems:
-		add("items", "must list at most %d items", MaxItems)
-	}
 	var sum int64
 	overflow := false
-	for i, it := range in.Items {
-		f := "items[" + strconv.Itoa(i) + "]."
-		if it.SKU == "" || len(it.SKU) > 64 {
-			add(f+"sku", "must be 1 to 64 characters")
-		} else if !pgtext.Valid(it.SKU) {
-			add(f+"sku", noNUL)
+	switch {
+	case in.CartID != "":
+		// The cart's items were validated when it was stored; their sum is checked
+		// against amount once they are bound (CreateOrder).
+		if len(in.Items) > 0 {
+			add("items", "must be left out when cart_id is sent")
 		}
-		if it.Name == "" || len(it.Name) > 200 {
-			add(f+"name", "must be 1 to 200 characters")
-		} else if !pgtext.Valid(it.Name) {
-			add(f+"name", noNUL)
+		if !ValidCartID(in.CartID) {
+			add("cart_id", "must be 1 to 255 visible ASCII characters")
 		}
-		if it.Quantity < 1 || it.Quantity > MaxQuantity {
-			add(f+"quantity", "must be between 1 and %d", MaxQuantity)
-		}
-		if it.UnitAmount < 0 || it.UnitAmount > MaxAmount {
-			add(f+"unit_amount", "must be between 0 and %d minor units", int64(MaxAmount))
-		}
-		if it.Quantity > 0 && it.Quantity <= MaxQuantity && it.UnitAmount >= 0 && it.UnitAmount <= MaxAmount {
-			sum += it.Quantity * it.UnitAmount // at most 10^4 * 10^12 * 100 items: fits int64
-		} else {
-			overflow = true
-		}
+		overflow = true
+	case len(in.Items) == 0:
+		add("items", "must list at least one item (or send cart_id)")
+	default:
+		sum, overflow = validateItems(add, "items", in.Items)
 	}
 	switch {
 	case in.Amount <= 0 || in.Amount > MaxAmount:
 		add("amount", "must be between 1 and %d minor units", int64(MaxAmount))
-	case !overflow && len(in.Items) > 0 && in.Amount != sum:
+	case !overflow && in.Amount != sum:
 		add("amount", "must equal the sum of the items (%d)", sum)
 	}
 	if in.Payment.CardToken == "" || len(in.Payment.CardToken) > 255 {
@@ -141,6 +133,46 @@ func (in *OrderInput) Validate() []FieldError {
 	return errs
 }
 
+// validateItems checks the lines of an order or a cart (field names them, "items") and
+// returns their sum; overflow is true when a line is out of range, and the sum meaningless.
+func validateItems(add func(field, format string, args ...any), field string, items []Item) (sum int64, overflow bool) {
+	if len(items) > MaxItems {
+		add(field, "must list at most %d items", MaxItems)
+	}
+	price := map[string]int64{}
+	for i, it := range items {
+		f := field + "[" + strconv.Itoa(i) + "]."
+		if it.SKU == "" || len(it.SKU) > 64 {
+			add(f+"sku", "must be 1 to 64 characters")
+		} else if !pgtext.Valid(it.SKU) {
+			add(f+"sku", noNUL)
+		}
+		if it.Name == "" || len(it.Name) > 200 {
+			add(f+"name", "must be 1 to 200 characters")
+		} else if !pgtext.Valid(it.Name) {
+			add(f+"name", noNUL)
+		}
+		if it.Quantity < 1 || it.Quantity > MaxQuantity {
+			add(f+"quantity", "must be between 1 and %d", MaxQuantity)
+		}
+		if it.UnitAmount < 0 || it.UnitAmount > MaxAmount {
+			add(f+"unit_amount", "must be between 0 and %d minor units", int64(MaxAmount))
+		}
+		if it.Quantity > 0 && it.Quantity <= MaxQuantity && it.UnitAmount >= 0 && it.UnitAmount <= MaxAmount {
+			sum += it.Quantity * it.UnitAmount // at most 10^4 * 10^12 * 100 items: fits int64
+		} else {
+			overflow = true
+		}
+		if it.FromStock {
+			if p, ok := price[it.SKU]; ok && p != it.UnitAmount {
+				add(f+"unit_amount", "must be the same on every from_stock line of sku %q (the product has one price)", it.SKU)
+			}
+			price[it.SKU] = it.UnitAmount
+		}
+	}
+	return sum, overflow
+}
+
 // noNUL is the message for text holding U+0000: Postgres's text and jsonb cannot store it,
 // so it is refused here, field by field, rather than failing the claim as a server error.
 // (Decoded JSON strings are always UTF-8, so pgtext.Valid fails on a NUL only; the API
@@ -174,6 +206,12 @@ type PaymentView struct {
 // CreateOrder runs POST /v1/orders for a validated input; lk is what Replay learnt of the
 // request (the zero Lookup when it was not asked).
 func (s *Service) CreateOrder(ctx context.Context, req Request, lk Lookup, in OrderInput) (Result, error) {
+	if in.CartID != "" {
+		var err error
+		if in, err = req.withCart(in); err != nil {
+			return Result{}, err
+		}
+	}
 	return s.execute(ctx, req, lk, &orderOp{s: s, in: in})
 }
 
@@ -194,13 +232,19 @@ func (o *orderOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
 			return nil, false, fmt.Errorf("encode metadata: %w", err)
 		}
 	}
+	lines := stockLines(o.in.Items)
 	p := orderClaim{ClientID: k.ClientID, Key: k.Key, Fingerprint: k.Fingerprint, Method: k.Method, Path: k.Path,
 		LeaseExpiresAt: k.LeaseExpiresAt, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt,
 		Amount: o.in.Amount, Currency: o.in.Currency, Items: string(items), Metadata: nullJSON(metadata)}
+	stockParams(&p, lines)
 	if c := o.in.Customer; c != nil {
 		p.CustomerID, p.CustomerEmail = nullString(c.ID), nullString(c.Email)
 	}
-	return claimOrder(ctx, o.s.q, p)
+	key, claimed, err := claimOrder(ctx, o.s.q, p)
+	if errors.Is(err, errShortStock) {
+		return nil, false, shortStockProblem(ctx, o.s.db, k.ClientID, o.in.Currency, lines)
+	}
+	return key, claimed, err
 }
 
 func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, error) {

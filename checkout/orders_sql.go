@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -44,6 +45,10 @@ type orderClaim struct {
 	CustomerID     sql.NullString `db:"customer_id"`
 	CustomerEmail  sql.NullString `db:"customer_email"`
 	Metadata       sql.NullString `db:"metadata"` // JSON, as text
+	// The stockLines, column by column; nil (NULL) for none.
+	StockSKUs       pq.StringArray `db:"stock_skus"`
+	StockQuantities pq.Int64Array  `db:"stock_quantities"`
+	StockPrices     pq.Int64Array  `db:"stock_prices"`
 }
 
 // claimOrderSQL: see claimOrder. The tombstone step is tombstoneSQL's.
@@ -74,8 +79,23 @@ var claimOrderSQL = named[orderClaim](`
 	    SELECT k.order_id, :client_id, 'pending', :amount, :currency, :items, :customer_id,
 	           :customer_email, :metadata, :created_at, :created_at FROM k
 	    RETURNING public_id
+	), w AS (
+	    SELECT w.sku, w.quantity, w.unit_amount
+	      FROM unnest(CAST(:stock_skus AS text[]), CAST(:stock_quantities AS bigint[]),
+	                  CAST(:stock_prices AS bigint[])) AS w(sku, quantity, unit_amount)
+	), s AS (
+	    UPDATE products p
+	       SET stock = p.stock - w.quantity, version = p.version + 1, updated_at = :created_at
+	      FROM w, k
+	     WHERE p.client_id = :client_id AND p.sku = w.sku AND p.stock >= w.quantity
+	       AND p.price = w.unit_amount AND p.currency = :currency
+	    RETURNING p.id, w.quantity, k.order_id
+	), m AS (
+	    INSERT INTO stock_movements (product_id, delta, reason, order_id, created_at)
+	    SELECT s.id, -s.quantity, 'sale', s.order_id, :created_at FROM s
 	)
 	SELECT k.*, CAST(o.public_id AS text) AS order_public_id, '' AS refund_public_id FROM k, o
+	 WHERE refuse_short_stock((SELECT count(*) FROM w) - (SELECT count(*) FROM s))
 	UNION ALL SELECT * FROM t`)
 
 // claimOrder inserts the key row and its pending order in one statement, so the two commit
@@ -97,13 +117,36 @@ var claimOrderSQL = named[orderClaim](`
 //
 // The fingerprint is cast to bytea because its column is a domain (sha256_digest): without
 // binary parameters, lib/pq sends a []byte as raw text to any parameter not typed bytea.
+//
+// Stock: the order's from_stock lines (w, summed per sku, passed as three arrays: the
+// planner estimates an array parameter at 10 elements, where it takes a JSON document's
+// recordset for 100, and at 100 the generic plan read all the client's products into a
+// hash instead of looking each one up; TestStockClaimUsesTheProductKey) are taken from their products
+// (s) only when the key was claimed (s joins k), and each take is a movement (m). A
+// product's UPDATE waits for the row lock of any concurrent sale and re-checks
+// stock >= quantity on the level that sale left, so of many claims on the last units only
+// as many pass as there are units. When a line could not be taken (short, priced
+// otherwise, no such product) s has fewer rows than w, and refuse_short_stock raises: the
+// statement fails as a whole, the key row, the order and the takes of the other lines
+// with it, and claimOrder returns errShortStock. The check is a condition on the claimed
+// row of k and o: a replay or a tombstone has no row there, and nothing is refused (nothing
+// was taken either); the function is volatile, so the planner cannot hoist it into a
+// one-time filter evaluated without that row. An order without from_stock lines passes NULL:
+// w and s are empty, and the check passes. CHECK products_stock_not_negative is the last
+// line of defence: should the statement ever take more than there is, the CHECK fails it
+// as a whole, and that is out of stock too (isShortStock).
 func claimOrder(ctx context.Context, db sqlx.QueryerContext, p orderClaim) (_ *Key, claimed bool, _ error) {
 	var row Key
 	err := claimOrderSQL.get(ctx, db, &row, p)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, errNoKey
+	for try := 1; isDeadlock(err) && try < 3; try++ {
+		err = claimOrderSQL.get(ctx, db, &row, p) // rolled back whole: safe to run again
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, false, errNoKey
+	case isShortStock(err):
+		return nil, false, errShortStock
+	case err != nil:
 		return nil, false, fmt.Errorf("claim key and create order: %w", err)
 	}
 	return &row, !row.Tombstone, nil

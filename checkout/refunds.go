@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/tekrar/tekrar/checkout/psp"
@@ -17,6 +18,17 @@ import (
 type RefundInput struct {
 	Amount int64  `json:"amount"`
 	Reason string `json:"reason,omitempty"`
+	// Restock puts back into stock what the order took from it (its from_stock lines):
+	// all of it not put back yet, or only RestockItems. It happens once, with the refund's
+	// claim (see restock).
+	Restock      bool          `json:"restock,omitempty"`
+	RestockItems []RestockItem `json:"restock_items,omitempty"`
+}
+
+// RestockItem is a quantity of one sku to put back.
+type RestockItem struct {
+	SKU      string `json:"sku"`
+	Quantity int64  `json:"quantity"`
 }
 
 // Validate lists every problem with the input.
@@ -29,6 +41,26 @@ func (in *RefundInput) Validate() []FieldError {
 		errs = append(errs, FieldError{"reason", "must be at most 500 characters"})
 	} else if !pgtext.Valid(in.Reason) {
 		errs = append(errs, FieldError{"reason", noNUL})
+	}
+	if len(in.RestockItems) > 0 && !in.Restock {
+		errs = append(errs, FieldError{"restock", "must be true when restock_items is sent"})
+	}
+	if len(in.RestockItems) > MaxItems {
+		errs = append(errs, FieldError{"restock_items", fmt.Sprintf("must list at most %d items", MaxItems)})
+	}
+	seen := map[string]bool{}
+	for i, it := range in.RestockItems {
+		f := "restock_items[" + strconv.Itoa(i) + "]."
+		switch {
+		case !ValidSKU(it.SKU):
+			errs = append(errs, FieldError{f + "sku", "must be 1 to 64 characters, without U+0000"})
+		case seen[it.SKU]:
+			errs = append(errs, FieldError{f + "sku", "is listed twice"})
+		}
+		seen[it.SKU] = true
+		if it.Quantity < 1 || it.Quantity > MaxStock {
+			errs = append(errs, FieldError{f + "quantity", fmt.Sprintf("must be between 1 and %d", MaxStock)})
+		}
 	}
 	return errs
 }

@@ -122,6 +122,11 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderPublicID string, 
 		if _, err := createRefundSQL.exec(ctx, tx, p); err != nil {
 			return fmt.Errorf("create refund: %w", err)
 		}
+		if in.Restock {
+			if err := restock(ctx, tx, p.OrderID, p.RefundID, in.RestockItems, k.CreatedAt); err != nil {
+				return err
+			}
+		}
 		out, claimed = &row, true
 		return nil
 	})

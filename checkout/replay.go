@@ -35,7 +35,7 @@ type Lookup struct {
 // returns then goes to that method, so that nothing is computed or looked up twice.
 func (s *Service) Replay(ctx context.Context, req Request) (_ Result, _ Lookup, ok bool) {
 	var lk Lookup
-	fp, err := Fingerprint(req.Method, req.Path, req.Body)
+	fp, err := req.fingerprint()
 	if err != nil {
 		return Result{}, lk, false // not JSON: the caller's decoding says why
 	}

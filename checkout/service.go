@@ -137,6 +137,11 @@ type Request struct {
 	Path   string
 	// Body is the raw JSON body, for the fingerprint.
 	Body []byte
+	// Bound is what the body names by reference, as it was when the request arrived (the
+	// items of an order's cart_id; see BindCart), fingerprinted with the body. Nil for most
+	// requests, whose fingerprint is the body's alone.
+	Bound []byte
+	cart  *boundCart
 	// Wait is how long the client is prepared to wait for an in-flight first request
 	// (Prefer: wait); zero answers 409 at once.
 	Wait time.Duration
@@ -175,7 +180,7 @@ func (s *Service) execute(ctx context.Context, req Request, lk Lookup, op operat
 	fp := lk.fp
 	if !lk.fpSet {
 		var err error
-		if fp, err = Fingerprint(req.Method, req.Path, req.Body); err != nil {
+		if fp, err = req.fingerprint(); err != nil {
 			return Result{}, fmt.Errorf("fingerprint: %w", err)
 		}
 	}

@@ -39,6 +39,12 @@ func Register(g *gin.RouterGroup, d Deps) {
 	g.GET("/orders/:id/refunds", a.listRefunds)
 	g.GET("/orders/:id/refunds/:rid", a.getRefund)
 	g.GET("/idempotency-keys/:key", a.keyStatus)
+	g.PUT("/products/:sku", a.putProduct)
+	g.GET("/products", a.listProducts)
+	g.GET("/products/:sku", a.getProduct)
+	g.PUT("/carts/:id", a.putCart)
+	g.GET("/carts/:id", a.getCart)
+	g.DELETE("/carts/:id", a.deleteCart)
 }
 
 // whoami lets an app or an operator check which client a secret belongs to.

@@ -186,6 +186,8 @@ func genValue(rng *rand.Rand, t reflect.Type, depth int, messy bool) *node {
 		return n
 	case reflect.String:
 		return &node{kind: '"', text: []string{"a", "b", "TRY", "tok_visa", "é"}[rng.IntN(5)]}
+	case reflect.Bool:
+		return &node{kind: 'l', text: []string{"true", "false"}[rng.IntN(2)]}
 	case reflect.Int64, reflect.Int:
 		forms := [][]string{{"1", "1.0", "1e0", "10e-1", "0.1e1", "1E+0"}, {"2", "2.0", "2e0"}, {"0", "-0", "0.0"}}
 		f := forms[rng.IntN(len(forms))]

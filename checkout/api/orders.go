@@ -64,13 +64,22 @@ type input[T any] interface {
 // Anything else is decoded and validated (a body that fails changes nothing), and then
 // executed with what the replay learnt (checkout.Lookup), so that a first arrival claims
 // without looking its key up again.
-func keyedPost[T any, P input[T]](a *handlers, c *gin.Context,
+//
+// bind, when not nil, reads what the body names by reference into the request before its
+// fingerprint is taken (an order's cart: checkout.Service.BindCart).
+func keyedPost[T any, P input[T]](a *handlers, c *gin.Context, bind func(ctx context.Context, req *checkout.Request) error,
 	execute func(ctx context.Context, req checkout.Request, lk checkout.Lookup, in T) (checkout.Result, error)) {
 	req, k, ok := a.begin(c)
 	if !ok {
 		return
 	}
 	ctx := c.Request.Context()
+	if bind != nil {
+		if err := bind(ctx, &req); err != nil {
+			a.fail(c, k, err)
+			return
+		}
+	}
 	res, lk, replayed := a.svc.Replay(ctx, req)
 	if replayed {
 		writeResult(c, k, res)
@@ -94,7 +103,7 @@ func keyedPost[T any, P input[T]](a *handlers, c *gin.Context,
 }
 
 func (a *handlers) createOrder(c *gin.Context) {
-	keyedPost(a, c, a.svc.CreateOrder)
+	keyedPost(a, c, a.svc.BindCart, a.svc.CreateOrder)
 }
 
 func (a *handlers) createRefund(c *gin.Context) {
@@ -103,7 +112,7 @@ func (a *handlers) createRefund(c *gin.Context) {
 		a.fail(c, keyed{}, checkout.ErrOrderNotFound) // with the advice every keyed request gets
 		return
 	}
-	keyedPost(a, c, func(ctx context.Context, req checkout.Request, lk checkout.Lookup, in checkout.RefundInput) (checkout.Result, error) {
+	keyedPost(a, c, nil, func(ctx context.Context, req checkout.Request, lk checkout.Lookup, in checkout.RefundInput) (checkout.Result, error) {
 		return a.svc.CreateRefund(ctx, req, lk, orderID, in)
 	})
 }

@@ -62,12 +62,30 @@ func NewWith(t testing.TB, crash func(point string), change ...func(*config.Serv
 		c(&cfg)
 	}
 	url := dbtest.NewURL(t)
+	clock := &Clock{}
+	e := serve(t, cfg, url, clock, crash)
+	e.Secret, e.ClientID = e.NewClient(t, "test app")
+	return e
+}
+
+// Peer starts a second tekrar on e's database, with its own connection pool and its own
+// engine, as a second process of one deployment: what two servers racing for the same rows
+// need. It shares e's clock and client.
+func (e *Env) Peer(t testing.TB) *Env {
+	t.Helper()
+	p := serve(t, e.Config, e.DBURL, e.Clock, nil)
+	p.Secret, p.ClientID = e.Secret, e.ClientID
+	return p
+}
+
+// serve opens a pool on url and serves a tekrar on it until the test ends.
+func serve(t testing.TB, cfg config.Server, url string, clock *Clock, crash func(point string)) *Env {
+	t.Helper()
 	db, err := tdb.Open(context.Background(), url, cfg.DBMaxConns, tdb.StallTimeout(cfg.DBTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	clock := &Clock{}
 	logger := slog.New(slog.DiscardHandler)
 	if os.Getenv("TEKRAR_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -85,9 +103,7 @@ func NewWith(t testing.TB, crash func(point string), change ...func(*config.Serv
 		srv.Close()
 		a.Close()
 	})
-	e := &Env{URL: srv.URL, DB: db, DBURL: url, Config: cfg, Clock: clock, App: a}
-	e.Secret, e.ClientID = e.NewClient(t, "test app")
-	return e
+	return &Env{URL: srv.URL, DB: db, DBURL: url, Config: cfg, Clock: clock, App: a}
 }
 
 // NewClient creates another API client and returns its secret and id.

@@ -41,6 +41,12 @@ const (
 	CodeNeedsAttention               Code = "needs_attention"
 	CodeHTTPVersionNotSupported      Code = "http_version_not_supported"
 	CodeWebhookSignatureInvalid      Code = "webhook_signature_invalid"
+	CodeProductNotFound              Code = "product_not_found"
+	CodeCartNotFound                 Code = "cart_not_found"
+	CodeOutOfStock                   Code = "out_of_stock"
+	CodePriceMismatch                Code = "price_mismatch"
+	CodePreconditionFailed           Code = "precondition_failed"
+	CodeRestockExceedsSold           Code = "restock_exceeds_sold"
 )
 
 // Spec is everything about a code that does not depend on the occurrence: its status, its
@@ -92,12 +98,22 @@ var Codes = []Spec{
 		"no such order for this client (another client's order is not found, by design; so is anything in an order's place in the path that is not an order id, `ord_…`, such as an integer)"},
 	{CodeRefundNotFound, http.StatusNotFound, "Refund not found", false, true, false, 0,
 		"the order has no such refund (anything in a refund's place in the path that is not a refund id, `rf_…`, is not found either)"},
+	{CodeProductNotFound, http.StatusNotFound, "Product not found", false, true, false, 0,
+		"no product with this sku for this client (another client's sku is not found, by design); on `POST /v1/orders`, a `from_stock` line names a sku the client has no product for (`sku` says which)"},
+	{CodeCartNotFound, http.StatusNotFound, "Cart not found", false, true, false, 0,
+		"no cart with this id for this client; on `POST /v1/orders`, `cart_id` names none"},
 	{CodeIdempotencyKeyNotFound, http.StatusNotFound, "Idempotency key not found", false, true, false, 0,
 		"this client never sent this key, or it was forgotten after its retention"},
 	{CodeMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed", false, true, false, 0,
 		"the route exists with another method"},
 	{CodeOrderNotRefundable, http.StatusConflict, "Order cannot be refunded", false, true, false, 0,
 		"only a paid or partially refunded order can be refunded"},
+	// Stock and prices, checked in the claim itself: nothing was stored, the key included,
+	// so the same key may be sent again once the product allows it.
+	{CodeOutOfStock, http.StatusConflict, "Out of stock", false, true, false, 0,
+		"a `from_stock` line asks for more than the product has; `sku` and `available` say which and how many are left. Nothing was stored or charged, the key included"},
+	{CodePriceMismatch, http.StatusConflict, "Price does not match the product", false, true, false, 0,
+		"a `from_stock` line's `unit_amount` (or the order's currency) is not the product's price now; `sku`, `price` and `currency` say what it is. Nothing was stored or charged, the key included"},
 	// The completer canceled an abandoned order: nothing was charged, or what still is gets
 	// refunded.
 	{CodePaymentAbandoned, http.StatusConflict, "Payment abandoned", false, true, false, 0,
@@ -105,6 +121,8 @@ var Codes = []Spec{
 	// The outcome is not known yet: retry with the same key, never a new one.
 	{CodeIdempotencyKeyInUse, http.StatusConflict, "A request with this key is still in progress", true, false, false, 1,
 		"the first request with this key is still running; retry after `Retry-After`, or send `Prefer: wait=N`"},
+	{CodePreconditionFailed, http.StatusPreconditionFailed, "Precondition failed", false, true, false, 0,
+		"`If-Match` names a version that is not the current one (someone changed the product or cart since you read it: read it again, `ETag` has the version), or `If-None-Match: *` on one that exists; nothing was changed"},
 	{CodeBodyTooLarge, http.StatusRequestEntityTooLarge, "Request body too large", false, true, false, 0,
 		"the body is over `TEKRAR_MAX_BODY_BYTES` (64 KiB by default); a console form over 64 KiB"},
 	{CodeUnsupportedMediaType, http.StatusUnsupportedMediaType, "Unsupported media type", false, true, false, 0,
@@ -113,6 +131,8 @@ var Codes = []Spec{
 		"`errors` lists each field and what is wrong (text fields may not hold U+0000, which Postgres cannot store); nothing was stored, so the fixed request may reuse the key"},
 	{CodeRefundExceedsCaptured, http.StatusUnprocessableEntity, "Refund exceeds what was captured", false, true, false, 0,
 		"this refund, with the others of the order (counting those in progress), would exceed what was captured"},
+	{CodeRestockExceedsSold, http.StatusUnprocessableEntity, "Restock exceeds what the order sold", false, true, false, 0,
+		"a refund's `restock` asks to put back more of a sku than the order took from stock, counting what its earlier refunds put back; `sku` and `restockable` say which and how many"},
 	// The key already stands for another request, or for a request that has expired: its
 	// effect may exist, so a new key could duplicate it.
 	{CodeIdempotencyKeyReused, http.StatusUnprocessableEntity, "Idempotency key reused with another request", false, false, false, 0,
