@@ -80,6 +80,7 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	authed.GET("/orders/:id", h(c.order))
 	authed.GET("/audit", h(c.audit))
 	authed.GET("/inbox", h(c.inbox))
+	authed.GET("/events", h(c.outboxEvents))
 	acts := authed.Group("", h(c.requireAdmin))
 	acts.GET("/orders/:id/refund", h(c.refundForm))
 	acts.POST("/orders/:id/refund", h(c.refund))
