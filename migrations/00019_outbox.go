@@ -86,7 +86,7 @@ DROP DOMAIN event_public_id;
 `
 
 func outboxMigration() *goose.Migration {
-	return goose.NewGoMigration(19,
+	m := goose.NewGoMigration(19,
 		&goose.GoFunc{RunDB: func(ctx context.Context, db *sql.DB) error {
 			if err := migrateRiver(ctx, db, rivermigrate.DirectionUp, riverSchemaVersion); err != nil {
 				return err
@@ -114,6 +114,9 @@ func outboxMigration() *goose.Migration {
 			return migrateRiver(ctx, db, rivermigrate.DirectionDown, -1)
 		}},
 	)
+	// Named like the SQL files, so that `tekrar migrate` lists and reports it as one.
+	m.Source = "00019_outbox.go"
+	return m
 }
 
 // migrateRiver moves River's schema to version (-1 down: no River schema at all). River
