@@ -85,6 +85,7 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	authed.GET("/reconciliation", h(c.reconciliation))
 	authed.GET("/products", h(c.products))
 	authed.GET("/products/:client/:sku", h(c.product))
+	authed.GET("/events", h(c.outboxEvents))
 	acts := authed.Group("", h(c.requireAdmin))
 	acts.GET("/orders/:id/refund", h(c.refundForm))
 	acts.POST("/orders/:id/refund", h(c.refund))

@@ -47,6 +47,9 @@ var validRows = map[string]map[string]string{
 		"process": "'host:1'", "scheduled": "false", "window_start": "now() - interval '1 day'",
 		"window_end": "now()", "started_at": "now()",
 	},
+	"outbox_events": {
+		"client_id": "1", "type": "'order.paid'", "order_id": "1", "payload": `'{"order":"x"}'`,
+	},
 	"psp_refunds": {
 		"id": "'re_1'", "key": "'prk-1'", "charge_id": "'ch_fixture'", "amount": "10", "created_at": "now()",
 	},
@@ -134,6 +137,9 @@ func TestTheDatabaseRefusesImpossibleRows(t *testing.T) {
 		{"compensations", map[string]string{"order_id": "NULL", "source": "'reconcile'"}},
 		{"reconciliation_runs", map[string]string{"window_end": "now() - interval '2 days'"}},
 		{"reconciliation_runs", map[string]string{"process": "''"}},
+		{"outbox_events", map[string]string{"type": "'order.shipped'"}},
+		{"outbox_events", map[string]string{"id": "'evt_1'"}},
+		{"outbox_events", map[string]string{"payload": "'[]'"}},
 		{"psp_refunds", map[string]string{"id": "'x_1'"}},
 		{"psp_refunds", map[string]string{"key": "''"}},
 		{"psp_refunds", map[string]string{"amount": "0"}},

@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/jmoiron/sqlx"
+	"github.com/riverqueue/river"
 
 	"github.com/tekrar/tekrar/admin"
 	"github.com/tekrar/tekrar/checkout"
@@ -38,8 +40,11 @@ type App struct {
 	Sweeper    *checkout.Sweeper
 	Completer  *checkout.Completer
 	Reconciler *checkout.Reconciler
+	// River works the outbox's jobs; Run starts and stops it.
+	River *river.Client[*sql.Tx]
 
 	engine *gin.Engine
+	logger *slog.Logger
 }
 
 // Routes lists every route the app serves, for tests that walk them all.
@@ -49,8 +54,9 @@ func (a *App) Routes() gin.RoutesInfo { return a.engine.Routes() }
 type Option func(*options)
 
 type options struct {
-	now   func() time.Time
-	crash func(string)
+	now       func() time.Time
+	crash     func(string)
+	consumers []Consumer
 }
 
 // WithCrashHook calls hook at every crash point (see checkout.Config.Crash), for tests that
@@ -117,8 +123,12 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	})
 	e.GET("/readyz/completer", func(c *gin.Context) { c.JSON(http.StatusOK, completer.Totals()) })
 	e.NoRoute(notFound(consoleNotFound))
+	rc, err := newRiver(cfg, db.DB, logger, append(consumers(cfg, db.DB, logger), o.consumers...))
+	if err != nil {
+		return nil, err
+	}
 	return &App{Handler: server.HeadAsGet(e), Service: svc, Sweeper: sweeper, Completer: completer,
-		Reconciler: svc.NewReconciler(cfg.ReconcileEvery, cfg.ReconcileWindow), engine: e}, nil
+		Reconciler: svc.NewReconciler(cfg.ReconcileEvery, cfg.ReconcileWindow), River: rc, engine: e, logger: logger}, nil
 }
 
 // readyTimeout is how long /readyz waits for the database.
@@ -155,10 +165,11 @@ func wantsHTML(r *http.Request) bool {
 }
 
 // Run does the app's background work (sweeping, completing abandoned keys, reconciling with
-// the provider) until ctx ends.
+// the provider, the outbox's jobs) until ctx ends, and returns once River has stopped.
 func (a *App) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); runRiver(ctx, a.River, a.logger) }()
 	go func() { defer wg.Done(); a.Sweeper.Run(ctx) }()
 	go func() { defer wg.Done(); a.Completer.Run(ctx) }()
 	go func() { defer wg.Done(); a.Reconciler.Run(ctx) }()
