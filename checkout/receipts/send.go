@@ -23,7 +23,7 @@ func (SendArgs) Kind() string { return "receipt_send" }
 // InsertOpts: unique per receipt; up to sendAttempts tries with River's backoff (about
 // seven hours from the first to the last).
 func (SendArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{MaxAttempts: sendAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	return river.InsertOpts{Queue: Queue, MaxAttempts: sendAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
 const sendAttempts = 10

@@ -1,0 +1,71 @@
+package receipts
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/tekrar/tekrar/checkout/outbox"
+)
+
+// TestEventToReceiptThroughRiver: an order.paid event in the outbox is dispatched by River
+// to the receipts handler, whose send job (inserted in the dispatch transaction) sends one
+// message with the event's Message-ID; the other event types make no receipt.
+func TestEventToReceiptThroughRiver(t *testing.T) {
+	f := newFixture(t)
+	mb := newMailbox(t, "", "")
+	client := f.client("Shop")
+	order, oid := f.paidOrder(client, "ayse@example.com")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	ev, err := outbox.Insert(ctx, f.db.DB, client, outbox.OrderPaid, sql.NullInt64{Int64: oid, Valid: true}, map[string]any{"order": order})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outbox.Insert(ctx, f.db.DB, client, outbox.RefundCreated, sql.NullInt64{Int64: oid, Valid: true}, map[string]any{"order": order, "refund": "rf_x"}); err != nil {
+		t.Fatal(err)
+	}
+	workers := river.NewWorkers()
+	outbox.AddWorkers(workers, f.db.DB, &Handler{Recorder: sending})
+	AddWorkers(workers, sender(f, mb))
+	rc, err := outbox.NewClient(f.db.DB, workers, outbox.Config{Workers: 2, PollInterval: 50 * time.Millisecond,
+		Queues: map[string]river.QueueConfig{Queue: {MaxWorkers: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	completed, stop := rc.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+	defer stop()
+	if err := rc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Stop(context.Background())
+	for sent := false; !sent; {
+		select {
+		case e := <-completed:
+			if e.Kind == river.EventKindJobFailed {
+				t.Fatalf("job %s failed: %v", e.Job.Kind, e.Job.Errors)
+			}
+			sent = e.Job.Kind == SendArgs{}.Kind()
+		case <-ctx.Done():
+			t.Fatal("no receipt was sent")
+		}
+	}
+	msgs := mb.messages()
+	if len(msgs) != 1 {
+		t.Fatalf("%d messages", len(msgs))
+	}
+	if got := parse(t, msgs[0].Data).Header.Get("Message-ID"); got != "<"+ev.ID+".receipt@shop.example>" {
+		t.Errorf("Message-ID %q for event %s", got, ev.ID)
+	}
+	if n := f.count(`state = 'sent' AND event_id = $1`, ev.ID); n != 1 || f.count(`true`) != 1 {
+		t.Errorf("receipts: %d sent for the event, %d in all", n, f.count(`true`))
+	}
+	var jobs int
+	if err := f.db.Get(&jobs, `SELECT count(*) FROM river_job WHERE kind = $1`, SendArgs{}.Kind()); err != nil || jobs != 1 {
+		t.Errorf("%d send jobs (%v)", jobs, err)
+	}
+}
