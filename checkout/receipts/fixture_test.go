@@ -15,6 +15,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	tdb "github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
@@ -23,13 +24,20 @@ const testFrom = "Shop <receipts@shop.example>"
 var testNow = time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 
 type fixture struct {
-	t  *testing.T
-	db *sqlx.DB
+	t   *testing.T
+	db  *sqlx.DB
+	dsn string // for a child process
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	return &fixture{t: t, db: dbtest.New(t)}
+	dsn := tdb.DSN(dbtest.NewURL(t))
+	db, err := sqlx.Connect("postgres", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return &fixture{t: t, db: db, dsn: dsn}
 }
 
 func (f *fixture) client(name string) int64 {
