@@ -12,6 +12,7 @@ import (
 
 	_ "github.com/lib/pq"
 
+	"github.com/tekrar/tekrar/checkout/receipts/receiptstest"
 	"github.com/tekrar/tekrar/internal/config"
 )
 
@@ -46,27 +47,27 @@ func TestCrashChild(t *testing.T) {
 // Message-ID and the same bytes, and records it sent once, with both attempts counted.
 func TestResendAfterTheProcessDies(t *testing.T) {
 	f := newFixture(t)
-	mb := newMailbox(t, "", "")
+	mb := receiptstest.New(t, "", "")
 	order, _ := f.paidOrder(f.client("Shop"), "bob@example.com")
 	ev := eventID()
 	id, _ := f.record(sending, ev, KindPaid, order, "")
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashEnvDSN+"="+f.dsn, crashEnvPort+"="+strconv.Itoa(mb.server.Port),
+	cmd.Env = append(os.Environ(), crashEnvDSN+"="+f.dsn, crashEnvPort+"="+strconv.Itoa(mb.Server.Port),
 		crashEnvReceipt+"="+strconv.FormatInt(id, 10))
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != crashExitCode {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
-	if state, attempts, _, _ := f.row(id); state != StateQueued || attempts != 1 || len(mb.messages()) != 1 {
-		t.Fatalf("after the child died: %s, %d attempts, %d messages", state, attempts, len(mb.messages()))
+	if state, attempts, _, _ := f.row(id); state != StateQueued || attempts != 1 || len(mb.Messages()) != 1 {
+		t.Fatalf("after the child died: %s, %d attempts, %d messages", state, attempts, len(mb.Messages()))
 	}
 
 	if err := sender(f, mb).Deliver(context.Background(), id, false); err != nil {
 		t.Fatal(err)
 	}
-	msgs := mb.messages()
+	msgs := mb.Messages()
 	if len(msgs) != 2 {
 		t.Fatalf("%d messages, want 2", len(msgs))
 	}

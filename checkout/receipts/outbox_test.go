@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/tekrar/tekrar/checkout/outbox"
+	"github.com/tekrar/tekrar/checkout/receipts/receiptstest"
 )
 
 // TestEventToReceiptThroughRiver: an order.paid event in the outbox is dispatched by River
@@ -16,7 +17,7 @@ import (
 // message with the event's Message-ID; the other event types make no receipt.
 func TestEventToReceiptThroughRiver(t *testing.T) {
 	f := newFixture(t)
-	mb := newMailbox(t, "", "")
+	mb := receiptstest.New(t, "", "")
 	client := f.client("Shop")
 	order, oid := f.paidOrder(client, "ayse@example.com")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -54,7 +55,7 @@ func TestEventToReceiptThroughRiver(t *testing.T) {
 			t.Fatal("no receipt was sent")
 		}
 	}
-	msgs := mb.messages()
+	msgs := mb.Messages()
 	if len(msgs) != 1 {
 		t.Fatalf("%d messages", len(msgs))
 	}

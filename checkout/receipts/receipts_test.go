@@ -11,10 +11,12 @@ import (
 
 	"github.com/emersion/go-smtp"
 	"github.com/riverqueue/river"
+
+	"github.com/tekrar/tekrar/checkout/receipts/receiptstest"
 )
 
-func sender(f *fixture, mb *mailbox) *Sender {
-	return &Sender{DB: f.db.DB, Mailer: &Mailer{Server: mb.server, From: testFrom}, Now: func() time.Time { return testNow }}
+func sender(f *fixture, mb *receiptstest.Mailbox) *Sender {
+	return &Sender{DB: f.db.DB, Mailer: &Mailer{Server: mb.Server, From: testFrom}, Now: func() time.Time { return testNow }}
 }
 
 var sending = &Recorder{From: testFrom, Send: true, Now: func() time.Time { return testNow }}
@@ -24,7 +26,7 @@ var sending = &Recorder{From: testFrom, Send: true, Now: func() time.Time { retu
 // again (a dispatch run twice) and the job run again change nothing.
 func TestPaidOrderSendsOneReceipt(t *testing.T) {
 	f := newFixture(t)
-	mb := newMailbox(t, "", "")
+	mb := receiptstest.New(t, "", "")
 	order, _ := f.paidOrder(f.client("Kahve Dükkanı"), "ayse@example.com")
 	ev := eventID()
 
@@ -41,7 +43,7 @@ func TestPaidOrderSendsOneReceipt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	msgs := mb.messages()
+	msgs := mb.Messages()
 	if len(msgs) != 1 {
 		t.Fatalf("%d messages, want 1", len(msgs))
 	}
@@ -81,7 +83,7 @@ func TestPaidOrderSendsOneReceipt(t *testing.T) {
 // first one byte for byte, Message-ID included, and the receipt is recorded sent once.
 func TestResendAfterCrashHasTheSameMessageID(t *testing.T) {
 	f := newFixture(t)
-	mb := newMailbox(t, "", "")
+	mb := receiptstest.New(t, "", "")
 	order, _ := f.paidOrder(f.client("Shop"), "bob@example.com")
 	ev := eventID()
 	id, _ := f.record(sending, ev, KindPaid, order, "")
@@ -99,7 +101,7 @@ func TestResendAfterCrashHasTheSameMessageID(t *testing.T) {
 	if err := s.Deliver(context.Background(), id, false); err != nil {
 		t.Fatal(err)
 	}
-	msgs := mb.messages()
+	msgs := mb.Messages()
 	if len(msgs) != 2 {
 		t.Fatalf("%d messages, want 2 (the send, and the resend)", len(msgs))
 	}
@@ -135,14 +137,14 @@ func TestSMTPFailuresAreRetried(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
-			mb := newMailbox(t, "", "")
+			mb := receiptstest.New(t, "", "")
 			order, _ := f.paidOrder(f.client("Shop"), "carol@example.com")
 			id, _ := f.record(sending, eventID(), KindPaid, order, "")
 			if tc.data != nil {
-				mb.failNext(tc.data)
+				mb.FailNext(tc.data)
 			}
 			if tc.rcpt != nil {
-				mb.failNextRcpt(tc.rcpt)
+				mb.FailNextRcpt(tc.rcpt)
 			}
 			s := sender(f, mb)
 			err := s.Deliver(context.Background(), id, tc.final)
@@ -174,8 +176,8 @@ func TestSMTPFailuresAreRetried(t *testing.T) {
 			if tc.wantState == StateFailed {
 				wantMsgs, wantAttempts = 0, 1
 			}
-			if state != tc.wantState || attempts != wantAttempts || sentAt.Valid != (tc.wantState == StateSent) || len(mb.messages()) != wantMsgs {
-				t.Errorf("end: %s, %d attempts, sent_at %v, %d messages", state, attempts, sentAt, len(mb.messages()))
+			if state != tc.wantState || attempts != wantAttempts || sentAt.Valid != (tc.wantState == StateSent) || len(mb.Messages()) != wantMsgs {
+				t.Errorf("end: %s, %d attempts, sent_at %v, %d messages", state, attempts, sentAt, len(mb.Messages()))
 			}
 		})
 	}
@@ -215,7 +217,7 @@ func TestNoEmailNoReceipt(t *testing.T) {
 // TestRefundReceipt: order.refunded sends a refund receipt naming the refund's amount.
 func TestRefundReceipt(t *testing.T) {
 	f := newFixture(t)
-	mb := newMailbox(t, "", "")
+	mb := receiptstest.New(t, "", "")
 	client := f.client("Shop")
 	order, oid := f.paidOrder(client, "erin@example.com")
 	rf := f.refund(oid, client, 4500)
@@ -223,7 +225,7 @@ func TestRefundReceipt(t *testing.T) {
 	if err := sender(f, mb).Deliver(context.Background(), id, false); err != nil {
 		t.Fatal(err)
 	}
-	msgs := mb.messages()
+	msgs := mb.Messages()
 	if len(msgs) != 1 {
 		t.Fatalf("%d messages", len(msgs))
 	}
@@ -237,13 +239,13 @@ func TestRefundReceipt(t *testing.T) {
 // encoded into the Subject), and a customer e-mail with one is not sent to at all.
 func TestHeaderInjectionIsRefused(t *testing.T) {
 	f := newFixture(t)
-	mb := newMailbox(t, "", "")
+	mb := receiptstest.New(t, "", "")
 	order, _ := f.paidOrder(f.client("Shop\r\nBcc: evil@attacker.example"), "frank@example.com")
 	id, _ := f.record(sending, eventID(), KindPaid, order, "")
 	if err := sender(f, mb).Deliver(context.Background(), id, false); err != nil {
 		t.Fatal(err)
 	}
-	msgs := mb.messages()
+	msgs := mb.Messages()
 	if len(msgs) != 1 || len(msgs[0].To) != 1 {
 		t.Fatalf("messages %+v", msgs)
 	}
@@ -267,7 +269,7 @@ func TestHeaderInjectionIsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := len(mb.messages()); n != 1 {
+	if n := len(mb.Messages()); n != 1 {
 		t.Errorf("%d messages: a bad address was sent to", n)
 	}
 	if _, err := buildMessage(Receipt{Recipient: "x@example.com\nBcc: y@example.com", MessageID: "<evt_1.receipt@shop.example>"}, testFrom); err == nil {
@@ -279,14 +281,14 @@ func TestHeaderInjectionIsRefused(t *testing.T) {
 // server is on loopback, where clear text is allowed).
 func TestCredentialsAreUsed(t *testing.T) {
 	f := newFixture(t)
-	mb := newMailbox(t, "shop", "s3cret")
+	mb := receiptstest.New(t, "shop", "s3cret")
 	order, _ := f.paidOrder(f.client("Shop"), "hale@example.com")
 	id, _ := f.record(sending, eventID(), KindPaid, order, "")
 	if err := sender(f, mb).Deliver(context.Background(), id, false); err != nil {
 		t.Fatal(err)
 	}
-	if len(mb.messages()) != 1 || mb.user != "shop" {
-		t.Fatalf("%d messages, authenticated as %q", len(mb.messages()), mb.user)
+	if len(mb.Messages()) != 1 || mb.User() != "shop" {
+		t.Fatalf("%d messages, authenticated as %q", len(mb.Messages()), mb.User())
 	}
 }
 

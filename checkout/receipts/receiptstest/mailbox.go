@@ -1,6 +1,9 @@
-package receipts
+// Package receiptstest is a real SMTP server (go-smtp's) on a loopback port that keeps the
+// messages it accepts, for tests of the receipts that tekrar sends.
+package receiptstest
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -13,28 +16,30 @@ import (
 	"github.com/tekrar/tekrar/internal/config"
 )
 
-// mailbox is a real SMTP server (go-smtp's) on a loopback port that keeps what it accepts.
+// Mailbox is a real SMTP server (go-smtp's) on a loopback port that keeps what it accepts.
 // Errors queued in fail are answered to DATA (or to RCPT, failRcpt), one per message.
-type mailbox struct {
+type Mailbox struct {
 	t        *testing.T
-	server   config.SMTPServer
+	Server   config.SMTPServer // what TEKRAR_SMTP_URL would say
 	mu       sync.Mutex
-	msgs     []received
+	msgs     []Received
+	got      chan struct{}
 	fail     []error
 	failRcpt []error
 	user     string // the user that authenticated, if any
 }
 
-type received struct {
+// Received is one accepted message.
+type Received struct {
 	From string
 	To   []string
 	Data []byte
 }
 
-// newMailbox starts the server; with user and pass set it requires AUTH PLAIN.
-func newMailbox(t *testing.T, user, pass string) *mailbox {
+// New starts the server; with user and pass set it requires AUTH PLAIN.
+func New(t *testing.T, user, pass string) *Mailbox {
 	t.Helper()
-	mb := &mailbox{t: t}
+	mb := &Mailbox{t: t, got: make(chan struct{}, 1000)}
 	s := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) {
 		return &session{mb: mb, user: user, pass: pass}, nil
 	}))
@@ -47,33 +52,36 @@ func newMailbox(t *testing.T, user, pass string) *mailbox {
 	go func() { _ = s.Serve(l) }()
 	t.Cleanup(func() { _ = s.Close() })
 	port := l.Addr().(*net.TCPAddr).Port
-	mb.server = config.SMTPServer{Host: "127.0.0.1", Port: port, Username: user, Password: pass}
+	mb.Server = config.SMTPServer{Host: "127.0.0.1", Port: port, Username: user, Password: pass}
 	return mb
 }
 
-func (mb *mailbox) messages() []received {
+// Messages returns the messages accepted so far.
+func (mb *Mailbox) Messages() []Received {
 	mb.mu.Lock()
 	defer mb.mu.Unlock()
-	return append([]received(nil), mb.msgs...)
+	return append([]Received(nil), mb.msgs...)
 }
 
-func (mb *mailbox) failNext(errs ...error) {
+// FailNext answers the next DATA commands with errs, one each.
+func (mb *Mailbox) FailNext(errs ...error) {
 	mb.mu.Lock()
 	defer mb.mu.Unlock()
 	mb.fail = append(mb.fail, errs...)
 }
 
-func (mb *mailbox) failNextRcpt(errs ...error) {
+// FailNextRcpt answers the next RCPT commands with errs, one each.
+func (mb *Mailbox) FailNextRcpt(errs ...error) {
 	mb.mu.Lock()
 	defer mb.mu.Unlock()
 	mb.failRcpt = append(mb.failRcpt, errs...)
 }
 
 type session struct {
-	mb         *mailbox
+	mb         *Mailbox
 	user, pass string
 	authed     bool
-	cur        received
+	cur        Received
 }
 
 func (s *session) AuthMechanisms() []string {
@@ -100,7 +108,7 @@ func (s *session) Mail(from string, _ *smtp.MailOptions) error {
 	if s.user != "" && !s.authed {
 		return smtp.ErrAuthRequired
 	}
-	s.cur = received{From: from}
+	s.cur = Received{From: from}
 	return nil
 }
 
@@ -130,8 +138,31 @@ func (s *session) Data(r io.Reader) error {
 	}
 	s.cur.Data = b
 	s.mb.msgs = append(s.mb.msgs, s.cur)
+	s.mb.got <- struct{}{}
 	return nil
 }
 
-func (s *session) Reset()        { s.cur = received{} }
+func (s *session) Reset()        { s.cur = Received{} }
 func (s *session) Logout() error { return nil }
+
+// User is the user that authenticated last, if any.
+func (mb *Mailbox) User() string {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	return mb.user
+}
+
+// Wait returns once n messages have been accepted in all, or fails the test when ctx ends.
+func (mb *Mailbox) Wait(ctx context.Context, n int) []Received {
+	mb.t.Helper()
+	for {
+		if msgs := mb.Messages(); len(msgs) >= n {
+			return msgs
+		}
+		select {
+		case <-mb.got:
+		case <-ctx.Done():
+			mb.t.Fatalf("%d messages accepted, waited for %d", len(mb.Messages()), n)
+		}
+	}
+}
