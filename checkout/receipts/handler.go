@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/riverqueue/river"
 
@@ -19,6 +21,8 @@ const Queue = "receipts"
 // ignores every other type.
 type Handler struct {
 	Recorder *Recorder
+	// Logger hears of events that cannot have a receipt (nil: not told).
+	Logger *slog.Logger
 }
 
 // HandleEvent records the event's receipt in the dispatch transaction and, when it is to be
@@ -39,9 +43,12 @@ func (h *Handler) HandleEvent(ctx context.Context, tx *sql.Tx, ev outbox.Event) 
 		Refund string `json:"refund"`
 	}
 	if err := json.Unmarshal(ev.Payload, &data); err != nil {
-		return fmt.Errorf("receipt for %s: payload: %w", ev.ID, err)
+		return h.skip(ev, fmt.Errorf("payload: %w: %w", errUnusable, err))
 	}
 	id, queued, err := h.Recorder.Record(ctx, tx, ev.ID, kind, data.Order, data.Refund)
+	if errors.Is(err, errUnusable) {
+		return h.skip(ev, err)
+	}
 	if err != nil {
 		return fmt.Errorf("receipt for %s: %w", ev.ID, err)
 	}
@@ -50,6 +57,15 @@ func (h *Handler) HandleEvent(ctx context.Context, tx *sql.Tx, ev outbox.Event) 
 	}
 	if _, err := river.ClientFromContext[*sql.Tx](ctx).InsertTx(ctx, tx, SendArgs{ReceiptID: id}, nil); err != nil {
 		return fmt.Errorf("receipt for %s: insert send job: %w", ev.ID, err)
+	}
+	return nil
+}
+
+// skip lets an event that can have no receipt go: retrying its dispatch would not change
+// that, and would hold up the event's other consumers (client webhooks) for nothing.
+func (h *Handler) skip(ev outbox.Event, err error) error {
+	if h.Logger != nil {
+		h.Logger.Warn("no receipt for event", "event", ev.ID, "type", ev.Type, "err", err)
 	}
 	return nil
 }

@@ -28,9 +28,10 @@ type orderFacts struct {
 	PaidAt     sql.NullTime
 }
 
-// errNoOrder: the event names an order that does not exist (a bug upstream, not a reason to
-// retry forever).
-var errNoOrder = errors.New("no such order")
+// errUnusable: the event cannot have a receipt, now or on any retry (an order or refund
+// that does not exist, data that cannot be read): a bug upstream, not a reason to retry
+// the event's dispatch.
+var errUnusable = errors.New("no receipt can be made")
 
 func loadOrder(ctx context.Context, tx *sql.Tx, publicID string) (orderFacts, error) {
 	var o orderFacts
@@ -43,7 +44,7 @@ func loadOrder(ctx context.Context, tx *sql.Tx, publicID string) (orderFacts, er
 		 WHERE o.public_id = $1`, publicID).Scan(&o.ID, &o.PublicID, &o.ClientID, &o.ClientName, &o.Amount,
 		&o.Currency, &o.Items, &o.Email, &o.CardBrand, &o.CardLast4, &o.PaidAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return o, fmt.Errorf("order %s: %w", publicID, errNoOrder)
+		return o, fmt.Errorf("order %q: no such order: %w", publicID, errUnusable)
 	}
 	if err != nil {
 		return o, fmt.Errorf("load order %s: %w", publicID, err)
@@ -71,7 +72,7 @@ func loadRefund(ctx context.Context, tx *sql.Tx, orderID int64, publicID string)
 		 ORDER BY id DESC
 		 LIMIT 1`, orderID, publicID).Scan(&r.ID, &r.PublicID, &r.Amount, &r.Reason, &r.At)
 	if errors.Is(err, sql.ErrNoRows) {
-		return r, fmt.Errorf("order %d has no succeeded refund %q", orderID, publicID)
+		return r, fmt.Errorf("order %d has no succeeded refund %q: %w", orderID, publicID, errUnusable)
 	}
 	if err != nil {
 		return r, fmt.Errorf("load refund: %w", err)

@@ -33,7 +33,7 @@ func (rc *Recorder) Record(ctx context.Context, tx *sql.Tx, eventID, kind, order
 	}
 	messageID, err := MessageID(eventID, rc.From)
 	if err != nil {
-		return 0, false, err
+		return 0, false, fmt.Errorf("%w: %w", errUnusable, err)
 	}
 	o, err := loadOrder(ctx, tx, orderPublicID)
 	if err != nil {

@@ -22,7 +22,7 @@ func compose(o orderFacts, rf *refundFacts, messageID string) (views.ReceiptMail
 		UnitAmount int64  `json:"unit_amount"`
 	}
 	if err := json.Unmarshal(o.Items, &items); err != nil {
-		return views.ReceiptMail{}, fmt.Errorf("order %s items: %w", o.PublicID, err)
+		return views.ReceiptMail{}, fmt.Errorf("order %s items: %w: %w", o.PublicID, errUnusable, err)
 	}
 	m := views.ReceiptMail{Merchant: o.ClientName, OrderID: o.PublicID, Total: money.Format(o.Amount, o.Currency),
 		MessageID: messageID}
