@@ -36,10 +36,8 @@ func (a *console) receiptPreview(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	h := c.Writer.Header()
-	h.Set("Content-Security-Policy", receiptPreviewCSP)
-	c.Data(http.StatusOK, "text/html; charset=utf-8", []byte(r.BodyHTML))
-	return nil
+	c.Writer.Header().Set("Content-Security-Policy", receiptPreviewCSP)
+	return a.render(c, http.StatusOK, views.ReceiptPreview(r.BodyHTML))
 }
 
 func (a *console) loadReceipt(c *gin.Context) (receipts.Receipt, error) {
