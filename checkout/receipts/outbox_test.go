@@ -70,3 +70,42 @@ func TestEventToReceiptThroughRiver(t *testing.T) {
 		t.Errorf("%d send jobs (%v)", jobs, err)
 	}
 }
+
+// TestAnEventWithoutAReceiptIsLetGo: an event whose order or refund does not exist, or
+// whose data cannot be read, makes no receipt and no error (retrying the dispatch could not
+// change it, and would hold up the event's other consumers); a database failure is an error.
+func TestAnEventWithoutAReceiptIsLetGo(t *testing.T) {
+	f := newFixture(t)
+	client := f.client("Shop")
+	order, _ := f.paidOrder(client, "ayse@example.com")
+	h := &Handler{Recorder: sending}
+	for _, ev := range []outbox.Event{
+		{ID: eventID(), Type: outbox.OrderPaid, Payload: []byte(`{"order":"ord_00000000000000000000000000000000"}`)},
+		{ID: eventID(), Type: outbox.OrderRefunded, Payload: []byte(`{"order":"` + order + `","refund":"rf_00000000000000000000000000000000"}`)},
+		{ID: eventID(), Type: outbox.OrderPaid, Payload: []byte(`not json`)},
+		{ID: "evt_bad id", Type: outbox.OrderPaid, Payload: []byte(`{"order":"` + order + `"}`)},
+		{ID: eventID(), Type: outbox.OrderDeclined, Payload: []byte(`{"order":"` + order + `"}`)},
+	} {
+		tx, err := f.db.DB.BeginTx(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.HandleEvent(context.Background(), tx, ev); err != nil {
+			t.Errorf("%s %s: %v", ev.Type, ev.Payload, err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.count(`true`); n != 0 {
+		t.Errorf("%d receipts", n)
+	}
+	tx, err := f.db.DB.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = tx.Rollback()
+	if err := h.HandleEvent(context.Background(), tx, outbox.Event{ID: eventID(), Type: outbox.OrderPaid, Payload: []byte(`{"order":"` + order + `"}`)}); err == nil {
+		t.Error("a failed transaction was not an error")
+	}
+}
