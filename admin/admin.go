@@ -80,6 +80,7 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	authed.GET("/orders/:id", h(c.order))
 	authed.GET("/audit", h(c.audit))
 	authed.GET("/inbox", h(c.inbox))
+	authed.GET("/events", h(c.outboxEvents))
 	authed.GET("/receipts", h(c.receiptsPage))
 	authed.GET("/receipts/:event", h(c.receiptPage))
 	authed.GET("/receipts/:event/html", h(c.receiptPreview))
