@@ -21,7 +21,7 @@ type SendArgs struct {
 func (SendArgs) Kind() string { return "receipt_send" }
 
 // InsertOpts: unique per receipt; up to sendAttempts tries with River's backoff (about
-// seven hours from the first to the last).
+// four hours from the first to the last: attempt^4 seconds apart).
 func (SendArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: Queue, MaxAttempts: sendAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
