@@ -112,15 +112,28 @@ func TestEveryConsoleErrorIsAConsolePage(t *testing.T) {
 		return v
 	}
 	admCSRF, viewerCSRF := csrf(adm), csrf(viewer)
+	// A receipt of the order, for the receipt pages' :event.
+	const walkEvent = "evt_routewalk"
+	if _, err := e.DB.Exec(`
+		INSERT INTO receipts (event_id, order_id, client_id, kind, recipient, subject, message_id, body_text, body_html, state, created_at)
+		SELECT $2, id, client_id, 'paid', 'walk@example.com', 'Receipt', '<evt_routewalk.receipt@shop.example>', 'text', '<p>html</p>', 'kept', now()
+		  FROM orders WHERE public_id = $1`, order, walkEvent); err != nil {
+		t.Fatal(err)
+	}
 
 	// fill puts ids into a route's parameters: orderID for :id of an order, opID for an
-	// operator's, clientID and key for a key's, and key for a product's sku.
+	// operator's, clientID and key for a key's, key for a product's sku; :event is the order's
+	// receipt's event, or an event with no receipt when orderID is not the order.
 	fill := func(route, orderID, opID, clientID, key string) string {
 		id := orderID
 		if strings.HasPrefix(route, "/admin/operators/") {
 			id = opID
 		}
-		return strings.NewReplacer(":client", clientID, ":key", key, ":sku", key, ":id", id).Replace(route)
+		event := "evt_nothing"
+		if orderID == order {
+			event = walkEvent
+		}
+		return strings.NewReplacer(":client", clientID, ":key", key, ":sku", key, ":id", id, ":event", event).Replace(route)
 	}
 	type request struct {
 		b            *browser

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emersion/go-smtp"
+
+	"github.com/tekrar/tekrar/checkout/receipts/receiptstest"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
@@ -20,9 +24,11 @@ import (
 // paths that log (a refused secret, approvals, a decline, a provider failure, a provider
 // timeout, a replay, a refund, bad input, the console's sign-in) and then reads every line
 // both processes wrote. None may hold a client secret (right or wrong), the database
-// password, a card token, customer data, an operator's password, a session cookie or a
-// CSRF token.
+// password, the SMTP password, a card token, customer data (an SMTP server's reply quoting
+// the customer's address included), an operator's password, a session cookie or a CSRF
+// token.
 func TestLogsCarryNoSecrets(t *testing.T) {
+	const smtpPassword = "smtp-pw-5c1e77ab"
 	t.Parallel()
 	dbURL := withPassword(t, dbtest.NewURL(t), "db-pw-8f3a91c2")
 	db := openDB(t, dbURL)
@@ -30,8 +36,12 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 	pspAddr := addrOf(ports[1])
 	psp := startTekrar(t, childEnv("DATABASE_URL="+dbURL, "TEKRAR_PSP_ADDR="+pspAddr), nil, "psp")
 	waitUp(t, psp, "http://"+pspAddr, "/charges/none", 30*time.Second)
+	// Receipts go to an SMTP server that wants a password and refuses the first one with a
+	// reply that quotes the address: neither may reach the log.
+	mb := receiptstest.New(t, "smtp-user", smtpPassword)
 	serve, base := startServe(t, dbURL, ports[0], "TEKRAR_LOG_LEVEL=debug",
-		"TEKRAR_PSP_URL=http://"+pspAddr, "TEKRAR_PROVIDER_TIMEOUT=500ms")
+		"TEKRAR_PSP_URL=http://"+pspAddr, "TEKRAR_PROVIDER_TIMEOUT=500ms", "TEKRAR_OUTBOX_POLL=100ms",
+		fmt.Sprintf("TEKRAR_SMTP_URL=smtp://smtp-user:%s@127.0.0.1:%d", smtpPassword, mb.Server.Port))
 	c := newHTTPClient()
 	secret := newClientSecret(t, dbURL, "log app")
 
@@ -42,6 +52,7 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 		deviceID    = "device-logcheck-5512"
 		opPassword  = "log check horse battery"
 	)
+	mb.FailNext(&smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 2, 0}, Message: "mailbox of " + email + " is busy"})
 	order := func(token string, amount int64) []byte {
 		return []byte(fmt.Sprintf(`{"currency":"TRY","items":[{"sku":"A","name":"A","quantity":1,"unit_amount":%d}],`+
 			`"amount":%d,"payment":{"card_token":%q},"customer":{"id":%q,"email":%q},"metadata":{"device_id":%q}}`,
@@ -109,6 +120,11 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 		t.Fatalf("sign-out: %d", s)
 	}
 
+	// The receipts of the payment (sent again after the refusal) and of the refund.
+	waitCtx, cancelWait := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelWait()
+	mb.Wait(waitCtx, 2)
+
 	// Everything is written by the time both have exited.
 	if n := countRows(t, db, `SELECT count(*) FROM orders`); n != 4 {
 		t.Errorf("%d orders, want 4 (paid, declined, failed, timed out)", n)
@@ -138,6 +154,7 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 		"client secret's body": strings.TrimPrefix(secret, "tekrar_sk_"),
 		"refused secret":       wrongSecret,
 		"database password":    "db-pw-8f3a91c2",
+		"SMTP password":        smtpPassword,
 		"card token":           "tok_",
 		"customer email":       email,
 		"customer id":          customerID,

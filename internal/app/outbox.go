@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/tekrar/tekrar/checkout/outbox"
+	"github.com/tekrar/tekrar/checkout/receipts"
 	"github.com/tekrar/tekrar/internal/config"
 )
 
@@ -25,8 +26,20 @@ type Consumer struct {
 
 // consumers lists what every tekrar process runs on the outbox. A part of tekrar that
 // reacts to events adds its Consumer here.
-func consumers(_ config.Server, _ *sql.DB, _ *slog.Logger) []Consumer {
-	return nil
+func consumers(cfg config.Server, db *sql.DB, logger *slog.Logger) []Consumer {
+	return []Consumer{receiptsConsumer(cfg, db, logger)}
+}
+
+// receiptsConsumer e-mails receipts of paid and refunded orders through cfg.SMTP, or keeps
+// them for the console when no SMTP server is configured (docs/receipts.md).
+func receiptsConsumer(cfg config.Server, db *sql.DB, logger *slog.Logger) Consumer {
+	sender := &receipts.Sender{DB: db, Mailer: &receipts.Mailer{Server: cfg.SMTP, From: cfg.SMTPFrom}}
+	return Consumer{
+		Handler: &receipts.Handler{Recorder: &receipts.Recorder{From: cfg.SMTPFrom, Send: cfg.SMTP.Configured()},
+			Logger: logger.With("component", "receipts")},
+		AddWorkers: func(w *river.Workers) { receipts.AddWorkers(w, sender) },
+		Queues:     map[string]river.QueueConfig{receipts.Queue: {MaxWorkers: 5}},
+	}
 }
 
 // WithConsumers adds consumers to the ones every process runs; tests use it.

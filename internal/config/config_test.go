@@ -167,3 +167,47 @@ func TestFlagsAfterArguments(t *testing.T) {
 		t.Fatalf("role %q, args %q", role, s.Args())
 	}
 }
+
+func TestSMTPURL(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want SMTPServer
+		bad  bool
+	}{
+		{in: "", want: SMTPServer{}},
+		{in: "smtp://mail.example", want: SMTPServer{Host: "mail.example", Port: 587}},
+		{in: "smtp://u%40x:p%3Ass@mail.example:2525", want: SMTPServer{Host: "mail.example", Port: 2525, Username: "u@x", Password: "p:ss"}},
+		{in: "smtps://u:secretpw@[::1]", want: SMTPServer{Host: "::1", Port: 465, ImplicitTLS: true, Username: "u", Password: "secretpw"}},
+		{in: "http://u:secretpw@mail.example", bad: true},
+		{in: "smtp://u:secretpw@mail.example:0", bad: true},
+		{in: "smtp://u:secretpw@mail.example/x", bad: true},
+		{in: "smtp://u:secret%0D%0Apw@mail.example", bad: true},
+		{in: "smtp://:25", bad: true},
+	} {
+		c, err := LoadServer("serve", nil, env("TEKRAR_SMTP_URL", tc.in), io.Discard)
+		if tc.bad {
+			if err == nil {
+				t.Errorf("%q: accepted", tc.in)
+			} else if strings.Contains(err.Error(), "secret") {
+				t.Errorf("%q: the error shows the password: %v", tc.in, err)
+			}
+			continue
+		}
+		if err != nil || c.SMTP != tc.want {
+			t.Errorf("%q: got %+v, %v; want %+v", tc.in, c.SMTP, err, tc.want)
+		}
+		if strings.Contains(c.SMTP.String(), "secret") {
+			t.Errorf("%q: String shows the password: %s", tc.in, c.SMTP)
+		}
+	}
+	for _, from := range []string{"receipts@shop.example", "Shop <receipts@shop.example>"} {
+		if _, err := LoadServer("serve", nil, env("TEKRAR_SMTP_FROM", from), io.Discard); err != nil {
+			t.Errorf("from %q: %v", from, err)
+		}
+	}
+	for _, from := range []string{"nobody", "a@b.example, c@d.example", "Shop <r@shop.example>\r\nBcc: x@evil.example"} {
+		if _, err := LoadServer("serve", nil, env("TEKRAR_SMTP_FROM", from), io.Discard); err == nil {
+			t.Errorf("from %q accepted", from)
+		}
+	}
+}

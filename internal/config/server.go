@@ -29,6 +29,11 @@ type Server struct {
 	// may be for the console to flag them as a suspected double tap.
 	DoubleTapWindow time.Duration
 
+	// Receipts: the SMTP server they are sent through (zero: kept for the console) and
+	// their From address.
+	SMTP     SMTPServer
+	SMTPFrom string
+
 	// The checkout engine.
 	Lease            time.Duration
 	ProviderTimeout  time.Duration
@@ -102,6 +107,8 @@ func BindServer(s *Set, command string, c *Server) {
 	s.Bool(&c.SecureCookies, "secure-cookies", "TEKRAR_SECURE_COOKIES", "false", "mark console cookies Secure even on plain HTTP (TLS ends at a proxy in front); they are Secure on TLS anyway")
 	s.Duration(&c.DoubleTapWindow, "double-tap-window", "TEKRAR_DOUBLE_TAP_WINDOW", "2m", "console: how far apart two paid orders of one customer with the same amount and items are flagged as a suspected double tap", time.Second, 24*time.Hour)
 	s.CIDRs(&c.TrustedProxies, "trusted-proxies", "TEKRAR_TRUSTED_PROXIES", "comma-separated CIDRs of proxies whose X-Forwarded-For is believed for the client address in key history")
+	s.SMTPURL(&c.SMTP, "smtp-url", "TEKRAR_SMTP_URL", "SMTP server for receipts: smtp://user:pass@host:port (STARTTLS when offered) or smtps://...; unset: receipts are kept for the console, not sent")
+	s.MailAddress(&c.SMTPFrom, "smtp-from", "TEKRAR_SMTP_FROM", "tekrar <receipts@localhost>", "From address of receipts; its domain ends their Message-IDs")
 	s.Int(&c.MaxBodyBytes, "max-body-bytes", "TEKRAR_MAX_BODY_BYTES", "65536", "largest request body accepted; larger gets 413", 1024, 10<<20)
 	s.Duration(&c.Lease, "lease", "TEKRAR_LEASE", "30s", "how long a worker holds an idempotency key before a retry may take it over", time.Second, time.Hour)
 	s.Duration(&c.ProviderTimeout, "provider-timeout", "TEKRAR_PROVIDER_TIMEOUT", "10s", "longest wait for one payment provider call; past it the outcome is unknown (503 payment_pending)", 10*time.Millisecond, 5*time.Minute)

@@ -1,0 +1,125 @@
+package admin_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/PuerkitoBio/goquery"
+
+	"github.com/tekrar/tekrar/admin"
+	"github.com/tekrar/tekrar/checkout/receipts"
+	"github.com/tekrar/tekrar/internal/apptest"
+)
+
+// recordReceipt makes the receipt of an order.paid event as the outbox's handler would,
+// with no SMTP server configured (kept), and returns the event's id.
+func recordReceipt(t *testing.T, e *apptest.Env, order string) string {
+	t.Helper()
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	ev := "evt_" + hex.EncodeToString(b)
+	tx, err := e.DB.DB.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	rc := &receipts.Recorder{From: "Shop <receipts@shop.example>"}
+	if id, _, err := rc.Record(context.Background(), tx, ev, receipts.KindPaid, order, ""); err != nil || id == 0 {
+		t.Fatalf("record receipt of %s: %d %v", order, id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+// TestReceiptsPage: without an SMTP server, receipts are kept and listed; narrowing to a
+// client shows none of another client's; a receipt's page shows its text and its HTML as
+// text, and its HTML on its own only under a sandboxing policy; the order's page links to
+// its receipts.
+func TestReceiptsPage(t *testing.T) {
+	e := apptest.New(t)
+	b := actSignIn(t, e, "viewer@example.com", admin.RoleViewer)
+	mine := pay(t, e, payment{key: "rcpt-1", item: "Latte", amount: 4500, email: "ayse@example.com"})
+	ev := recordReceipt(t, e, mine)
+
+	var other int64
+	var theirs string
+	if err := e.DB.Get(&other, `INSERT INTO clients (name, secret_hash) VALUES ('Other shop', sha256('other')) RETURNING id`); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DB.Get(&theirs, `
+		INSERT INTO orders (client_id, status, amount, currency, items, customer_email, captured_amount, created_at, updated_at)
+		VALUES ($1, 'paid', 100, 'TRY', '[{"sku":"X","name":"<script>alert(1)</script>","quantity":1,"unit_amount":100}]',
+		        'mehmet@example.com', 100, now(), now()) RETURNING public_id`, other); err != nil {
+		t.Fatal(err)
+	}
+	theirEv := recordReceipt(t, e, theirs)
+	// The rendered HTML escapes the item name; markup stored in the HTML itself stands for
+	// whatever a future template or a bug might let through.
+	if _, err := e.DB.Exec(`UPDATE receipts SET body_html = body_html || '<script>alert(2)</script>' WHERE event_id = $1`, theirEv); err != nil {
+		t.Fatal(err)
+	}
+
+	all := b.do("GET", "/admin/receipts", nil)
+	if all.status != http.StatusOK {
+		t.Fatalf("receipts: %d %s", all.status, all.body)
+	}
+	if n := all.doc.Find("table.receipts tbody tr").Length(); n != 2 {
+		t.Errorf("%d rows, want 2", n)
+	}
+	var pairs []string
+	all.doc.Find("dl.counts dt").Each(func(_ int, dt *goquery.Selection) { pairs = append(pairs, dt.Text()+" "+dt.Next().Text()) })
+	if counts := strings.Join(pairs, ", "); !strings.Contains(counts, "Kept (no SMTP server) 2") || !strings.Contains(counts, "Sent 0") {
+		t.Errorf("counts %q", counts)
+	}
+
+	narrowed := b.do("GET", "/admin/receipts?client="+strconv.FormatInt(e.ClientID, 10), nil)
+	if n := narrowed.doc.Find("table.receipts tbody tr").Length(); n != 1 ||
+		!strings.Contains(narrowed.body, "ayse@example.com") || strings.Contains(narrowed.body, "mehmet@example.com") || strings.Contains(narrowed.body, theirs) {
+		t.Errorf("narrowed to client %d: %d rows; another client's receipt shown or its own missing", e.ClientID, n)
+	}
+	if p := b.do("GET", "/admin/receipts?client=x", nil); p.status != http.StatusBadRequest {
+		t.Errorf("client=x: %d", p.status)
+	}
+
+	one := b.do("GET", "/admin/receipts/"+theirEv, nil)
+	if one.status != http.StatusOK {
+		t.Fatalf("receipt: %d", one.status)
+	}
+	if strings.Contains(one.body, "<script>alert") || one.doc.Find("main [style]").Length() > 0 {
+		t.Error("the receipt's HTML was put into the console page as markup")
+	}
+	if pre := one.doc.Find("pre.receipt-text").Text(); !strings.Contains(pre, "<script>alert(2)</script>") || !strings.Contains(pre, "&lt;script&gt;alert(1)") {
+		t.Error("the receipt's text or HTML source is not shown")
+	}
+	if !strings.Contains(one.body, "&lt;"+theirEv+".receipt@shop.example&gt;") {
+		t.Error("the Message-ID is not shown")
+	}
+	href, _ := one.doc.Find(`a[href$="/html"]`).Attr("href")
+	preview := b.do("GET", href, nil)
+	csp := preview.header.Get("Content-Security-Policy")
+	if preview.status != http.StatusOK || !strings.HasPrefix(csp, "sandbox;") || strings.Contains(csp, "script-src") {
+		t.Errorf("preview %q: %d, CSP %q", href, preview.status, csp)
+	}
+	if !strings.Contains(preview.body, "1.00 TRY") {
+		t.Errorf("preview body: %s", preview.body)
+	}
+	if p := b.do("GET", "/admin/receipts/evt_nothing", nil); p.status != http.StatusNotFound {
+		t.Errorf("unknown receipt: %d", p.status)
+	}
+
+	order := b.do("GET", "/admin/orders/"+mine, nil)
+	link, ok := order.doc.Find(`a[href^="/admin/receipts?order="]`).Attr("href")
+	if !ok {
+		t.Fatal("the order's page does not link to its receipts")
+	}
+	if p := b.do("GET", link, nil); p.doc.Find("table.receipts tbody tr").Length() != 1 || !strings.Contains(p.body, ev) {
+		t.Errorf("the order's receipts: %s", p.body)
+	}
+}

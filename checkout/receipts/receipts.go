@@ -1,0 +1,55 @@
+// Package receipts e-mails a customer a receipt when their order is paid or refunded.
+//
+// A receipt is made by an outbox event's handler, inside the event's dispatch transaction:
+// it is rendered (views.ReceiptHTML and views.ReceiptText), stored in the receipts table
+// once per event, and, when an SMTP server is configured, handed to a send job inserted in
+// the same transaction. Without an SMTP server (the dev default) the receipt is kept, for
+// the console to show; it is never dropped.
+//
+// The stored receipt is what is sent: the send job builds the MIME message from the row,
+// byte for byte the same on every attempt, with a Message-ID derived from the event. A
+// resend after a crash (the SMTP server accepted the message, the process died before
+// recording it) therefore carries the Message-ID of the first send, and the customer's mail
+// client or a deduplicating relay recognises it.
+//
+// The package must not import checkout (checkout dispatches events to it); it reads the
+// orders, payments and refunds it needs with its own SQL.
+package receipts
+
+import (
+	"time"
+)
+
+// Kinds of receipt, by the event that makes them.
+const (
+	KindPaid     = "paid"     // order.paid
+	KindRefunded = "refunded" // order.refunded
+)
+
+// States of a receipt.
+const (
+	StateKept   = "kept"   // no SMTP server configured: shown on the console, not sent
+	StateQueued = "queued" // a send job owns it (attempts and LastError say how it goes)
+	StateSent   = "sent"   // the SMTP server accepted it
+	StateFailed = "failed" // refused for good, or the send job gave up
+)
+
+// Receipt is one row of the receipts table.
+type Receipt struct {
+	ID            int64      `db:"id"`
+	EventID       string     `db:"event_id"`
+	OrderPublicID string     `db:"order_public_id"`
+	ClientID      int64      `db:"client_id"`
+	ClientName    string     `db:"client_name"`
+	Kind          string     `db:"kind"`
+	Recipient     string     `db:"recipient"`
+	Subject       string     `db:"subject"`
+	MessageID     string     `db:"message_id"`
+	BodyText      string     `db:"body_text"`
+	BodyHTML      string     `db:"body_html"`
+	State         string     `db:"state"`
+	Attempts      int        `db:"attempts"`
+	LastError     *string    `db:"last_error"`
+	CreatedAt     time.Time  `db:"created_at"`
+	SentAt        *time.Time `db:"sent_at"`
+}

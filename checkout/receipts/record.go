@@ -1,0 +1,80 @@
+package receipts
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// Recorder makes receipts: it renders one for an event and stores it, in the event's
+// transaction.
+type Recorder struct {
+	// From is the receipts' From address; its domain ends their Message-IDs.
+	From string
+	// Send: an SMTP server is configured, and a stored receipt is queued for a send job.
+	// Without one the receipt is kept for the console.
+	Send bool
+	Now  func() time.Time
+}
+
+// Record renders the receipt of kind (KindPaid or KindRefunded) for event eventID about
+// the order orderPublicID (and, for a refund, the refund refundPublicID, or the order's
+// latest refund when empty) and stores it in tx. It returns the new receipt's id and
+// whether it is queued for sending; id 0 means no new receipt: the event has one already
+// (this is a run again after a crash), or the order has no customer e-mail, so there is
+// nobody to send it to.
+//
+// An address that cannot be used safely (a line break, several mailboxes) is not sent to:
+// the receipt is stored as failed, with the reason, for an operator to see.
+func (rc *Recorder) Record(ctx context.Context, tx *sql.Tx, eventID, kind, orderPublicID, refundPublicID string) (id int64, queued bool, _ error) {
+	if kind != KindPaid && kind != KindRefunded {
+		return 0, false, fmt.Errorf("receipt kind %q", kind)
+	}
+	messageID, err := MessageID(eventID, rc.From)
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: %w", errUnusable, err)
+	}
+	o, err := loadOrder(ctx, tx, orderPublicID)
+	if err != nil {
+		return 0, false, err
+	}
+	if o.Email == "" {
+		return 0, false, nil
+	}
+	var rf *refundFacts
+	n := newReceipt{EventID: eventID, Kind: kind, Recipient: o.Email, MessageID: messageID, OrderID: o.ID,
+		ClientID: o.ClientID, State: StateKept, CreatedAt: rc.now()}
+	if kind == KindRefunded {
+		r, err := loadRefund(ctx, tx, o.ID, refundPublicID)
+		if err != nil {
+			return 0, false, err
+		}
+		rf, n.RefundID = &r, sql.NullInt64{Int64: r.ID, Valid: true}
+	}
+	m, err := compose(o, rf, messageID)
+	if err != nil {
+		return 0, false, err
+	}
+	if n.Subject, n.Text, n.HTML, err = render(ctx, m); err != nil {
+		return 0, false, err
+	}
+	switch {
+	case checkRecipient(o.Email) != nil:
+		n.State, n.LastError = StateFailed, sql.NullString{String: errBadRecipient.Error(), Valid: true}
+	case rc.Send:
+		n.State = StateQueued
+	}
+	id, err = insertReceipt(ctx, tx, n)
+	if err != nil {
+		return 0, false, err
+	}
+	return id, id != 0 && n.State == StateQueued, nil
+}
+
+func (rc *Recorder) now() time.Time {
+	if rc.Now == nil {
+		return time.Now()
+	}
+	return rc.Now()
+}

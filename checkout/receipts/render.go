@@ -1,0 +1,54 @@
+package receipts
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/tekrar/tekrar/checkout/money"
+	"github.com/tekrar/tekrar/views"
+)
+
+// receiptTime is how a receipt writes a time: UTC, since the customer's zone is unknown.
+const receiptTime = "2 January 2006 15:04 UTC"
+
+// compose fills the receipt's view from the order (and, for a refund, the refund).
+func compose(o orderFacts, rf *refundFacts, messageID string) (views.ReceiptMail, error) {
+	var items []struct {
+		Name       string `json:"name"`
+		Quantity   int64  `json:"quantity"`
+		UnitAmount int64  `json:"unit_amount"`
+	}
+	if err := json.Unmarshal(o.Items, &items); err != nil {
+		return views.ReceiptMail{}, fmt.Errorf("order %s items: %w: %w", o.PublicID, errUnusable, err)
+	}
+	m := views.ReceiptMail{Merchant: o.ClientName, OrderID: o.PublicID, Total: money.Format(o.Amount, o.Currency),
+		MessageID: messageID}
+	for _, it := range items {
+		m.Items = append(m.Items, views.ReceiptItem{Name: it.Name, Quantity: strconv.FormatInt(it.Quantity, 10),
+			Amount: money.Format(it.Quantity*it.UnitAmount, o.Currency)})
+	}
+	if o.CardLast4 != "" {
+		m.Card = o.CardBrand + " •••• " + o.CardLast4
+	}
+	if o.PaidAt.Valid {
+		m.When = o.PaidAt.Time.UTC().Format(receiptTime)
+	}
+	if rf != nil {
+		m.Refund, m.RefundID, m.Reason = true, rf.PublicID, rf.Reason
+		m.Refunded = money.Format(rf.Amount, o.Currency)
+		m.When = rf.At.UTC().Format(receiptTime)
+	}
+	return m, nil
+}
+
+// render writes the receipt's subject, text and HTML.
+func render(ctx context.Context, m views.ReceiptMail) (subject, text, html string, _ error) {
+	var b bytes.Buffer
+	if err := views.ReceiptHTML(m).Render(ctx, &b); err != nil {
+		return "", "", "", fmt.Errorf("render receipt: %w", err)
+	}
+	return views.ReceiptSubject(m), views.ReceiptText(m), b.String(), nil
+}
