@@ -23,6 +23,7 @@ import (
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/api"
 	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/hooks"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/webhook"
 	"github.com/tekrar/tekrar/internal/config"
@@ -89,11 +90,21 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		Now:             o.now,
 		Crash:           o.crash,
 	}, logger)
+	sealer, err := hooks.NewSealer(cfg.SecretsKey)
+	if err != nil {
+		return nil, fmt.Errorf("TEKRAR_SECRETS_KEY: %w", err)
+	}
+	if sealer == nil {
+		logger.Warn("TEKRAR_SECRETS_KEY is not set: client webhook endpoints cannot be created (503 webhook_secrets_key_missing)")
+	}
+	policy := hooks.Policy{AllowLoopback: cfg.WebhooksAllowLoopback}
+	endpoints := &hooks.Store{DB: db, Sealer: sealer, Policy: policy, Now: o.now}
 	api.Register(e.Group("/v1"), api.Deps{
 		Logger:        logger,
 		Authenticator: clients.NewAuthenticator(db, cfg.AuthCacheTTL),
 		Service:       svc,
 		MaxBodyBytes:  int64(cfg.MaxBodyBytes),
+		Hooks:         endpoints,
 	})
 	if cfg.PSPWebhookSecrets != "" {
 		var keys []webhook.Key

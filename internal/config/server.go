@@ -27,6 +27,11 @@ type Server struct {
 	// DoubleTapWindow is how far apart two paid orders of one customer, amount and items
 	// may be for the console to flag them as a suspected double tap.
 	DoubleTapWindow time.Duration
+	// SecretsKey encrypts webhook endpoints' signing secrets at rest (base64 of 32 bytes);
+	// empty: endpoints cannot be created. dev keeps one in its data directory.
+	SecretsKey string
+	// WebhooksAllowLoopback lets endpoints be http and on loopback addresses (dev).
+	WebhooksAllowLoopback bool
 
 	// The checkout engine.
 	Lease            time.Duration
@@ -90,6 +95,8 @@ func BindServer(s *Set, command string, c *Server) {
 	s.URL(&c.PSPURL, "psp-url", "TEKRAR_PSP_URL", "payment provider base URL (a 'tekrar psp' process); unset: the sandbox provider runs in-process")
 	s.Bool(&c.SecureCookies, "secure-cookies", "TEKRAR_SECURE_COOKIES", "false", "mark console cookies Secure even on plain HTTP (TLS ends at a proxy in front); they are Secure on TLS anyway")
 	s.Duration(&c.DoubleTapWindow, "double-tap-window", "TEKRAR_DOUBLE_TAP_WINDOW", "2m", "console: how far apart two paid orders of one customer with the same amount and items are flagged as a suspected double tap", time.Second, 24*time.Hour)
+	s.String(&c.SecretsKey, "secrets-key", "TEKRAR_SECRETS_KEY", "", "key that webhook endpoints' signing secrets are encrypted under (base64 of 32 random bytes: openssl rand -base64 32)"+map[bool]string{true: "; unset: made once and kept in the dev directory", false: "; unset: webhook endpoints cannot be created"}[dev])
+	s.Bool(&c.WebhooksAllowLoopback, "webhooks-allow-loopback", "TEKRAR_WEBHOOKS_ALLOW_LOOPBACK", map[bool]string{true: "true", false: "false"}[dev], "client webhook endpoints may be http and on loopback addresses (a receiver on this machine); never in production")
 	s.CIDRs(&c.TrustedProxies, "trusted-proxies", "TEKRAR_TRUSTED_PROXIES", "comma-separated CIDRs of proxies whose X-Forwarded-For is believed for the client address in key history")
 	s.Int(&c.MaxBodyBytes, "max-body-bytes", "TEKRAR_MAX_BODY_BYTES", "65536", "largest request body accepted; larger gets 413", 1024, 10<<20)
 	s.Duration(&c.Lease, "lease", "TEKRAR_LEASE", "30s", "how long a worker holds an idempotency key before a retry may take it over", time.Second, time.Hour)

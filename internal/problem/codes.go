@@ -41,6 +41,8 @@ const (
 	CodeNeedsAttention               Code = "needs_attention"
 	CodeHTTPVersionNotSupported      Code = "http_version_not_supported"
 	CodeWebhookSignatureInvalid      Code = "webhook_signature_invalid"
+	CodeWebhookEndpointNotFound      Code = "webhook_endpoint_not_found"
+	CodeWebhookSecretsKeyMissing     Code = "webhook_secrets_key_missing"
 )
 
 // Spec is everything about a code that does not depend on the occurrence: its status, its
@@ -92,6 +94,8 @@ var Codes = []Spec{
 		"no such order for this client (another client's order is not found, by design; so is anything in an order's place in the path that is not an order id, `ord_…`, such as an integer)"},
 	{CodeRefundNotFound, http.StatusNotFound, "Refund not found", false, true, false, 0,
 		"the order has no such refund (anything in a refund's place in the path that is not a refund id, `rf_…`, is not found either)"},
+	{CodeWebhookEndpointNotFound, http.StatusNotFound, "Webhook endpoint not found", false, true, false, 0,
+		"this client has no such webhook endpoint, or deleted it (another client's endpoint is not found, by design; so is anything in its place in the path that is not an endpoint id, `we_…`)"},
 	{CodeIdempotencyKeyNotFound, http.StatusNotFound, "Idempotency key not found", false, true, false, 0,
 		"this client never sent this key, or it was forgotten after its retention"},
 	{CodeMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed", false, true, false, 0,
@@ -131,6 +135,9 @@ var Codes = []Spec{
 		"the database is unreachable; tekrar failed closed and executed nothing it could not record"},
 	{CodeNeedsAttention, http.StatusServiceUnavailable, "This request needs an operator", true, false, false, 1,
 		"the outcome could not be resolved automatically and an operator is on it"},
+	// The operator must configure tekrar; nothing the client changes helps.
+	{CodeWebhookSecretsKeyMissing, http.StatusServiceUnavailable, "Webhook signing is not configured", false, true, false, 0,
+		"`POST /v1/webhook-endpoints` and `rotate-secret`: this tekrar has no `TEKRAR_SECRETS_KEY`, which endpoint signing secrets are encrypted under; nothing was stored. Ask the operator (docs/webhooks-out.md)"},
 	{CodeHTTPVersionNotSupported, http.StatusHTTPVersionNotSupported, "HTTP version not supported", false, true, false, 0,
 		"an HTTP version other than 1.x on an HTTP/1 connection; the connection is closed"},
 }
