@@ -2,7 +2,8 @@
 // applies them with goose's Provider API so that no global state is involved.
 //
 // Each file is a goose SQL migration (-- +goose Up / -- +goose Down). Files are numbered; a
-// package that owns a table adds the file that creates it.
+// package that owns a table adds the file that creates it. Migration 19 is written in Go
+// (00019_outbox.go), because it applies River's schema with River's own migrator.
 package migrations
 
 import (
@@ -10,6 +11,8 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
+	"io"
+	"log/slog"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -25,7 +28,8 @@ func NewProvider(db *sql.DB) (*goose.Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("migration locker: %w", err)
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, files, goose.WithSessionLocker(locker))
+	p, err := goose.NewProvider(goose.DialectPostgres, db, files, goose.WithSessionLocker(locker),
+		goose.WithGoMigrations(outboxMigration()))
 	if err != nil {
 		return nil, fmt.Errorf("migration provider: %w", err)
 	}
@@ -43,3 +47,7 @@ func Up(ctx context.Context, db *sql.DB) error {
 	}
 	return nil
 }
+
+// quietLogger keeps River's migrator from logging each step it applies; goose reports the
+// migration as a whole.
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -43,6 +43,9 @@ var validRows = map[string]map[string]string{
 		"client_id": "1", "order_id": "1", "charge_key": "'pk-c'", "reason": "'test'",
 		"next_attempt_at": "now()", "watch_until": "now() + interval '1 day'", "created_at": "now()",
 	},
+	"outbox_events": {
+		"client_id": "1", "type": "'order.paid'", "order_id": "1", "payload": `'{"order":"x"}'`,
+	},
 	"psp_refunds": {
 		"id": "'re_1'", "key": "'prk-1'", "charge_id": "'ch_fixture'", "amount": "10", "created_at": "now()",
 	},
@@ -125,6 +128,9 @@ func TestTheDatabaseRefusesImpossibleRows(t *testing.T) {
 		{"compensations", map[string]string{"settled_at": "now()"}},
 		{"compensations", map[string]string{"refund_id": "'re_x'", "settled_at": "now()", "state": "'refunded'"}},
 		{"compensations", map[string]string{"charge_key": "''"}},
+		{"outbox_events", map[string]string{"type": "'order.shipped'"}},
+		{"outbox_events", map[string]string{"id": "'evt_1'"}},
+		{"outbox_events", map[string]string{"payload": "'[]'"}},
 		{"psp_refunds", map[string]string{"id": "'x_1'"}},
 		{"psp_refunds", map[string]string{"key": "''"}},
 		{"psp_refunds", map[string]string{"amount": "0"}},

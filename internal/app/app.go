@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/jmoiron/sqlx"
+	"github.com/riverqueue/river"
 
 	"github.com/tekrar/tekrar/admin"
 	"github.com/tekrar/tekrar/checkout"
@@ -38,8 +40,11 @@ type App struct {
 	Service   *checkout.Service
 	Sweeper   *checkout.Sweeper
 	Completer *checkout.Completer
+	// River works the outbox's jobs; Run starts and stops it.
+	River *river.Client[*sql.Tx]
 
 	engine *gin.Engine
+	logger *slog.Logger
 }
 
 // Routes lists every route the app serves, for tests that walk them all.
@@ -49,8 +54,9 @@ func (a *App) Routes() gin.RoutesInfo { return a.engine.Routes() }
 type Option func(*options)
 
 type options struct {
-	now   func() time.Time
-	crash func(string)
+	now       func() time.Time
+	crash     func(string)
+	consumers []Consumer
 }
 
 // WithCrashHook calls hook at every crash point (see checkout.Config.Crash), for tests that
@@ -127,7 +133,11 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	})
 	e.GET("/readyz/completer", func(c *gin.Context) { c.JSON(http.StatusOK, completer.Totals()) })
 	e.NoRoute(notFound(consoleNotFound))
-	return &App{Handler: server.HeadAsGet(e), Service: svc, Sweeper: sweeper, Completer: completer, engine: e}, nil
+	rc, err := newRiver(cfg, db.DB, logger, append(consumers(cfg, db.DB, logger), o.consumers...))
+	if err != nil {
+		return nil, err
+	}
+	return &App{Handler: server.HeadAsGet(e), Service: svc, Sweeper: sweeper, Completer: completer, River: rc, engine: e, logger: logger}, nil
 }
 
 // readyTimeout is how long /readyz waits for the database.
@@ -163,10 +173,12 @@ func wantsHTML(r *http.Request) bool {
 	return j < 0 || h < j
 }
 
-// Run does the app's background work (sweeping, completing abandoned keys) until ctx ends.
+// Run does the app's background work (sweeping, completing abandoned keys, the outbox's
+// jobs) until ctx ends, and returns once River has stopped.
 func (a *App) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
+	go func() { defer wg.Done(); runRiver(ctx, a.River, a.logger) }()
 	go func() { defer wg.Done(); a.Sweeper.Run(ctx) }()
 	go func() { defer wg.Done(); a.Completer.Run(ctx) }()
 	wg.Wait()

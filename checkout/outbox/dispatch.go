@@ -1,0 +1,133 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+)
+
+// Queue is the River queue dispatch jobs run on.
+const Queue = "outbox"
+
+// KindDispatch is the River kind of dispatch jobs. Migration 19's trigger inserts them by
+// SQL under this name: renaming it needs a migration.
+const KindDispatch = "outbox_dispatch"
+
+// Handler reacts to events. See the package documentation for its contract: idempotent,
+// fast, writes only in tx.
+type Handler interface {
+	HandleEvent(ctx context.Context, tx *sql.Tx, ev Event) error
+}
+
+// HandlerFunc makes a function a Handler.
+type HandlerFunc func(ctx context.Context, tx *sql.Tx, ev Event) error
+
+// HandleEvent calls f.
+func (f HandlerFunc) HandleEvent(ctx context.Context, tx *sql.Tx, ev Event) error {
+	return f(ctx, tx, ev)
+}
+
+// DispatchArgs is the job that hands one event to the handlers. The outbox's trigger
+// inserts one per event; inserted from Go, it is unique per event all the same.
+type DispatchArgs struct {
+	EventID string `json:"event_id"`
+}
+
+// Kind is River's name for the job.
+func (DispatchArgs) Kind() string { return KindDispatch }
+
+// InsertOpts puts the job on the outbox queue, unique by event. Migration 19's trigger
+// computes the same unique key.
+func (DispatchArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: Queue, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+type dispatchWorker struct {
+	river.WorkerDefaults[DispatchArgs]
+	db       *sql.DB
+	handlers []Handler
+}
+
+// AddWorkers registers the dispatch worker, which calls handlers in the order given.
+func AddWorkers(w *river.Workers, db *sql.DB, handlers ...Handler) {
+	river.AddWorker(w, &dispatchWorker{db: db, handlers: handlers})
+}
+
+func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs]) error {
+	tx, err := w.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("dispatch %s: %w", job.Args.EventID, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it does nothing
+	ev, err := Get(ctx, tx, job.Args.EventID)
+	if errors.Is(err, sql.ErrNoRows) {
+		// The trigger commits an event with its job, and nothing deletes events: a job
+		// without its event was inserted by hand. Retrying cannot help.
+		return river.JobCancel(fmt.Errorf("dispatch: %w", err))
+	}
+	if err != nil {
+		return fmt.Errorf("dispatch: %w", err)
+	}
+	for _, h := range w.handlers {
+		if err := h.HandleEvent(ctx, tx, ev); err != nil {
+			return fmt.Errorf("dispatch %s %s to %T: %w", ev.Type, ev.ID, h, err)
+		}
+	}
+	if _, err := river.JobCompleteTx[*riverdatabasesql.Driver](ctx, tx, job); err != nil {
+		return fmt.Errorf("dispatch %s: complete: %w", ev.ID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("dispatch %s: commit: %w", ev.ID, err)
+	}
+	return nil
+}
+
+// Config is how a process runs River.
+type Config struct {
+	// Workers is how many outbox jobs one process runs at once.
+	Workers int
+	// PollInterval is how often an idle process looks for new jobs. River's database/sql
+	// driver has no LISTEN, so this is also the longest an event waits for dispatch.
+	PollInterval time.Duration
+	// Queues are further queues (webhook deliveries, receipts) with their worker counts.
+	Queues map[string]river.QueueConfig
+	// ID names this process among River's clients; empty lets River choose.
+	ID     string
+	Logger *slog.Logger
+}
+
+// NewClient returns a River client over db, with the outbox queue and cfg.Queues. Start it
+// to work jobs (one client per process; River elects a leader among replicas for its
+// maintenance); an unstarted client only inserts.
+func NewClient(db *sql.DB, workers *river.Workers, cfg Config) (*river.Client[*sql.Tx], error) {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 10
+	}
+	queues := map[string]river.QueueConfig{Queue: {MaxWorkers: cfg.Workers}}
+	for name, q := range cfg.Queues {
+		queues[name] = q
+	}
+	cooldown := river.FetchCooldownDefault
+	if cfg.PollInterval > 0 && cfg.PollInterval < cooldown {
+		cooldown = cfg.PollInterval
+	}
+	c, err := river.NewClient(riverdatabasesql.New(db), &river.Config{
+		ID:                cfg.ID,
+		FetchCooldown:     cooldown,
+		Logger:            cfg.Logger,
+		PollOnly:          true,
+		FetchPollInterval: cfg.PollInterval,
+		Queues:            queues,
+		Workers:           workers,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	return c, nil
+}
