@@ -55,6 +55,8 @@ type Deliverer struct {
 	Horizon time.Duration
 	Now     func() time.Time
 	Jitter  func() float64
+	// FirstRetry is the first delay of the schedule (zero: FirstRetry); tests shorten it.
+	FirstRetry time.Duration
 }
 
 func (d *Deliverer) now() time.Time {
@@ -71,9 +73,10 @@ func (d *Deliverer) horizon() time.Duration {
 	return Horizon
 }
 
-// RetryDelay is the delay after the n-th failed attempt (n from 1), before jitter.
-func RetryDelay(n int) time.Duration {
-	delay := FirstRetry
+// RetryDelay is the delay after the n-th failed attempt (n from 1), before jitter, for a
+// schedule that starts at first.
+func RetryDelay(first time.Duration, n int) time.Duration {
+	delay := first
 	for i := 1; i < n && delay < MaxRetryDelay; i++ {
 		delay *= 2
 	}
@@ -85,7 +88,11 @@ func (d *Deliverer) jittered(n int) time.Duration {
 	if d.Jitter != nil {
 		j = d.Jitter
 	}
-	base := RetryDelay(n)
+	first := FirstRetry
+	if d.FirstRetry > 0 {
+		first = d.FirstRetry
+	}
+	base := RetryDelay(first, n)
 	return time.Duration(float64(base) * (0.8 + 0.4*j()))
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/webhook"
 )
 
@@ -29,7 +30,7 @@ func TestEveryEventDeliveredOnce(t *testing.T) {
 	e := f.endpoint(t, client, r.srv.URL+"/hooks")
 	r.trust(t, e.Secret)
 	other := f.client(t, "another shop") // its events are not this endpoint's
-	var events []hooks.Event
+	var events []outbox.Event
 	for i := range 5 {
 		events = append(events, f.event(t, client, "order.paid", i))
 	}

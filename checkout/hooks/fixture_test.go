@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/webhook"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
@@ -88,10 +89,10 @@ func (f *fixture) endpoint(t *testing.T, client int64, url string, types ...stri
 }
 
 // event fans out a new event of the client now, as the outbox does in its transaction.
-func (f *fixture) event(t *testing.T, client int64, typ string, n int) hooks.Event {
+func (f *fixture) event(t *testing.T, client int64, typ string, n int) outbox.Event {
 	t.Helper()
-	ev := hooks.Event{ID: fmt.Sprintf("evt_%032x", time.Now().UnixNano()+int64(n)), Type: typ, ClientID: client,
-		CreatedAt: f.clock.Now(), Data: []byte(fmt.Sprintf(`{"object":"order","id":"ord_%032d"}`, n))}
+	ev := outbox.Event{ID: fmt.Sprintf("evt_%032x", time.Now().UnixNano()+int64(n)), Type: typ, ClientID: client,
+		CreatedAt: f.clock.Now(), Payload: []byte(fmt.Sprintf(`{"order":"ord_%032d"}`, n))}
 	tx, err := f.db.BeginTx(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +149,7 @@ type receiver struct {
 	requests map[string][]request // by webhook-id
 	refused  int                  // requests whose signature did not verify
 	keys     []webhook.Key
+	now      func() time.Time // the clock signatures are checked against
 }
 
 type request struct {
@@ -168,7 +170,7 @@ const (
 
 func newReceiver(t *testing.T, c *clock, behave behaviour) *receiver {
 	t.Helper()
-	r := &receiver{db: dbtest.New(t), requests: map[string][]request{}}
+	r := &receiver{db: dbtest.New(t), requests: map[string][]request{}, now: c.Now}
 	for _, s := range []string{webhook.ReceiptsTable, `CREATE TABLE applied (event_id text PRIMARY KEY, body text NOT NULL)`} {
 		if _, err := r.db.Exec(s); err != nil {
 			t.Fatal(err)
@@ -177,9 +179,9 @@ func newReceiver(t *testing.T, c *clock, behave behaviour) *receiver {
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
-		keys := r.keys
+		keys, now := r.keys, r.now
 		r.mu.Unlock()
-		msg, err := webhook.Verifier{Keys: keys, Now: c.Now}.Verify(req.Header, body)
+		msg, err := webhook.Verifier{Keys: keys, Now: now}.Verify(req.Header, body)
 		if err != nil {
 			r.mu.Lock()
 			r.refused++

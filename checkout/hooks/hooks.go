@@ -11,54 +11,17 @@
 package hooks
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"slices"
-	"time"
+
+	"github.com/tekrar/tekrar/checkout/outbox"
 )
 
-// Event types a client can subscribe an endpoint to. docs/webhooks-out.md gives each
-// one's payload.
-var EventTypes = []string{
-	"order.paid",
-	"order.declined",
-	"order.canceled",
-	"order.refunded",
-	"order.disputed",
-	"refund.succeeded",
-}
-
-// Event is what is sent: one fact about one of the client's resources. The payload is
-// thin on purpose: the id of the resource, for the receiver to GET it from /v1 when it
-// needs more, so that the payload's schema stays stable.
-type Event struct {
-	ID        string          // evt_..., the webhook-id of every delivery of it
-	Type      string          // one of EventTypes
-	ClientID  int64           // whose endpoints receive it
-	CreatedAt time.Time       // when the fact happened
-	Data      json.RawMessage // the thin object, e.g. {"object":"order","id":"ord_..."}
-}
-
-// Payload is the body of every delivery of e: its bytes are stored with the delivery and
-// sent as they are on every attempt.
-func (e Event) Payload() ([]byte, error) {
-	data := e.Data
-	if len(data) == 0 {
-		data = json.RawMessage(`{}`)
-	}
-	b, err := json.Marshal(struct {
-		ID        string          `json:"id"`
-		Type      string          `json:"type"`
-		CreatedAt string          `json:"created_at"`
-		Data      json.RawMessage `json:"data"`
-	}{e.ID, e.Type, e.CreatedAt.UTC().Format(time.RFC3339), data})
-	if err != nil {
-		return nil, fmt.Errorf("payload of %s: %w", e.ID, err)
-	}
-	return b, nil
-}
+// EventTypes are the types a client can subscribe an endpoint to: every type of the
+// outbox. docs/outbox.md gives each one's data.
+var EventTypes = outbox.Types
 
 // Errors of the endpoint operations; checkout/api answers each with its problem.
 var (

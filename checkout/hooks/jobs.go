@@ -8,7 +8,13 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+
+	"github.com/tekrar/tekrar/checkout/outbox"
 )
+
+// Queue is the River queue of delivery jobs: its own, so that slow endpoints do not hold up
+// the dispatch of events.
+const Queue = "webhooks"
 
 // DeliverArgs is the job of one attempt schedule of one delivery. Scheduled jobs are
 // unique per delivery (River's unique insert by args), so that a fan-out run twice queues
@@ -26,7 +32,7 @@ func (DeliverArgs) Kind() string { return "webhook_delivery" }
 // InsertOpts: unique by args; many attempts allowed, for a failure of tekrar's own (the
 // schedule of the endpoint's failures is the delivery row's, see DeliverWorker).
 func (DeliverArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{MaxAttempts: 50, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	return river.InsertOpts{Queue: Queue, MaxAttempts: 50, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
 // DeliverWorker runs the attempts. An attempt that leaves the delivery pending snoozes the
@@ -68,7 +74,7 @@ func AddWorkers(workers *river.Workers, d *Deliverer) {
 // FanOut creates, in tx, one delivery of ev per enabled endpoint of its client subscribed
 // to its type, and a job for each. Run again for the same event (the outbox retrying), it
 // creates nothing more.
-func FanOut(ctx context.Context, tx *sql.Tx, jobs *river.Client[*sql.Tx], ev Event) (int, error) {
+func FanOut(ctx context.Context, tx *sql.Tx, jobs *river.Client[*sql.Tx], ev outbox.Event) (int, error) {
 	ids, err := CreateDeliveries(ctx, tx, ev)
 	if err != nil {
 		return 0, err
@@ -93,8 +99,8 @@ func Redeliver(ctx context.Context, tx *sql.Tx, jobs *river.Client[*sql.Tx], del
 
 // CreateDeliveries is FanOut's part in the database: the deliveries it created now (none
 // for an event fanned out before). A delivery's horizon runs from the event's time.
-func CreateDeliveries(ctx context.Context, tx *sql.Tx, ev Event) ([]int64, error) {
-	payload, err := ev.Payload()
+func CreateDeliveries(ctx context.Context, tx *sql.Tx, ev outbox.Event) ([]int64, error) {
+	payload, err := ev.Body() // the same body as every channel's: docs/outbox.md
 	if err != nil {
 		return nil, err
 	}
@@ -116,3 +122,17 @@ func CreateDeliveries(ctx context.Context, tx *sql.Tx, ev Event) ([]int64, error
 	}
 	return ids, nil
 }
+
+// Handler is the outbox's consumer: it fans each event out to the client's endpoints in
+// the event's dispatch transaction, and queues their jobs with the River client of the
+// dispatch job (river.ClientFromContext), so that they commit exactly when the dispatch
+// does. It is idempotent, as the outbox asks: a second dispatch of an event creates no
+// delivery and no job.
+type Handler struct{}
+
+// HandleEvent fans ev out.
+func (Handler) HandleEvent(ctx context.Context, tx *sql.Tx, ev outbox.Event) error {
+	_, err := FanOut(ctx, tx, river.ClientFromContext[*sql.Tx](ctx), ev)
+	return err
+}
+

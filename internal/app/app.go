@@ -123,6 +123,14 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		}
 		e.POST("/webhooks/psp", api.ProviderInbox(svc, keys, logger))
 	}
+	var rc *river.Client[*sql.Tx] // made below, once every consumer is known
+	deliverer := &hooks.Deliverer{DB: db, Sealer: sealer, Logger: logger,
+		Client: hooks.NewHTTPClient(policy, hooks.AttemptTimeout), Now: o.now}
+	deliveries := Consumer{ // client webhooks: the fan-out, and the delivery jobs on their own queue
+		Handler:    hooks.Handler{},
+		AddWorkers: func(w *river.Workers) { hooks.AddWorkers(w, deliverer) },
+		Queues:     map[string]river.QueueConfig{hooks.Queue: {MaxWorkers: 20}},
+	}
 	consoleNotFound := admin.Register(e.Group("/admin"), admin.Deps{DB: db, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now,
 		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc})
 	sweeper := checkout.NewSweeper(db, SweepConfig(cfg, o.now), logger)
@@ -133,7 +141,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	})
 	e.GET("/readyz/completer", func(c *gin.Context) { c.JSON(http.StatusOK, completer.Totals()) })
 	e.NoRoute(notFound(consoleNotFound))
-	rc, err := newRiver(cfg, db.DB, logger, append(consumers(cfg, db.DB, logger), o.consumers...))
+	rc, err = newRiver(cfg, db.DB, logger, append(append(consumers(cfg, db.DB, logger), deliveries), o.consumers...))
 	if err != nil {
 		return nil, err
 	}
