@@ -135,4 +135,3 @@ func (Handler) HandleEvent(ctx context.Context, tx *sql.Tx, ev outbox.Event) err
 	_, err := FanOut(ctx, tx, river.ClientFromContext[*sql.Tx](ctx), ev)
 	return err
 }
-
