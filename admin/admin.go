@@ -37,6 +37,8 @@ type Deps struct {
 	// Service is the checkout engine the API runs on. The console's actions go through it,
 	// so that a refund from the console takes the very path of an API refund.
 	Service *checkout.Service
+	// Redeliver queues a webhook redelivery (nil: the console offers none).
+	Redeliver Redeliverer
 }
 
 type console struct {
@@ -80,6 +82,8 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	authed.GET("/orders/:id", h(c.order))
 	authed.GET("/audit", h(c.audit))
 	authed.GET("/inbox", h(c.inbox))
+	authed.GET("/webhooks", h(c.webhooks))
+	authed.GET("/webhooks/:id", h(c.webhookEndpoint))
 	acts := authed.Group("", h(c.requireAdmin))
 	acts.GET("/orders/:id/refund", h(c.refundForm))
 	acts.POST("/orders/:id/refund", h(c.refund))
@@ -87,6 +91,8 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	acts.POST("/keys/:client/:key/release", h(c.release))
 	acts.GET("/keys/:client/:key/expire", h(c.expireForm))
 	acts.POST("/keys/:client/:key/expire", h(c.expire))
+	acts.GET("/webhooks/deliveries/:delivery/redeliver", h(c.redeliverForm))
+	acts.POST("/webhooks/deliveries/:delivery/redeliver", h(c.redeliver))
 	acts.GET("/operators", h(c.operators))
 	acts.GET("/operators/:id/end-sessions", h(c.endSessionsForm))
 	acts.POST("/operators/:id/end-sessions", h(c.endSessions))

@@ -109,15 +109,29 @@ func TestEveryConsoleErrorIsAConsolePage(t *testing.T) {
 		return v
 	}
 	admCSRF, viewerCSRF := csrf(adm), csrf(viewer)
+	var endpointID, deliveryID string
+	if err := e.DB.Get(&endpointID, `INSERT INTO webhook_endpoints (client_id, url, event_types, created_at)
+		VALUES ($1, 'https://93.184.215.14/', '{order.paid}', now()) RETURNING public_id`, e.ClientID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DB.Get(&deliveryID, `INSERT INTO webhook_deliveries (event_id, event_type, endpoint_id, payload, created_at)
+		SELECT 'evt_walk', 'order.paid', id, '{}', now() FROM webhook_endpoints WHERE public_id = $1 RETURNING id::text`, endpointID); err != nil {
+		t.Fatal(err)
+	}
 
 	// fill puts ids into a route's parameters: orderID for :id of an order, opID for an
 	// operator's, clientID and key for a key's.
+	// A webhook route gets the walk's endpoint and delivery with the real order, and the
+	// order's and operator's values otherwise (which name no endpoint or delivery).
 	fill := func(route, orderID, opID, clientID, key string) string {
-		id := orderID
+		id, delivery := orderID, opID
 		if strings.HasPrefix(route, "/admin/operators/") {
 			id = opID
 		}
-		return strings.NewReplacer(":client", clientID, ":key", key, ":id", id).Replace(route)
+		if strings.HasPrefix(route, "/admin/webhooks/") && orderID == order {
+			id, delivery = endpointID, deliveryID
+		}
+		return strings.NewReplacer(":client", clientID, ":key", key, ":id", id, ":delivery", delivery).Replace(route)
 	}
 	type request struct {
 		b            *browser
@@ -226,7 +240,8 @@ func TestEveryConsoleErrorIsAConsolePage(t *testing.T) {
 		}
 		p := send(request{viewer, r.Method, path, url.Values{"nonce": {"n-viewer"}}})
 		adminOnly := r.Method == http.MethodPost || strings.HasPrefix(r.Path, "/admin/operators") ||
-			strings.HasSuffix(r.Path, "/refund") || strings.HasSuffix(r.Path, "/release") || strings.HasSuffix(r.Path, "/expire")
+			strings.HasSuffix(r.Path, "/refund") || strings.HasSuffix(r.Path, "/release") || strings.HasSuffix(r.Path, "/expire") ||
+			strings.HasSuffix(r.Path, "/redeliver")
 		switch {
 		case adminOnly:
 			refused++

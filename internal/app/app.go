@@ -132,7 +132,10 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		Queues:     map[string]river.QueueConfig{hooks.Queue: {MaxWorkers: 20}},
 	}
 	consoleNotFound := admin.Register(e.Group("/admin"), admin.Deps{DB: db, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now,
-		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc})
+		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc,
+		Redeliver: func(ctx context.Context, tx *sql.Tx, id int64, nonce string) error {
+			return hooks.Redeliver(ctx, tx, rc, id, nonce)
+		}})
 	sweeper := checkout.NewSweeper(db, SweepConfig(cfg, o.now), logger)
 	completer := svc.NewCompleter(checkout.CompleterConfig{
 		Interval:       cfg.CompleterInterval,
