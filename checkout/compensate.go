@@ -83,14 +83,24 @@ var cancelOrderSQL = named[orderCancel](`
 	    RETURNING order_id
 	), o AS (
 	    UPDATE orders SET status = 'canceled', updated_at = :now WHERE id = (SELECT order_id FROM k)
+	    RETURNING id, client_id, public_id, status, amount, currency
 	), c AS (
 	    INSERT INTO compensations (client_id, order_id, charge_key, reason, next_attempt_at, watch_until, created_at)
 	    SELECT :client_id, k.order_id, CAST(:charge_key AS text), CAST(:reason AS text), :now,
 	           CAST(:watch_until AS timestamptz), :now
 	      FROM k WHERE CAST(:charge_key AS text) IS NOT NULL
 	    ON CONFLICT (order_id) DO NOTHING
+	    RETURNING order_id, reason
+	), e AS (
+	    INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
+	    SELECT o.client_id, 'compensation.created', o.id, ` + compensationPayloadSQL + `, :now
+	      FROM c JOIN o ON o.id = c.order_id
 	)
 	SELECT count(*) FROM k`)
+
+// compensationPayloadSQL is compensation.created's data, from the order o and the
+// compensation c: docs/outbox.md.
+const compensationPayloadSQL = orderPayloadSQL + ` || jsonb_build_object('reason', c.reason)`
 
 // cancelOrder settles an order that was never charged: canceled, with the canceled answer
 // stored on its key, fenced by the lease token; with owe set, the compensation is written
@@ -170,15 +180,27 @@ type owedCharge struct {
 
 // oweRefundSQL writes the refund owed for a charge of a canceled order: see
 // oweRefundIfCanceled.
+//
+// compensation.created is written only when the compensation is new (xmax = 0: inserted,
+// not updated); naming the charge on an existing one is no new event.
 var oweRefundSQL = named[owedCharge](`
-	INSERT INTO compensations (client_id, order_id, charge_key, reason, charge_id, next_attempt_at, watch_until, created_at)
-	SELECT o.client_id, o.id, :charge_key, :reason, :charge_id, :now, :watch_until, :now
-	  FROM orders o WHERE o.id = :order_id AND o.status = 'canceled'
-	ON CONFLICT (order_id) DO UPDATE
-	   SET state = 'watching', settled_at = NULL, charge_id = excluded.charge_id,
-	       next_attempt_at = least(compensations.next_attempt_at, excluded.next_attempt_at),
-	       watch_until = greatest(compensations.watch_until, excluded.watch_until)
-	 WHERE compensations.state <> 'refunded'`)
+	WITH c AS (
+	    INSERT INTO compensations (client_id, order_id, charge_key, reason, charge_id, next_attempt_at, watch_until, created_at)
+	    SELECT o.client_id, o.id, :charge_key, :reason, :charge_id, :now, :watch_until, :now
+	      FROM orders o WHERE o.id = :order_id AND o.status = 'canceled'
+	    ON CONFLICT (order_id) DO UPDATE
+	       SET state = 'watching', settled_at = NULL, charge_id = excluded.charge_id,
+	           next_attempt_at = least(compensations.next_attempt_at, excluded.next_attempt_at),
+	           watch_until = greatest(compensations.watch_until, excluded.watch_until)
+	     WHERE compensations.state <> 'refunded'
+	    RETURNING order_id, reason, xmax = 0 AS inserted
+	), e AS (
+	    INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
+	    SELECT o.client_id, 'compensation.created', o.id, ` + compensationPayloadSQL + `, :now
+	      FROM c JOIN orders o ON o.id = c.order_id
+	     WHERE c.inserted
+	)
+	SELECT count(*) FROM c`)
 
 // oweRefundIfCanceled is called by a worker whose completion was fenced after its charge
 // succeeded: if the order was canceled meanwhile (a provider that cannot fence), the charge
@@ -190,7 +212,8 @@ func (s *Service) oweRefundIfCanceled(ctx context.Context, k *Key, ch psp.Charge
 		return
 	}
 	now := s.cfg.Now()
-	res, err := oweRefundSQL.exec(ctx, s.q, owedCharge{OrderID: k.OrderID.Int64, ChargeKey: providerKey("charge", k),
+	var n int
+	err := oweRefundSQL.get(ctx, s.q, &n, owedCharge{OrderID: k.OrderID.Int64, ChargeKey: providerKey("charge", k),
 		Reason: "charge succeeded after its order was canceled", ChargeID: ch.ID,
 		Now: now, WatchUntil: now.Add(s.cfg.ProviderHorizon)})
 	if err != nil {
@@ -199,7 +222,7 @@ func (s *Service) oweRefundIfCanceled(ctx context.Context, k *Key, ch psp.Charge
 			"order_id", k.OrderID.Int64, "charge_id", ch.ID, "err", err)
 		return
 	}
-	if n, _ := res.RowsAffected(); n > 0 {
+	if n > 0 {
 		s.logger.Warn("a charge succeeded after its order was canceled: refund owed",
 			"order_id", k.OrderID.Int64, "charge_id", ch.ID)
 	}

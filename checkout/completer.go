@@ -227,11 +227,21 @@ func (s *Service) orderView(ctx context.Context, orderID int64) (OrderView, erro
 	return v, err
 }
 
-// markAttention hands a key to an operator.
+// markAttention hands a key to an operator, with its order's order.needs_attention event
+// (a refund's key names the refund's order) written by the same statement, fenced with it.
 func markAttention(ctx context.Context, db sqlx.ExecerContext, k *Key, reason string) error {
 	_, err := db.ExecContext(ctx, `
-		UPDATE idempotency_keys SET state = 'needs_attention', attention_reason = $3, lease_expires_at = NULL
-		 WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'`, k.ID, k.LeaseToken, reason)
+		WITH k AS (
+		    UPDATE idempotency_keys SET state = 'needs_attention', attention_reason = $3, lease_expires_at = NULL
+		     WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'
+		    RETURNING order_id, refund_id, attention_reason
+		)
+		INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
+		SELECT o.client_id, 'order.needs_attention', o.id, `+orderPayloadSQL+` || jsonb_build_object(
+		           'refund', r.public_id, 'reason', k.attention_reason), now()
+		  FROM k
+		  LEFT JOIN refunds r ON r.id = k.refund_id
+		  JOIN orders o ON o.id = coalesce(k.order_id, r.order_id)`, k.ID, k.LeaseToken, reason)
 	if err != nil {
 		return fmt.Errorf("mark needs attention: %w", err)
 	}

@@ -109,6 +109,7 @@ func TestOldOwnerWritesNothingAfterATakeover(t *testing.T) {
 				t.Fatalf("take over: %v", err)
 			}
 			before := e.keyRow(taken)
+			events := e.count(`SELECT count(*) FROM outbox_events`)
 			err = w.write(old)
 			if err != nil && !errors.Is(err, errFenced) && !errors.Is(err, errNoKey) {
 				t.Fatalf("old owner's write: %v", err)
@@ -124,6 +125,9 @@ func TestOldOwnerWritesNothingAfterATakeover(t *testing.T) {
 			}
 			if n := e.count(`SELECT count(*) FROM refunds WHERE provider_refund_id = 're_fence'`); n != 0 {
 				t.Error("the old owner completed the refund")
+			}
+			if n := e.count(`SELECT count(*) FROM outbox_events`); n != events {
+				t.Errorf("the old owner's write that matched nothing wrote %d events", n-events)
 			}
 			// The new owner still can: the fence is the token, not a lost key.
 			if err := releaseKey(ctx, e.s.q, taken, e.now); err != nil {
@@ -169,6 +173,19 @@ func TestCompletionIsOneTransaction(t *testing.T) {
 		{"complete refund", "orders", true, func(k *Key) error {
 			return completeRefund(ctx, e.s.q, k, resp, e.now, "re_atomic")
 		}},
+		// The event is part of the change: a change whose event cannot be written is not made.
+		{"complete order, its event refused", "outbox_events", false, func(k *Key) error {
+			ch := charge
+			ch.ID = "ch_atomic_event"
+			return completeOrder(ctx, e.s.q, k, resp, e.now, "paid", 2500, ch, "pk_atomic_event")
+		}},
+		{"complete refund, its event refused", "outbox_events", true, func(k *Key) error {
+			return completeRefund(ctx, e.s.q, k, resp, e.now, "re_atomic_event")
+		}},
+		{"cancel order owing a refund, its event refused", "outbox_events", false, func(k *Key) error {
+			_, err := cancelOrder(ctx, e.s.q, k, e.now, e.s.owe(k, e.now, "test"))
+			return err
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -184,6 +201,7 @@ func TestCompletionIsOneTransaction(t *testing.T) {
 			before := e.keyRow(k)
 			refundBefore := e.str(`SELECT coalesce((SELECT status::text FROM refunds WHERE id = $1), '')`, k.RefundID)
 			paidBefore := e.str(`SELECT status::text FROM orders WHERE public_id = $1`, paidID)
+			events := e.count(`SELECT count(*) FROM outbox_events`)
 			e.failWrites(c.failOn)
 			if err := c.complete(k); err == nil {
 				t.Fatal("the completing statement succeeded although a write of it failed")
@@ -191,6 +209,9 @@ func TestCompletionIsOneTransaction(t *testing.T) {
 			e.allowWrites(c.failOn)
 			if after := e.keyRow(k); after != before {
 				t.Errorf("part of the completion stayed:\nbefore %+v\nafter  %+v", before, after)
+			}
+			if n := e.count(`SELECT count(*) FROM outbox_events`); n != events {
+				t.Errorf("a completion that rolled back wrote %d events", n-events)
 			}
 			if got := e.str(`SELECT coalesce((SELECT status::text FROM refunds WHERE id = $1), '')`, k.RefundID); got != refundBefore {
 				t.Errorf("refund %s, was %s", got, refundBefore)

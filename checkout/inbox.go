@@ -253,11 +253,18 @@ func (s *Service) syncRefunds(ctx context.Context, tx *sqlx.Tx, orderID int64, c
 		), r AS (
 		    INSERT INTO refunds (order_id, client_id, amount, currency, reason, status, provider_key, created_at, updated_at)
 		    SELECT id, client_id, missing, currency, 'refunded at the payment provider', 'succeeded', $3, $4, $4 FROM o
+		    RETURNING order_id, client_id, public_id, amount, currency, status
+		), u AS (
+		    UPDATE orders SET refunded_amount = $2, updated_at = $4,
+		           status = CASE WHEN status = 'disputed' THEN 'disputed'
+		                         WHEN $2 >= captured_amount THEN 'refunded' ELSE 'partially_refunded' END
+		     WHERE id IN (SELECT id FROM o)
+		    RETURNING id, client_id, public_id, status, amount, currency, refunded_amount
 		)
-		UPDATE orders SET refunded_amount = $2, updated_at = $4,
-		       status = CASE WHEN status = 'disputed' THEN 'disputed'
-		                     WHEN $2 >= captured_amount THEN 'refunded' ELSE 'partially_refunded' END
-		 WHERE id IN (SELECT id FROM o)`,
+		INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
+		SELECT o.client_id, 'refund.created', o.id, `+refundPayloadSQL+`, $4 FROM r JOIN u o ON o.id = r.order_id
+		UNION ALL
+		SELECT o.client_id, 'order.refunded', o.id, `+orderRefundedPayloadSQL+`, $4 FROM r JOIN u o ON o.id = r.order_id`,
 		orderID, c.Refunded, fmt.Sprintf("provider:%s:%d", c.ID, c.Sequence), now)
 	if err != nil {
 		return fmt.Errorf("refunds of order %d made at the provider: %w", orderID, err)
@@ -289,13 +296,23 @@ func (s *Service) syncDispute(ctx context.Context, tx *sqlx.Tx, orderID int64, c
 		    ON CONFLICT (provider, dispute_id) DO UPDATE
 		       SET status = excluded.status, closed_at = excluded.closed_at
 		     WHERE order_disputes.status = 'open'
+		    RETURNING order_id, dispute_id, amount, reason, status, xmax = 0 AS inserted
+		), o AS (
+		    UPDATE orders
+		       SET status = CASE WHEN $5 = 'open' THEN 'disputed'
+		                         WHEN refunded_amount >= captured_amount THEN 'refunded'
+		                         WHEN refunded_amount > 0 THEN 'partially_refunded' ELSE 'paid' END,
+		           updated_at = $8
+		     WHERE id = $1 AND status IN ('paid', 'partially_refunded', 'refunded', 'disputed')
+		    RETURNING id, client_id, public_id, status, amount, currency
 		)
-		UPDATE orders
-		   SET status = CASE WHEN $5 = 'open' THEN 'disputed'
-		                     WHEN refunded_amount >= captured_amount THEN 'refunded'
-		                     WHEN refunded_amount > 0 THEN 'partially_refunded' ELSE 'paid' END,
-		       updated_at = $8
-		 WHERE id = $1 AND status IN ('paid', 'partially_refunded', 'refunded', 'disputed')`,
+		-- order.disputed once per dispute: when it is first recorded open. A redelivery, or
+		-- the dispute's decision, writes none.
+		INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
+		SELECT o.client_id, 'order.disputed', o.id, `+orderPayloadSQL+` || jsonb_build_object(
+		           'dispute', jsonb_build_object('id', d.dispute_id, 'amount', d.amount, 'reason', d.reason, 'status', d.status)), $8
+		  FROM d JOIN o ON o.id = d.order_id
+		 WHERE d.inserted AND d.status = 'open' AND o.status = 'disputed'`,
 		orderID, d.ID, d.Amount, d.Reason, d.Status, d.Created, closed, s.cfg.Now())
 	if err != nil {
 		return fmt.Errorf("dispute %s of order %d: %w", d.ID, orderID, err)

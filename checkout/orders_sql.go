@@ -157,6 +157,14 @@ var completeOrderSQL = named[orderSettlement](`
 	), o AS (
 	    UPDATE orders SET status = :order_status, captured_amount = :captured_amount, updated_at = :now
 	     WHERE id = (SELECT order_id FROM k)
+	    RETURNING id, client_id, public_id, status, amount, currency
+	), e AS (
+	    INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
+	    SELECT o.client_id, CASE o.status WHEN 'paid' THEN 'order.paid' ELSE 'order.declined' END, o.id,
+	           CASE o.status WHEN 'paid' THEN ` + orderPayloadSQL + `
+	                ELSE ` + orderPayloadSQL + ` || jsonb_build_object('decline_code', CAST(:decline_code AS text)) END,
+	           :now
+	      FROM o WHERE o.status IN ('paid', 'declined')
 	), p AS (
 	    INSERT INTO payments (order_id, provider_charge_id, provider_key, amount, currency,
 	                          status, decline_code, card_brand, card_last4, created_at)
@@ -165,8 +173,13 @@ var completeOrderSQL = named[orderSettlement](`
 	)
 	SELECT count(*) FROM k`)
 
+// orderPayloadSQL is the data every order event starts with, from a row o of orders (or a
+// CTE returning its columns): docs/outbox.md.
+const orderPayloadSQL = `jsonb_build_object('order', o.public_id, 'status', o.status, 'amount', o.amount, 'currency', o.currency)`
+
 // completeOrder records the charge, settles the order and stores the response, all fenced
-// by the lease token: if the key was taken over meanwhile, nothing is written.
+// by the lease token: if the key was taken over meanwhile, nothing is written, no event
+// either. The event (order.paid or order.declined) is written by the same statement.
 func completeOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, resp Response, now time.Time,
 	status string, captured int64, ch psp.Charge, pk string) error {
 	kc, err := newKeyCompletion(k, resp, now)

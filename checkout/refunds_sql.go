@@ -64,11 +64,28 @@ var reserveRefundSQL = named[refundClaim](`
 	 WHERE public_id = :order_public_id AND client_id = :client_id AND status IN ` + paidStatusesSQL + `
 	RETURNING id AS order_id, currency`)
 
+// createRefundSQL inserts the pending refund and its refund.created event.
 var createRefundSQL = named[refundClaim](`
-	INSERT INTO refunds (id, order_id, client_id, amount, currency, reason, status, provider_key,
-	                     created_at, updated_at)
-	VALUES (:refund_id, :order_id, :client_id, :amount, :currency, :reason, 'pending', :provider_key,
-	        :created_at, :created_at)`)
+	WITH r AS (
+	    INSERT INTO refunds (id, order_id, client_id, amount, currency, reason, status, provider_key,
+	                         created_at, updated_at)
+	    VALUES (:refund_id, :order_id, :client_id, :amount, :currency, :reason, 'pending', :provider_key,
+	            :created_at, :created_at)
+	    RETURNING order_id, client_id, public_id, amount, currency, status
+	)
+	INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
+	SELECT r.client_id, 'refund.created', r.order_id, ` + refundPayloadSQL + `, :created_at
+	  FROM r JOIN orders o ON o.id = r.order_id`)
+
+// refundPayloadSQL is refund.created's data, from the refund r and its order o:
+// docs/outbox.md.
+const refundPayloadSQL = `jsonb_build_object('order', o.public_id, 'refund', r.public_id, 'status', r.status,
+	'amount', r.amount, 'currency', r.currency)`
+
+// orderRefundedPayloadSQL is order.refunded's data, from the order o after the refund r:
+// docs/outbox.md.
+const orderRefundedPayloadSQL = `jsonb_build_object('order', o.public_id, 'status', o.status, 'amount', o.amount,
+	'currency', o.currency, 'refund', r.public_id, 'refund_amount', r.amount, 'refunded_amount', o.refunded_amount)`
 
 // claimRefund inserts the key row, reserves the amount on the order and creates the
 // pending refund, in one transaction. The order is named by its public id (the path's);
@@ -182,12 +199,20 @@ var completeRefundSQL = named[refundCompletion](`
 	), r AS (
 	    UPDATE refunds SET status = 'succeeded', provider_refund_id = :provider_refund_id, updated_at = :now
 	     WHERE id = (SELECT refund_id FROM k)
-	    RETURNING order_id
-	), o AS (
+	    RETURNING order_id, public_id, amount
+	), u AS (
 	    UPDATE orders
 	       SET status = CASE WHEN refunded_amount >= captured_amount THEN 'refunded' ELSE 'partially_refunded' END,
 	           updated_at = :now
 	     WHERE id = (SELECT order_id FROM r) AND status IN ` + paidStatusesSQL + `
+	    RETURNING id, status
+	), e AS (
+	    -- A disputed order keeps its status (u matches nothing), and the event says so.
+	    INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
+	    SELECT o.client_id, 'order.refunded', o.id, ` + orderRefundedPayloadSQL + `, :now
+	      FROM r JOIN (SELECT x.id, x.client_id, x.public_id, coalesce(u.status, x.status) AS status, x.amount,
+	                          x.currency, x.refunded_amount
+	                     FROM orders x LEFT JOIN u ON u.id = x.id) o ON o.id = r.order_id
 	)
 	SELECT count(*) FROM k`)
 

@@ -353,6 +353,17 @@ func TestRefundsAtTheProviderAppearOnTheOrder(t *testing.T) {
 	if n := count(t, e, `SELECT coalesce(sum(amount), 0) FROM refunds WHERE status = 'succeeded'`); n != 9000 {
 		t.Errorf("refunds add up to %d, want 9000", n)
 	}
+	// One refund.created and one order.refunded per refund: tekrar's own and the two from
+	// the dashboard, whatever the order and repetition of the provider's events.
+	for _, typ := range []string{"refund.created", "order.refunded"} {
+		if n := count(t, e, `SELECT count(*) FROM outbox_events WHERE type = $1`, typ); n != 3 {
+			t.Errorf("%d %s events, want 3", n, typ)
+		}
+	}
+	if n := count(t, e, `SELECT count(*) FROM outbox_events WHERE type = 'order.refunded' AND payload->>'status' = 'refunded'
+		 AND (payload->>'refunded_amount')::bigint = 9000 AND (payload->>'refund_amount')::bigint = 6000`); n != 1 {
+		t.Error("the last refund's order.refunded does not say the order is refunded in full")
+	}
 	g := e.Do(t, "GET", "/v1/orders/"+o.ID, e.Secret, nil)
 	if !bytes.Contains(g.Body, []byte(`"status":"refunded"`)) {
 		t.Errorf("the order: %s", g.Body)
@@ -420,6 +431,15 @@ func TestDisputeMarksTheOrderUntilDecided(t *testing.T) {
 	}
 	if n := count(t, e, `SELECT count(*) FROM order_disputes WHERE status = 'won' AND closed_at IS NOT NULL`); n != 1 {
 		t.Error("the dispute's outcome is not recorded")
+	}
+	// One order.disputed, written when the dispute was first recorded open: not again for
+	// the redelivery, the decision or the late duplicate.
+	if n := count(t, e, `SELECT count(*) FROM outbox_events WHERE type = 'order.disputed'
+		 AND payload->>'order' = $1 AND payload->'dispute'->>'id' = 'dp_1' AND payload->>'status' = 'disputed'`, o.ID); n != 1 {
+		t.Errorf("%d order.disputed events, want 1", n)
+	}
+	if n := count(t, e, `SELECT count(*) FROM outbox_events WHERE type = 'order.disputed'`); n != 1 {
+		t.Errorf("%d order.disputed events in all, want 1", n)
 	}
 	if r := e.Do(t, "POST", "/v1/orders/"+o.ID+"/refunds", e.Secret, []byte(`{"amount":100}`), "Idempotency-Key", "k-after"); r.Status != 201 {
 		t.Errorf("a refund after the dispute: %d %s", r.Status, r.Body)
