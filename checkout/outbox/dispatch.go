@@ -95,6 +95,9 @@ type Config struct {
 	// PollInterval is how often an idle process looks for new jobs. River's database/sql
 	// driver has no LISTEN, so this is also the longest an event waits for dispatch.
 	PollInterval time.Duration
+	// RescueAfter is how long a job may be running before River takes it as lost with its
+	// process and runs it again; jobs time out at half of it (at most a minute). 0: an hour.
+	RescueAfter time.Duration
 	// Queues are further queues (webhook deliveries, receipts) with their worker counts.
 	Queues map[string]river.QueueConfig
 	// ID names this process among River's clients; empty lets River choose.
@@ -117,14 +120,20 @@ func NewClient(db *sql.DB, workers *river.Workers, cfg Config) (*river.Client[*s
 	if cfg.PollInterval > 0 && cfg.PollInterval < cooldown {
 		cooldown = cfg.PollInterval
 	}
+	timeout := min(cfg.RescueAfter/2, river.JobTimeoutDefault)
+	if cfg.RescueAfter <= 0 {
+		timeout = river.JobTimeoutDefault
+	}
 	c, err := river.NewClient(riverdatabasesql.New(db), &river.Config{
-		ID:                cfg.ID,
-		FetchCooldown:     cooldown,
-		Logger:            cfg.Logger,
-		PollOnly:          true,
-		FetchPollInterval: cfg.PollInterval,
-		Queues:            queues,
-		Workers:           workers,
+		ID:                   cfg.ID,
+		JobTimeout:           timeout,
+		RescueStuckJobsAfter: cfg.RescueAfter,
+		FetchCooldown:        cooldown,
+		Logger:               cfg.Logger,
+		PollOnly:             true,
+		FetchPollInterval:    cfg.PollInterval,
+		Queues:               queues,
+		Workers:              workers,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)

@@ -55,6 +55,7 @@ func newRiver(cfg config.Server, db *sql.DB, logger *slog.Logger, cs []Consumer)
 	return outbox.NewClient(db, workers, outbox.Config{
 		Workers:      cfg.OutboxWorkers,
 		PollInterval: cfg.OutboxPoll,
+		RescueAfter:  cfg.OutboxRescueAfter,
 		Queues:       queues,
 		Logger:       logger.With("component", "river"),
 	})

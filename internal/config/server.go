@@ -49,8 +49,9 @@ type Server struct {
 	EventRetention time.Duration
 
 	// The outbox: how many outbox jobs a process runs at once, and how often it polls.
-	OutboxWorkers int
-	OutboxPoll    time.Duration
+	OutboxWorkers     int
+	OutboxPoll        time.Duration
+	OutboxRescueAfter time.Duration
 
 	// Crash recovery.
 	CompleterInterval time.Duration
@@ -113,6 +114,7 @@ func BindServer(s *Set, command string, c *Server) {
 	bindSweep(s, c)
 	s.Int(&c.OutboxWorkers, "outbox-workers", "TEKRAR_OUTBOX_WORKERS", "10", "how many outbox jobs (event dispatches) each process runs at once", 1, 1000)
 	s.Duration(&c.OutboxPoll, "outbox-poll", "TEKRAR_OUTBOX_POLL", "1s", "how often an idle process looks for new outbox jobs: the longest an event waits before it is dispatched", 10*time.Millisecond, time.Minute)
+	s.Duration(&c.OutboxRescueAfter, "outbox-rescue-after", "TEKRAR_OUTBOX_RESCUE_AFTER", "1m", "how long a job may be running before it is taken as lost with its process and run again elsewhere (jobs time out at half of it)", time.Second, 24*time.Hour)
 	s.Duration(&c.CompleterInterval, "completer-interval", "TEKRAR_COMPLETER_INTERVAL", "10s", "how often each process looks for abandoned keys to complete", 100*time.Millisecond, time.Hour)
 	s.Duration(&c.CompleterGrace, "completer-grace", "TEKRAR_COMPLETER_GRACE", "1m", "how long after a key's lease lapsed the client keeps the first chance to retry before the completer settles it", time.Millisecond, 24*time.Hour)
 	s.Duration(&c.AttentionAfter, "attention-after", "TEKRAR_ATTENTION_AFTER", "1h", "how long a key whose payment outcome cannot be learnt waits before it is handed to an operator", time.Second, 30*24*time.Hour)
