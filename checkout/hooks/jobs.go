@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/riverqueue/river"
 
@@ -40,15 +39,11 @@ func (DeliverArgs) InsertOpts() river.InsertOpts {
 // lives in the delivery row, where the console shows it, and River only wakes the job up
 // at that time. A snooze does not count as a River attempt; River's own retries are kept
 // for failures of tekrar's (the database down), and a job killed mid-attempt is rescued
-// and attempts again, under the same webhook-id.
+// (TEKRAR_OUTBOX_RESCUE_AFTER) and attempts again, under the same webhook-id. A job's
+// timeout is the River client's (half the rescue time); keep it above AttemptTimeout.
 type DeliverWorker struct {
 	river.WorkerDefaults[DeliverArgs]
 	Deliverer *Deliverer
-}
-
-// Timeout bounds one job: an attempt's HTTP request and its recording.
-func (w *DeliverWorker) Timeout(*river.Job[DeliverArgs]) time.Duration {
-	return 2*AttemptTimeout + 30*time.Second
 }
 
 // Work makes one attempt.
