@@ -211,18 +211,21 @@ func (d *Deliverer) record(ctx context.Context, r deliveryRow, manual bool, at t
 	case !now.Before(r.CreatedAt.Add(d.horizon())):
 		out.State = StateDead
 		finished = &now
+	case manual:
+		out.State = StatePending // a failed redelivery leaves the schedule as it was
 	default:
 		out.State = StatePending
 		at := now.Add(d.jittered(r.Attempts + 1))
 		if end := r.CreatedAt.Add(d.horizon()); at.After(end) {
 			at = end // the last attempt is made at the horizon
 		}
-		if manual {
-			at = now // a redelivery of a pending delivery does not push its schedule back
-		}
 		next = &at
 		out.NextAt = at
 	}
+	// The attempt is recorded even when the job's context ended during the request (its
+	// timeout, a shutdown): what the endpoint was sent must show in the console.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	err := inTx(ctx, d.DB, "record webhook attempt", func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, insertAttemptSQL, r.ID, at, manual, statusCol,
 			latency.Milliseconds(), errText, nullable(respExcerpt)); err != nil {

@@ -73,11 +73,13 @@ const (
 	INSERT INTO webhook_attempts (delivery_id, attempted_at, manual, status_code, latency_ms, error, response_excerpt)
 	VALUES ($1, $2, $3, $4, $5, $6, $7)`
 
-	// recordAttemptSQL: $4 state, $5 next attempt (NULL when finished), $6 finished_at.
+	// recordAttemptSQL: $4 state, $5 next attempt (NULL: finished, or a failed redelivery
+	// of a pending delivery, which keeps its schedule), $6 finished_at.
 	recordAttemptSQL = `
 	UPDATE webhook_deliveries
 	   SET attempts = attempts + 1, last_attempt_at = $2, last_status = $3, last_error = $7,
-	       state = $4, next_attempt_at = $5, finished_at = $6
+	       state = $4, finished_at = $6,
+	       next_attempt_at = CASE WHEN $4 = 'pending' THEN coalesce($5, next_attempt_at) END
 	 WHERE id = $1`
 
 	// An endpoint fails for the whole horizon when no attempt of any of its deliveries
