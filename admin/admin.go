@@ -84,6 +84,7 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	authed.GET("/inbox", h(c.inbox))
 	authed.GET("/webhooks", h(c.webhooks))
 	authed.GET("/webhooks/:id", h(c.webhookEndpoint))
+	authed.GET("/events", h(c.outboxEvents))
 	acts := authed.Group("", h(c.requireAdmin))
 	acts.GET("/orders/:id/refund", h(c.refundForm))
 	acts.POST("/orders/:id/refund", h(c.refund))

@@ -413,9 +413,15 @@ func TestDisputeMarksTheOrderUntilDecided(t *testing.T) {
 		t.Errorf("GET the order: %s", g.Body)
 	}
 
+	// A newer event about the same open dispute (the provider says it again under another
+	// event id) is applied, and is no new dispute.
+	againID, again := at(3, psp.EventDisputeCreated)
+	if st, _, err := deliver(e, k, againID, again, nil); err != nil || st != 200 {
+		t.Fatalf("dispute.created again: %d %v", st, err)
+	}
 	now := time.Now().UTC()
 	dispute.Status, dispute.Closed = psp.DisputeWon, &now
-	closedID, closed := at(3, psp.EventDisputeClosed)
+	closedID, closed := at(4, psp.EventDisputeClosed)
 	if st, _, err := deliver(e, k, closedID, closed, nil); err != nil || st != 200 {
 		t.Fatalf("dispute.closed: %d %v", st, err)
 	}

@@ -578,6 +578,21 @@ func checkCrashInvariants(t *testing.T, db *sqlx.DB, intents []*crashIntent) {
 		  FROM orders o
 		 WHERE (SELECT count(*) FROM idempotency_keys k WHERE k.order_id = o.id) <> 1`)
 
+	// 2b. Every settled order has exactly the events of its settlement, each with its
+	// dispatch job: crashes at every point, kills and a database restart write an event
+	// exactly when its change committed.
+	violations("an order's events disagree with its status (one order.paid per paid order, one order.declined per declined one, none before)", `
+		SELECT o.id, o.status,
+		       (SELECT count(*) FROM outbox_events e WHERE e.order_id = o.id AND e.type = 'order.paid') AS paid_events,
+		       (SELECT count(*) FROM outbox_events e WHERE e.order_id = o.id AND e.type = 'order.declined') AS declined_events
+		  FROM orders o
+		 WHERE (SELECT count(*) FROM outbox_events e WHERE e.order_id = o.id AND e.type = 'order.paid') <> (o.status = 'paid')::int
+		    OR (SELECT count(*) FROM outbox_events e WHERE e.order_id = o.id AND e.type = 'order.declined') <> (o.status = 'declined')::int`)
+	violations("an event has no dispatch job, or more than one", `
+		SELECT e.id, e.type, e.order_id
+		  FROM outbox_events e
+		 WHERE (SELECT count(*) FROM river_job j WHERE j.kind = 'outbox_dispatch' AND j.args->>'event_id' = e.id) <> 1`)
+
 	// 3. Every key ends completed, or with an operator and a reason.
 	violations("a key did not end completed (or needs_attention with a reason)", `
 		SELECT k.id, k.key, k.state, k.recovery_point, k.attention_reason, k.order_id
