@@ -54,6 +54,9 @@ var flashes = map[string]views.FlashMsg{
 	"sessions-ended":         {Kind: "ok", Text: "The operator's sessions have ended: they must sign in again."},
 	"sessions-ended-already": {Kind: "warn", Text: "This form had been sent already: the sessions it ended stay ended, and nothing more was ended."},
 	"expire-" + checkout.OutcomeAlreadyExpired: {Kind: "warn", Text: "Nothing to do: the key had expired already."},
+
+	"redelivery-queued":         {Kind: "ok", Text: "Redelivery queued: it is sent within seconds, with the same webhook-id, and shows below as a redelivery attempt."},
+	"redelivery-queued-already": {Kind: "warn", Text: "This form had been sent already: its redelivery was queued once, and nothing more was queued."},
 }
 
 // flash shows the result named by ?done= on the page the action redirected to.

@@ -37,6 +37,8 @@ type Deps struct {
 	// Service is the checkout engine the API runs on. The console's actions go through it,
 	// so that a refund from the console takes the very path of an API refund.
 	Service *checkout.Service
+	// Redeliver queues a webhook redelivery (nil: the console offers none).
+	Redeliver Redeliverer
 }
 
 type console struct {
@@ -85,6 +87,8 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	authed.GET("/reconciliation", h(c.reconciliation))
 	authed.GET("/products", h(c.products))
 	authed.GET("/products/:client/:sku", h(c.product))
+	authed.GET("/webhooks", h(c.webhooks))
+	authed.GET("/webhooks/:id", h(c.webhookEndpoint))
 	authed.GET("/events", h(c.outboxEvents))
 	authed.GET("/receipts", h(c.receiptsPage))
 	authed.GET("/receipts/:event", h(c.receiptPage))
@@ -96,6 +100,8 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	acts.POST("/keys/:client/:key/release", h(c.release))
 	acts.GET("/keys/:client/:key/expire", h(c.expireForm))
 	acts.POST("/keys/:client/:key/expire", h(c.expire))
+	acts.GET("/webhooks/deliveries/:delivery/redeliver", h(c.redeliverForm))
+	acts.POST("/webhooks/deliveries/:delivery/redeliver", h(c.redeliver))
 	acts.GET("/operators", h(c.operators))
 	acts.GET("/operators/:id/end-sessions", h(c.endSessionsForm))
 	acts.POST("/operators/:id/end-sessions", h(c.endSessions))

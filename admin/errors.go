@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/hooks"
 	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/server"
 	"github.com/tekrar/tekrar/views"
@@ -55,6 +56,8 @@ var missing = []struct {
 	{checkout.ErrOrderNotFound, noSuchOrder},
 	{checkout.ErrKeyNotFound, noSuchKey},
 	{ErrNoOperator, noSuchOperator},
+	{hooks.ErrEndpointNotFound, "There is no such webhook endpoint."},
+	{hooks.ErrDeliveryNotFound, "There is no such webhook delivery."},
 }
 
 // handle is the one way a console handler (or middleware) is mounted: what h returns is

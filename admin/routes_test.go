@@ -120,12 +120,23 @@ func TestEveryConsoleErrorIsAConsolePage(t *testing.T) {
 		  FROM orders WHERE public_id = $1`, order, walkEvent); err != nil {
 		t.Fatal(err)
 	}
+	var endpointID, deliveryID string
+	if err := e.DB.Get(&endpointID, `INSERT INTO webhook_endpoints (client_id, url, event_types, created_at)
+		VALUES ($1, 'https://93.184.215.14/', '{order.paid}', now()) RETURNING public_id`, e.ClientID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DB.Get(&deliveryID, `INSERT INTO webhook_deliveries (event_id, event_type, endpoint_id, payload, created_at)
+		SELECT 'evt_walk', 'order.paid', id, '{}', now() FROM webhook_endpoints WHERE public_id = $1 RETURNING id::text`, endpointID); err != nil {
+		t.Fatal(err)
+	}
 
 	// fill puts ids into a route's parameters: orderID for :id of an order, opID for an
 	// operator's, clientID and key for a key's, key for a product's sku; :event is the order's
-	// receipt's event, or an event with no receipt when orderID is not the order.
+	// receipt's event, or an event with no receipt when orderID is not the order. A webhook
+	// route gets the walk's endpoint and delivery with the real order, and the order's and
+	// operator's values otherwise (which name no endpoint or delivery).
 	fill := func(route, orderID, opID, clientID, key string) string {
-		id := orderID
+		id, delivery := orderID, opID
 		if strings.HasPrefix(route, "/admin/operators/") {
 			id = opID
 		}
@@ -133,7 +144,10 @@ func TestEveryConsoleErrorIsAConsolePage(t *testing.T) {
 		if orderID == order {
 			event = walkEvent
 		}
-		return strings.NewReplacer(":client", clientID, ":key", key, ":sku", key, ":id", id, ":event", event).Replace(route)
+		if strings.HasPrefix(route, "/admin/webhooks/") && orderID == order {
+			id, delivery = endpointID, deliveryID
+		}
+		return strings.NewReplacer(":client", clientID, ":key", key, ":sku", key, ":id", id, ":delivery", delivery, ":event", event).Replace(route)
 	}
 	type request struct {
 		b            *browser
@@ -242,7 +256,8 @@ func TestEveryConsoleErrorIsAConsolePage(t *testing.T) {
 		}
 		p := send(request{viewer, r.Method, path, url.Values{"nonce": {"n-viewer"}}})
 		adminOnly := r.Method == http.MethodPost || strings.HasPrefix(r.Path, "/admin/operators") ||
-			strings.HasSuffix(r.Path, "/refund") || strings.HasSuffix(r.Path, "/release") || strings.HasSuffix(r.Path, "/expire")
+			strings.HasSuffix(r.Path, "/refund") || strings.HasSuffix(r.Path, "/release") || strings.HasSuffix(r.Path, "/expire") ||
+			strings.HasSuffix(r.Path, "/redeliver")
 		switch {
 		case adminOnly:
 			refused++

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/hooks"
 	"github.com/tekrar/tekrar/internal/server"
 )
 
@@ -19,17 +20,20 @@ type Deps struct {
 	Authenticator *clients.Authenticator
 	Service       *checkout.Service
 	MaxBodyBytes  int64
+	// Hooks keeps the client's webhook endpoints.
+	Hooks *hooks.Store
 }
 
 type handlers struct {
 	logger  *slog.Logger
 	svc     *checkout.Service
+	hooks   *hooks.Store
 	maxBody int64
 }
 
 // Register mounts the API on g (the /v1 group).
 func Register(g *gin.RouterGroup, d Deps) {
-	a := &handlers{logger: d.Logger, svc: d.Service, maxBody: d.MaxBodyBytes}
+	a := &handlers{logger: d.Logger, svc: d.Service, hooks: d.Hooks, maxBody: d.MaxBodyBytes}
 	g.Use(server.PlainText(keyedAdvice), authenticate(d.Authenticator, d.Logger))
 	g.GET("/client", whoami)
 	g.POST("/orders", a.createOrder)
@@ -45,6 +49,11 @@ func Register(g *gin.RouterGroup, d Deps) {
 	g.PUT("/carts/:id", a.putCart)
 	g.GET("/carts/:id", a.getCart)
 	g.DELETE("/carts/:id", a.deleteCart)
+	g.POST("/webhook-endpoints", a.createEndpoint)
+	g.GET("/webhook-endpoints", a.listEndpoints)
+	g.GET("/webhook-endpoints/:id", a.getEndpoint)
+	g.DELETE("/webhook-endpoints/:id", a.deleteEndpoint)
+	g.POST("/webhook-endpoints/:id/rotate-secret", a.rotateEndpointSecret)
 }
 
 // whoami lets an app or an operator check which client a secret belongs to.

@@ -10,9 +10,15 @@
 // key. A signature header may carry several space-separated signatures (during a secret's
 // rotation both are sent); one valid v1 signature is enough.
 //
+// For merchants: this is the package to receive tekrar's webhooks with. Verify checks a
+// delivery's signature and timestamp under your endpoint's secret (both secrets during a
+// rotation), and Receive applies each event once in your own Postgres, by its webhook-id,
+// however often tekrar delivers it (it delivers at least once, with the same webhook-id on
+// every retry). docs/webhooks-out.md has a complete handler, the headers, the retry
+// schedule and every event's payload. It depends on nothing but the standard library.
+//
 // tekrar uses it both ways: to check what its payment provider sends (the provider inbox)
-// and to sign what it sends merchants. It depends on nothing but the standard library, so a
-// merchant's Go service can import it to verify tekrar's webhooks.
+// and to sign what it sends merchants (checkout/hooks).
 package webhook
 
 import (

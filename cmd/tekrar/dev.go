@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -12,6 +16,7 @@ import (
 
 	"github.com/tekrar/tekrar/admin"
 	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/hooks"
 	"github.com/tekrar/tekrar/internal/app"
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/db"
@@ -84,6 +89,11 @@ func dev(ctx context.Context, e env, cfg config.Server) (err error) {
 		cfg.DatabaseURL = pg.URL("tekrar")
 		psqlURL = pg.TCPURL("tekrar")
 		logger.Info("private postgres ready", "dir", pg.Dir(), "took", time.Since(started).Round(time.Millisecond).String())
+	}
+	if cfg.SecretsKey == "" {
+		if cfg.SecretsKey, err = devSecretsKey(cfg.DevDir); err != nil {
+			return err
+		}
 	}
 	if err := seedDemo(ctx, cfg, private); err != nil {
 		return err
@@ -197,4 +207,35 @@ func refuseSharedDatabase(ctx context.Context, pool *sqlx.DB) error {
 			others.Clients, others.Operators)
 	}
 	return nil
+}
+
+// devSecretsKey returns the key dev encrypts webhook endpoint secrets under: made once,
+// kept (mode 0600) in the dev directory beside the database whose secrets it opens, so that
+// endpoints keep working across restarts; `dev reset` deletes it with the database.
+func devSecretsKey(dir string) (string, error) {
+	path := filepath.Join(dir, "secrets.key")
+	if b, err := os.ReadFile(path); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("dev secrets key: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("dev secrets key: %w", err)
+	}
+	key := hooks.NewSecretsKey()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return devSecretsKey(dir) // another dev made it first
+	}
+	if err != nil {
+		return "", fmt.Errorf("dev secrets key: %w", err)
+	}
+	if _, err := f.WriteString(key + "\n"); err != nil {
+		f.Close()
+		return "", fmt.Errorf("dev secrets key: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("dev secrets key: %w", err)
+	}
+	return key, nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/api"
 	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/hooks"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/webhook"
 	"github.com/tekrar/tekrar/internal/config"
@@ -96,11 +97,21 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		Now:             o.now,
 		Crash:           o.crash,
 	}, logger)
+	sealer, err := hooks.NewSealer(cfg.SecretsKey)
+	if err != nil {
+		return nil, fmt.Errorf("TEKRAR_SECRETS_KEY: %w", err)
+	}
+	if sealer == nil {
+		logger.Warn("TEKRAR_SECRETS_KEY is not set: client webhook endpoints cannot be created (503 webhook_secrets_key_missing)")
+	}
+	policy := hooks.Policy{AllowLoopback: cfg.WebhooksAllowLoopback}
+	endpoints := &hooks.Store{DB: db, Sealer: sealer, Policy: policy, Now: o.now}
 	api.Register(e.Group("/v1"), api.Deps{
 		Logger:        logger,
 		Authenticator: clients.NewAuthenticator(db, cfg.AuthCacheTTL),
 		Service:       svc,
 		MaxBodyBytes:  int64(cfg.MaxBodyBytes),
+		Hooks:         endpoints,
 	})
 	if cfg.PSPWebhookSecrets != "" {
 		var keys []webhook.Key
@@ -113,8 +124,19 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		}
 		e.POST("/webhooks/psp", api.ProviderInbox(svc, keys, logger))
 	}
+	var rc *river.Client[*sql.Tx] // made below, once every consumer is known
+	deliverer := &hooks.Deliverer{DB: db, Sealer: sealer, Logger: logger,
+		Client: hooks.NewHTTPClient(policy, hooks.AttemptTimeout), Now: o.now}
+	deliveries := Consumer{ // client webhooks: the fan-out, and the delivery jobs on their own queue
+		Handler:    hooks.Handler{},
+		AddWorkers: func(w *river.Workers) { hooks.AddWorkers(w, deliverer) },
+		Queues:     map[string]river.QueueConfig{hooks.Queue: {MaxWorkers: 20}},
+	}
 	consoleNotFound := admin.Register(e.Group("/admin"), admin.Deps{DB: db, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now,
-		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc})
+		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc,
+		Redeliver: func(ctx context.Context, tx *sql.Tx, id int64, nonce string) error {
+			return hooks.Redeliver(ctx, tx, rc, id, nonce)
+		}})
 	sweeper := checkout.NewSweeper(db, SweepConfig(cfg, o.now), logger)
 	completer := svc.NewCompleter(checkout.CompleterConfig{
 		Interval:       cfg.CompleterInterval,
@@ -123,7 +145,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	})
 	e.GET("/readyz/completer", func(c *gin.Context) { c.JSON(http.StatusOK, completer.Totals()) })
 	e.NoRoute(notFound(consoleNotFound))
-	rc, err := newRiver(cfg, db.DB, logger, append(consumers(cfg, db.DB, logger), o.consumers...))
+	rc, err = newRiver(cfg, db.DB, logger, append(append(consumers(cfg, db.DB, logger), deliveries), o.consumers...))
 	if err != nil {
 		return nil, err
 	}

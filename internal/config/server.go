@@ -28,6 +28,11 @@ type Server struct {
 	// DoubleTapWindow is how far apart two paid orders of one customer, amount and items
 	// may be for the console to flag them as a suspected double tap.
 	DoubleTapWindow time.Duration
+	// SecretsKey encrypts webhook endpoints' signing secrets at rest (base64 of 32 bytes);
+	// empty: endpoints cannot be created. dev keeps one in its data directory.
+	SecretsKey string
+	// WebhooksAllowLoopback lets endpoints be http and on loopback addresses (dev).
+	WebhooksAllowLoopback bool
 
 	// Receipts: the SMTP server they are sent through (zero: kept for the console) and
 	// their From address.
@@ -106,6 +111,8 @@ func BindServer(s *Set, command string, c *Server) {
 	s.URL(&c.PSPURL, "psp-url", "TEKRAR_PSP_URL", "", "payment provider base URL (a 'tekrar psp' process); unset: the sandbox provider runs in-process")
 	s.Bool(&c.SecureCookies, "secure-cookies", "TEKRAR_SECURE_COOKIES", "false", "mark console cookies Secure even on plain HTTP (TLS ends at a proxy in front); they are Secure on TLS anyway")
 	s.Duration(&c.DoubleTapWindow, "double-tap-window", "TEKRAR_DOUBLE_TAP_WINDOW", "2m", "console: how far apart two paid orders of one customer with the same amount and items are flagged as a suspected double tap", time.Second, 24*time.Hour)
+	s.String(&c.SecretsKey, "secrets-key", "TEKRAR_SECRETS_KEY", "", "key that webhook endpoints' signing secrets are encrypted under (base64 of 32 random bytes: openssl rand -base64 32)"+map[bool]string{true: "; unset: made once and kept in the dev directory", false: "; unset: webhook endpoints cannot be created"}[dev])
+	s.Bool(&c.WebhooksAllowLoopback, "webhooks-allow-loopback", "TEKRAR_WEBHOOKS_ALLOW_LOOPBACK", map[bool]string{true: "true", false: "false"}[dev], "client webhook endpoints may be http and on loopback addresses (a receiver on this machine); never in production")
 	s.CIDRs(&c.TrustedProxies, "trusted-proxies", "TEKRAR_TRUSTED_PROXIES", "comma-separated CIDRs of proxies whose X-Forwarded-For is believed for the client address in key history")
 	s.SMTPURL(&c.SMTP, "smtp-url", "TEKRAR_SMTP_URL", "SMTP server for receipts: smtp://user:pass@host:port (STARTTLS when offered) or smtps://...; unset: receipts are kept for the console, not sent")
 	s.MailAddress(&c.SMTPFrom, "smtp-from", "TEKRAR_SMTP_FROM", "tekrar <receipts@localhost>", "From address of receipts; its domain ends their Message-IDs")

@@ -47,6 +47,8 @@ const (
 	CodePriceMismatch                Code = "price_mismatch"
 	CodePreconditionFailed           Code = "precondition_failed"
 	CodeRestockExceedsSold           Code = "restock_exceeds_sold"
+	CodeWebhookEndpointNotFound      Code = "webhook_endpoint_not_found"
+	CodeWebhookSecretsKeyMissing     Code = "webhook_secrets_key_missing"
 )
 
 // Spec is everything about a code that does not depend on the occurrence: its status, its
@@ -102,6 +104,8 @@ var Codes = []Spec{
 		"no product with this sku for this client (another client's sku is not found, by design); on `POST /v1/orders`, a `from_stock` line names a sku the client has no product for (`sku` says which)"},
 	{CodeCartNotFound, http.StatusNotFound, "Cart not found", false, true, false, 0,
 		"no cart with this id for this client; on `POST /v1/orders`, `cart_id` names none"},
+	{CodeWebhookEndpointNotFound, http.StatusNotFound, "Webhook endpoint not found", false, true, false, 0,
+		"this client has no such webhook endpoint, or deleted it (another client's endpoint is not found, by design; so is anything in its place in the path that is not an endpoint id, `we_…`)"},
 	{CodeIdempotencyKeyNotFound, http.StatusNotFound, "Idempotency key not found", false, true, false, 0,
 		"this client never sent this key, or it was forgotten after its retention"},
 	{CodeMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed", false, true, false, 0,
@@ -151,6 +155,9 @@ var Codes = []Spec{
 		"the database is unreachable; tekrar failed closed and executed nothing it could not record"},
 	{CodeNeedsAttention, http.StatusServiceUnavailable, "This request needs an operator", true, false, false, 1,
 		"the outcome could not be resolved automatically and an operator is on it"},
+	// The operator must configure tekrar; nothing the client changes helps.
+	{CodeWebhookSecretsKeyMissing, http.StatusServiceUnavailable, "Webhook signing is not configured", false, true, false, 0,
+		"`POST /v1/webhook-endpoints` and `rotate-secret`: this tekrar has no `TEKRAR_SECRETS_KEY`, which endpoint signing secrets are encrypted under; nothing was stored. Ask the operator (docs/webhooks-out.md)"},
 	{CodeHTTPVersionNotSupported, http.StatusHTTPVersionNotSupported, "HTTP version not supported", false, true, false, 0,
 		"an HTTP version other than 1.x on an HTTP/1 connection; the connection is closed"},
 }

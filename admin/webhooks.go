@@ -1,0 +1,209 @@
+package admin
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/gin-gonic/gin"
+
+	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/views"
+)
+
+// Client webhooks in the console: every client's endpoints (disabled ones first, with why),
+// one endpoint's deliveries with their attempts, the dead deliveries, and redelivery: an
+// admin's action that queues one more attempt of a delivery, with the same body and the
+// same webhook-id (the event's id), so that a receiver that had it already ignores it.
+
+// ActionRedeliverWebhook is a redelivery in the audit log.
+const ActionRedeliverWebhook = "redeliver_webhook"
+
+// Redeliverer queues a redelivery in tx (hooks.Redeliver over the process's River client).
+type Redeliverer func(ctx context.Context, tx *sql.Tx, deliveryID int64, nonce string) error
+
+func deliveryTarget(id int64) string { return "webhook_delivery:" + strconv.FormatInt(id, 10) }
+
+func (a *console) webhooks(c *gin.Context) error {
+	ctx := c.Request.Context()
+	es, err := hooks.ConsoleEndpoints(ctx, a.DB)
+	if err != nil {
+		return err
+	}
+	dead, err := hooks.DeadDeliveries(ctx, a.DB)
+	if err != nil {
+		return err
+	}
+	p := views.WebhooksPage{Nav: nav(c, "Webhooks")}
+	for _, e := range es {
+		l := endpointLine(e)
+		if l.State == "disabled" {
+			p.Disabled++
+		}
+		p.Endpoints = append(p.Endpoints, l)
+	}
+	p.Dead = deliveryLines(c, dead)
+	return a.render(c, http.StatusOK, views.Webhooks(p))
+}
+
+func (a *console) webhookEndpoint(c *gin.Context) error {
+	e, ds, err := hooks.ConsoleEndpoint(c.Request.Context(), a.DB, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return a.render(c, http.StatusOK, views.WebhookEndpoint(views.WebhookEndpointPage{Nav: nav(c, "Webhooks"),
+		Endpoint: endpointLine(e), Deliveries: deliveryLines(c, ds)}))
+}
+
+func endpointLine(e hooks.EndpointSummary) views.WebhookEndpointLine {
+	l := views.WebhookEndpointLine{ID: e.ID, Href: "/admin/webhooks/" + e.ID, Client: fmt.Sprintf("%s (%d)", e.ClientName, e.ClientID),
+		URL: e.URL, Types: strings.Join(e.EventTypes, ", "), State: "enabled", Created: e.CreatedAt,
+		Pending: e.Pending, Succeeded: e.Succeeded, Dead: e.Dead}
+	switch {
+	case e.DeletedAt != nil:
+		l.State = "deleted"
+	case e.DisabledAt != nil:
+		l.State, l.Disabled = "disabled", *e.DisabledAt
+		if e.DisabledReason != nil {
+			l.DisabledReason = *e.DisabledReason
+		}
+	}
+	return l
+}
+
+func deliveryLines(c *gin.Context, ds []hooks.DeliveryLine) []views.WebhookDeliveryLine {
+	out := make([]views.WebhookDeliveryLine, 0, len(ds))
+	canAct := session(c).Operator.CanAct()
+	for _, d := range ds {
+		l := views.WebhookDeliveryLine{ID: d.ID, EventID: d.EventID, EventType: d.EventType, State: d.State,
+			Endpoint: views.Link{Label: d.EndpointID, Href: "/admin/webhooks/" + d.EndpointID}, Client: d.ClientName,
+			Attempts: d.Attempts, Created: d.CreatedAt, Last: lastOutcome(d.LastStatus, d.LastError)}
+		if d.NextAttemptAt != nil {
+			l.Next = *d.NextAttemptAt
+		}
+		if d.FinishedAt != nil {
+			l.Finished = *d.FinishedAt
+		}
+		if canAct {
+			l.RedeliverHref = redeliverHref(d.ID)
+		}
+		for _, t := range d.Tries {
+			detail := ""
+			if t.Error != nil {
+				detail = *t.Error
+			}
+			if t.Response != nil {
+				detail = strings.TrimSpace(detail + " " + *t.Response)
+			}
+			status := "—"
+			if t.Status != nil {
+				status = strconv.Itoa(*t.Status)
+			}
+			l.Tries = append(l.Tries, views.WebhookAttemptLine{At: t.At, Manual: t.Manual, Status: status,
+				Latency: (time.Duration(t.LatencyMS) * time.Millisecond).String(), Detail: detail})
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func lastOutcome(status *int, errText *string) string {
+	switch {
+	case errText != nil:
+		return *errText
+	case status != nil:
+		return "HTTP " + strconv.Itoa(*status)
+	}
+	return "not attempted yet"
+}
+
+func redeliverHref(id int64) string {
+	return "/admin/webhooks/deliveries/" + strconv.FormatInt(id, 10) + "/redeliver"
+}
+
+func (a *console) deliveryParam(c *gin.Context) (hooks.DeliveryLine, error) {
+	id, err := strconv.ParseInt(c.Param("delivery"), 10, 64)
+	if err != nil || id <= 0 {
+		return hooks.DeliveryLine{}, hooks.ErrDeliveryNotFound
+	}
+	return hooks.GetDelivery(c.Request.Context(), a.DB, id)
+}
+
+func (a *console) redeliverForm(c *gin.Context) error {
+	d, err := a.deliveryParam(c)
+	if err != nil {
+		return err
+	}
+	return a.render(c, http.StatusOK, redeliverPage(c, d, "", a.Redeliver != nil))
+}
+
+func redeliverPage(c *gin.Context, d hooks.DeliveryLine, errText string, available bool) templ.Component {
+	v := views.ConfirmView{
+		Nav:   nav(c, "Webhooks"),
+		Title: "Redeliver a webhook",
+		Subject: []views.Field{
+			field("Event (webhook-id)", d.EventID),
+			field("Type", d.EventType),
+			{Label: "Endpoint", Value: d.EndpointID + " " + d.EndpointURL, Href: "/admin/webhooks/" + d.EndpointID},
+			field("Client", d.ClientName),
+			field("State", d.State),
+			field("Attempts so far", strconv.Itoa(d.Attempts)),
+		},
+		Explain: []string{
+			"One more attempt is made within seconds: the same body, signed now, under the same webhook-id, so that a receiver that applied this event already recognises it and does nothing twice.",
+			"If it is answered 2xx, the delivery is succeeded; if not, a dead delivery stays dead (redeliver again once the endpoint is fixed) and a pending one keeps its schedule.",
+		},
+		Error:  errText,
+		Action: redeliverHref(d.ID),
+		Nonce:  randomToken(),
+		Button: "Redeliver",
+		Cancel: "/admin/webhooks/" + d.EndpointID,
+	}
+	if !available {
+		v.Refused = "This process has no job queue to send a redelivery with."
+	}
+	return views.ConfirmPage(v)
+}
+
+// redeliver queues the attempt and records it in the audit log, in one transaction; the
+// job is unique per form (its nonce), so a form posted twice queues one attempt.
+func (a *console) redeliver(c *gin.Context) error {
+	d, err := a.deliveryParam(c)
+	if err != nil {
+		return err
+	}
+	nonce := c.PostForm("nonce")
+	if !checkout.ValidNonce(nonce) || a.Redeliver == nil {
+		return a.render(c, http.StatusBadRequest, redeliverPage(c, d, "The form was incomplete; confirm again.", a.Redeliver != nil))
+	}
+	ctx := c.Request.Context()
+	tx, err := a.DB.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("redeliver: %w", err)
+	}
+	defer tx.Rollback()
+	recorded, err := RecordAuditOnce(ctx, tx, AuditRecord{At: a.Now(), OperatorID: session(c).Operator.ID,
+		Action: ActionRedeliverWebhook, Target: deliveryTarget(d.ID), Nonce: nonce,
+		Detail: map[string]any{"event_id": d.EventID, "endpoint": d.EndpointID, "state": d.State}})
+	if err != nil {
+		return err
+	}
+	done := "redelivery-queued-already"
+	if recorded {
+		if err := a.Redeliver(ctx, tx.Tx, d.ID, nonce); err != nil {
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("redeliver: %w", err)
+		}
+		done = "redelivery-queued"
+	}
+	c.Redirect(http.StatusSeeOther, "/admin/webhooks/"+d.EndpointID+"?done="+done)
+	return nil
+}

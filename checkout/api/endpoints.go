@@ -1,0 +1,125 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/internal/problem"
+	"github.com/tekrar/tekrar/internal/server"
+)
+
+// The client's webhook endpoints: /v1/webhook-endpoints. These POSTs take no
+// Idempotency-Key: the answer that creates an endpoint (or rotates its secret) carries the
+// signing secret, and a replay would need it stored in clear beside the idempotency key,
+// which is what sealing it (docs/webhooks-out.md) avoids. A retried creation makes a
+// second endpoint, which the list shows and DELETE removes.
+
+func (a *handlers) createEndpoint(c *gin.Context) {
+	body, p := readJSON(c.Request, a.maxBody)
+	if p != nil {
+		server.Abort(c, p)
+		return
+	}
+	var in hooks.EndpointInput
+	if p := decodeStrict(body, &in); p != nil {
+		server.Abort(c, p)
+		return
+	}
+	e, err := a.hooks.Create(c.Request.Context(), client(c).ID, in)
+	if err != nil {
+		a.failEndpoint(c, err)
+		return
+	}
+	c.Header("Location", "/v1/webhook-endpoints/"+e.ID)
+	c.JSON(http.StatusCreated, e)
+}
+
+func (a *handlers) listEndpoints(c *gin.Context) {
+	es, err := a.hooks.List(c.Request.Context(), client(c).ID)
+	if err != nil {
+		a.failEndpoint(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"data": es})
+}
+
+func (a *handlers) getEndpoint(c *gin.Context) {
+	e, err := a.hooks.Get(c.Request.Context(), client(c).ID, c.Param("id"))
+	if err != nil {
+		a.failEndpoint(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, e)
+}
+
+func (a *handlers) deleteEndpoint(c *gin.Context) {
+	if err := a.hooks.Delete(c.Request.Context(), client(c).ID, c.Param("id")); err != nil {
+		a.failEndpoint(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+// rotateInput is the optional body of rotate-secret.
+type rotateInput struct {
+	// OverlapSeconds is how long the old secret keeps signing beside the new one.
+	OverlapSeconds *int64 `json:"overlap_seconds"`
+}
+
+func (a *handlers) rotateEndpointSecret(c *gin.Context) {
+	overlap := hooks.DefaultOverlap
+	if c.Request.ContentLength != 0 {
+		body, p := readJSON(c.Request, a.maxBody)
+		if p != nil {
+			server.Abort(c, p)
+			return
+		}
+		var in rotateInput
+		if p := decodeStrict(body, &in); p != nil {
+			server.Abort(c, p)
+			return
+		}
+		if in.OverlapSeconds != nil {
+			if *in.OverlapSeconds < 0 || *in.OverlapSeconds > int64(hooks.MaxOverlap/time.Second) {
+				server.Abort(c, invalid([]checkout.FieldError{{Field: "overlap_seconds", Message: "must be 0 to 604800 (seven days)"}}))
+				return
+			}
+			overlap = time.Duration(*in.OverlapSeconds) * time.Second
+		}
+	}
+	e, err := a.hooks.RotateSecret(c.Request.Context(), client(c).ID, c.Param("id"), overlap)
+	if err != nil {
+		a.failEndpoint(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, e)
+}
+
+// invalid is validation_failed for a request without an Idempotency-Key.
+func invalid(errs []checkout.FieldError) *problem.Problem {
+	return problem.Of(problem.CodeValidationFailed).
+		WithDetail("fix the listed fields and resend; nothing was stored").With("errors", errs)
+}
+
+func (a *handlers) failEndpoint(c *gin.Context, err error) {
+	var bad hooks.InvalidError
+	switch {
+	case errors.As(err, &bad):
+		errs := make([]checkout.FieldError, len(bad))
+		for i, f := range bad {
+			errs[i] = checkout.FieldError{Field: f.Field, Message: f.Message}
+		}
+		server.Abort(c, invalid(errs))
+	case errors.Is(err, hooks.ErrEndpointNotFound):
+		server.Abort(c, problem.Of(problem.CodeWebhookEndpointNotFound))
+	case errors.Is(err, hooks.ErrNoSecretsKey):
+		server.Abort(c, problem.Of(problem.CodeWebhookSecretsKeyMissing))
+	default:
+		a.failRead(c, err)
+	}
+}
