@@ -276,7 +276,13 @@ func TestSandboxWebhooksDuplicatedAndReordered(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	waitFor(t, time.Minute, "the orphans' refunds delivered", settled)
+	// Not fatal: if a compensation never settles, the ledger below says which charge and why.
+	for deadline := time.Now().Add(time.Minute); !settled(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("after reconciling, not settled within a minute: compensations watching, keys open or events undelivered")
+			break
+		}
+	}
 	t.Logf("reconciled after %s", time.Since(began.Add(time.Minute)).Round(time.Second))
 
 	events := countRows(t, s.db, `SELECT count(*) FROM psp_events`)
