@@ -140,6 +140,13 @@ func TestReconcileTwiceAtOnceAndKilledHalfWay(t *testing.T) {
 // consolePage signs a new operator in to the console at base and returns the page at path.
 func consolePage(t *testing.T, dbURL, base, path string) string {
 	t.Helper()
+	return consoleGet(t, consoleSession(t, dbURL, base), base+path)
+}
+
+// consoleSession signs a new operator (a viewer) in to the console at base and returns the
+// signed-in client.
+func consoleSession(t *testing.T, dbURL, base string) *http.Client {
+	t.Helper()
 	const password = "reconcile console horse"
 	mustRun(t, childEnv("DATABASE_URL="+dbURL), strings.NewReader(password+"\n"), "operators", "create", "--role", "viewer", "recon@example.com")
 	jar, _ := cookiejar.New(nil)
@@ -154,14 +161,20 @@ func consolePage(t *testing.T, dbURL, base, path string) string {
 	if r.StatusCode != http.StatusSeeOther {
 		t.Fatalf("sign-in: %d", r.StatusCode)
 	}
-	r, err = bc.Get(base + path)
+	return bc
+}
+
+// consoleGet returns the page at u, which must answer 200.
+func consoleGet(t *testing.T, bc *http.Client, u string) string {
+	t.Helper()
+	r, err := bc.Get(u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Body.Close()
 	body, err := io.ReadAll(r.Body)
 	if err != nil || r.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %v\n%s", path, r.StatusCode, err, body)
+		t.Fatalf("GET %s: %d %v\n%s", u, r.StatusCode, err, body)
 	}
 	return string(body)
 }
