@@ -16,7 +16,7 @@ import (
 
 // compensationStates are the compensations list's filter values, the default first.
 var compensationStates = []string{report.StatusAll, checkout.CompensationWatching, checkout.CompensationRefunded,
-	checkout.CompensationNoCharge}
+	checkout.CompensationNoCharge, checkout.CompensationAlreadyRefunded}
 
 // compensationHref links an order's compensation in the list, at its row.
 func compensationHref(orderPublicID string, id int64) string {

@@ -67,8 +67,10 @@ func ListCompensations(ctx context.Context, db sqlx.QueryerContext, f Compensati
 		settled = []string{`m.state = 'refunded'`}
 	case checkout.CompensationNoCharge:
 		settled = []string{`m.state = 'no_charge'`}
+	case checkout.CompensationAlreadyRefunded:
+		settled = []string{`m.state = 'already_refunded'`}
 	default:
-		return nil, Page{}, invalidQuery("compensation state must be watching, refunded, no_charge or all")
+		return nil, Page{}, invalidQuery("compensation state must be watching, refunded, no_charge, already_refunded or all")
 	}
 	rows, next, err := listQueue(ctx, db, queueSpec{
 		columns: compensationColumns,
