@@ -37,6 +37,7 @@ func (a *console) compensations(c *gin.Context) error {
 		return err
 	}
 	p.Watching, p.Refunded, p.NoCharge = counts.Watching, counts.Refunded, counts.NoCharge
+	p.AlreadyRefunded = counts.AlreadyRefunded
 	client, order, err := a.caseNarrowing(ctx, f)
 	if err == nil {
 		var rows []report.CompensationRow
