@@ -154,3 +154,57 @@ func TestChargeReportsRefunded(t *testing.T) {
 		t.Errorf("ListCharges: %+v, %v; want one charge with 1500 refunded", page.Charges, err)
 	}
 }
+
+// raceRefund is a provider at which, just before a worker's refund arrives, another worker
+// makes the compensation's refund under the same derived key for another remainder (it
+// computed it before a dashboard refund that came between the two look-ups).
+type raceRefund struct {
+	psp.Provider
+	sb    *psp.Sandbox
+	other int64
+	once  sync.Once
+}
+
+func (p *raceRefund) Refund(ctx context.Context, req psp.RefundRequest) (psp.Refund, error) {
+	var err error
+	p.once.Do(func() {
+		_, err = p.sb.Refund(ctx, psp.RefundRequest{Key: req.Key, ChargeID: req.ChargeID, Amount: p.other})
+	})
+	if err != nil {
+		return psp.Refund{}, err
+	}
+	return p.Provider.Refund(ctx, req)
+}
+
+// TestCompensationTakesTheRefundAnotherWorkerMade: two workers computed different
+// remainders; the one whose refund the provider refuses as a key reused with another amount
+// settles with the refund the other made, not with an error retried forever.
+func TestCompensationTakesTheRefundAnotherWorkerMade(t *testing.T) {
+	e := newActionEnv(t)
+	ctx := context.Background()
+	ch := e.orphanCharge("stray-race", "a charge of no order", 7000)
+	sb := e.p.Provider.(*psp.Sandbox)
+	if _, err := sb.DashboardRefund(ctx, ch.ID, 1000, "goodwill"); err != nil {
+		t.Fatal(err)
+	}
+	e.oweOrphan(ch)
+	e.p.Provider = &raceRefund{Provider: sb, sb: sb, other: 5000}
+	if res, err := e.s.compensateDue(ctx, 10, time.Minute); err != nil || res.Refunded != 1 {
+		t.Fatalf("compensateDue: %+v, %v; want one refunded", res, err)
+	}
+	var got settledCompensation
+	if err := e.db.Get(&got, `SELECT state, coalesce(refund_id, '') AS refund_id, amount
+		FROM compensations WHERE charge_key = $1`, ch.Key); err != nil {
+		t.Fatal(err)
+	}
+	var theirs string
+	if err := e.db.Get(&theirs, `SELECT id FROM psp_refunds WHERE key = $1 AND amount = 5000`, compensationRefundKey(ch.Key)); err != nil {
+		t.Fatal(err)
+	}
+	if got.State != CompensationRefunded || got.RefundID != theirs || got.Amount.Int64 != 5000 {
+		t.Errorf("compensation %+v, want refunded with the other worker's refund %s of 5000", got, theirs)
+	}
+	if n := e.count(`SELECT count(*) FROM psp_refunds WHERE charge_id = $1`, ch.ID); n != 2 {
+		t.Errorf("%d refunds of the charge, want the dashboard's and the compensation's", n)
+	}
+}
