@@ -39,10 +39,23 @@ func TestOrderPageShowsItsCompensation(t *testing.T) {
 		t.Fatal(err)
 	}
 	p = b.do("GET", page, nil)
-	for _, want := range []string{"refunded it in full", "ch_late", "re_back (45.00 TRY)"} {
+	for _, want := range []string{"tekrar refunded what the provider had not already refunded of it", "ch_late", "re_back (45.00 TRY)"} {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("the page lacks %q", want)
 		}
+	}
+	if _, err := e.DB.Exec(`
+		UPDATE compensations SET state = 'already_refunded', refund_id = NULL, amount = NULL, currency = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	p = b.do("GET", page, nil)
+	for _, want := range []string{"the provider had already refunded all of it; nothing was owed", "ch_late"} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(p.body, "re_back") {
+		t.Error("the page names a refund tekrar did not make")
 	}
 }
 

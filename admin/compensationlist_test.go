@@ -84,6 +84,7 @@ func TestCompensationsList(t *testing.T) {
 		{"?state=watching", []string{"w-old", "w-new"}},
 		{"?state=refunded", []string{"refunded"}},
 		{"?state=no_charge", []string{"none"}},
+		{"?state=already_refunded", nil},
 		{"?client=" + mine, []string{"w-old", "w-new", "refunded"}},
 		{"?client=" + other, []string{"none"}},
 		{"?state=watching&client=" + other, nil},
@@ -104,7 +105,7 @@ func TestCompensationsList(t *testing.T) {
 	}
 
 	p := b.do("GET", "/admin/compensations", nil)
-	for sel, want := range map[string]string{"#count-watching": "2", "#count-refunded": "1", "#count-no-charge": "1"} {
+	for sel, want := range map[string]string{"#count-watching": "2", "#count-refunded": "1", "#count-no-charge": "1", "#count-already-refunded": "0"} {
 		if got := p.doc.Find(sel).Text(); got != want {
 			t.Errorf("%s: %q, want %q", sel, got, want)
 		}

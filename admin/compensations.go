@@ -16,7 +16,7 @@ import (
 
 // compensationStates are the compensations list's filter values, the default first.
 var compensationStates = []string{report.StatusAll, checkout.CompensationWatching, checkout.CompensationRefunded,
-	checkout.CompensationNoCharge}
+	checkout.CompensationNoCharge, checkout.CompensationAlreadyRefunded}
 
 // compensationHref links an order's compensation in the list, at its row.
 func compensationHref(orderPublicID string, id int64) string {
@@ -37,6 +37,7 @@ func (a *console) compensations(c *gin.Context) error {
 		return err
 	}
 	p.Watching, p.Refunded, p.NoCharge = counts.Watching, counts.Refunded, counts.NoCharge
+	p.AlreadyRefunded = counts.AlreadyRefunded
 	client, order, err := a.caseNarrowing(ctx, f)
 	if err == nil {
 		var rows []report.CompensationRow

@@ -287,9 +287,10 @@ func compensationFields(c *report.Compensation, format func(int64) string) []vie
 		return nil
 	}
 	state := map[string]string{
-		checkout.CompensationWatching: "watching: no charge has appeared yet; tekrar looks again until " + c.WatchUntil.UTC().Format(time.RFC3339),
-		checkout.CompensationRefunded: "refunded: a charge appeared after the order was canceled, and tekrar refunded it in full",
-		checkout.CompensationNoCharge: "settled: the provider has no charge under the order's key",
+		checkout.CompensationWatching:        "watching: no charge has appeared yet; tekrar looks again until " + c.WatchUntil.UTC().Format(time.RFC3339),
+		checkout.CompensationRefunded:        "refunded: a charge appeared after the order was canceled, and tekrar refunded what the provider had not already refunded of it",
+		checkout.CompensationNoCharge:        "settled: the provider has no charge under the order's key",
+		checkout.CompensationAlreadyRefunded: "settled: a charge appeared after the order was canceled, but the provider had already refunded all of it; nothing was owed",
 	}[c.State]
 	f := []views.Field{field("State", state), field("Why", c.Reason), field("Attempts", strconv.Itoa(c.Attempts))}
 	if c.ChargeID != nil {

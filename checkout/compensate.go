@@ -192,7 +192,7 @@ var oweRefundSQL = named[owedCharge](`
 	       SET state = 'watching', settled_at = NULL, charge_id = excluded.charge_id,
 	           next_attempt_at = least(compensations.next_attempt_at, excluded.next_attempt_at),
 	           watch_until = greatest(compensations.watch_until, excluded.watch_until)
-	     WHERE compensations.state <> 'refunded'
+	     WHERE compensations.state NOT IN ('refunded', 'already_refunded')
 	    RETURNING order_id, reason, xmax = 0 AS inserted
 	), e AS (
 	    INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
@@ -231,8 +231,11 @@ func (s *Service) oweRefundIfCanceled(ctx context.Context, k *Key, ch psp.Charge
 // Compensation states.
 const (
 	CompensationWatching = "watching"  // a charge may still appear under the key; not settled
-	CompensationRefunded = "refunded"  // a charge appeared and was refunded in full
+	CompensationRefunded = "refunded"  // a charge appeared and what the provider had not refunded of it was refunded
 	CompensationNoCharge = "no_charge" // the provider's horizon passed with no charge, or it was declined or canceled
+	// CompensationAlreadyRefunded: a charge appeared, but the provider had already refunded
+	// all of it by other refunds (an operator's at its dashboard); nothing was owed.
+	CompensationAlreadyRefunded = "already_refunded"
 )
 
 // Who wrote a compensation.
@@ -243,9 +246,10 @@ const (
 
 // compensationPass counts what one pass of compensateDue did.
 type compensationPass struct {
-	Refunded int // charges found under given-up keys and refunded
-	NoCharge int // keys confirmed to hold no charge
-	Retry    int // looked at again later: no charge yet within the horizon, or the provider could not answer
+	Refunded        int // charges found under given-up keys and refunded
+	AlreadyRefunded int // charges found that the provider had already refunded in full
+	NoCharge        int // keys confirmed to hold no charge
+	Retry           int // looked at again later: no charge yet within the horizon, or the provider could not answer
 }
 
 // compensation is a row of compensations as the worker needs it.
@@ -300,7 +304,7 @@ func (s *Service) driveCompensation(ctx context.Context, c compensation, now tim
 	switch {
 	case errors.Is(err, psp.ErrNotFound) && !now.Before(c.WatchUntil):
 		res.NoCharge++
-		return s.settleCompensation(ctx, c, CompensationNoCharge, psp.Charge{}, "")
+		return s.settleCompensation(ctx, c, CompensationNoCharge, psp.Charge{}, psp.Refund{})
 	case errors.Is(err, psp.ErrNotFound):
 		res.Retry++
 		return s.retryCompensation(ctx, c, now, "")
@@ -309,22 +313,54 @@ func (s *Service) driveCompensation(ctx context.Context, c compensation, now tim
 		return s.retryCompensation(ctx, c, now, err.Error())
 	case ch.Status != psp.StatusSucceeded:
 		res.NoCharge++
-		return s.settleCompensation(ctx, c, CompensationNoCharge, ch, "")
+		return s.settleCompensation(ctx, c, CompensationNoCharge, ch, psp.Refund{})
+	}
+	// Our own refund first: a worker whose refund was made but whose answer was lost (or
+	// that died before it settled the row) left it under the derived key, and the charge's
+	// refunded total now counts it. Recomputing the remainder first would find nothing (or
+	// less) left and ask again with another amount, which the provider refuses for a
+	// repeated key; the refund already made is the answer.
+	refundKey := compensationRefundKey(c.ChargeKey)
+	rf, err := s.provider.LookupRefund(pctx, refundKey)
+	switch {
+	case err == nil:
+		res.Refunded++
+		return s.settleCompensation(ctx, c, CompensationRefunded, ch, rf)
+	case !errors.Is(err, psp.ErrNotFound):
+		res.Retry++
+		return s.retryCompensation(ctx, c, now, "look up refund: "+err.Error())
+	}
+	// What is owed is what the provider has not refunded yet, by any key: an operator may
+	// have refunded part or all of the charge at the provider's dashboard.
+	remainder := ch.Amount - ch.Refunded
+	if remainder <= 0 {
+		res.AlreadyRefunded++
+		s.logger.Warn("compensation settled with no refund: the provider had already refunded the charge in full",
+			"source", c.Source, "order_id", c.OrderID.Int64, "charge_id", ch.ID, "refunded", ch.Refunded)
+		return s.settleCompensation(ctx, c, CompensationAlreadyRefunded, ch, psp.Refund{})
 	}
 	reason := "order canceled while its charge was in flight"
 	if c.Source == CompensationByReconcile {
 		reason = "charge of no order that can complete with it (reconciliation)"
 	}
-	rf, err := s.provider.Refund(pctx, psp.RefundRequest{Key: compensationRefundKey(c.ChargeKey), ChargeID: ch.ID,
-		Amount: ch.Amount, Reason: reason})
+	rf, err = s.provider.Refund(pctx, psp.RefundRequest{Key: refundKey, ChargeID: ch.ID, Amount: remainder, Reason: reason})
+	if errors.Is(err, psp.ErrKeyReused) {
+		// Another worker made the refund under this key between our look-up and our
+		// request, for another remainder (a dashboard refund came in between): it is the
+		// one refund of this compensation.
+		rf, err = s.provider.LookupRefund(pctx, refundKey)
+	}
 	if err != nil {
+		// ErrRefundExceedsCharge: something was refunded since the look-up; the next
+		// attempt computes the remainder again.
 		res.Retry++
 		return s.retryCompensation(ctx, c, now, "refund: "+err.Error())
 	}
 	s.crash(CrashCompensationAfterRefund)
 	res.Refunded++
-	s.logger.Warn("compensated a charge", "source", c.Source, "order_id", c.OrderID.Int64, "charge_id", ch.ID, "refund_id", rf.ID)
-	return s.settleCompensation(ctx, c, CompensationRefunded, ch, rf.ID)
+	s.logger.Warn("compensated a charge", "source", c.Source, "order_id", c.OrderID.Int64, "charge_id", ch.ID,
+		"refund_id", rf.ID, "amount", rf.Amount, "already_refunded", ch.Refunded)
+	return s.settleCompensation(ctx, c, CompensationRefunded, ch, rf)
 }
 
 // retryCompensation schedules the next look: soon at first, then less often, never less
@@ -359,10 +395,12 @@ var settleCompensationSQL = named[compensationSettlement](`
 	       charge_id = coalesce(:charge_id, charge_id), refund_id = :refund_id, amount = :amount, currency = :currency
 	 WHERE id = :id AND state = 'watching'`)
 
-func (s *Service) settleCompensation(ctx context.Context, c compensation, state string, ch psp.Charge, refundID string) error {
-	p := compensationSettlement{ID: c.ID, State: state, Now: s.cfg.Now(), ChargeID: nullString(ch.ID), RefundID: nullString(refundID)}
-	if refundID != "" {
-		p.Amount, p.Currency = sql.NullInt64{Int64: ch.Amount, Valid: true}, nullString(ch.Currency)
+// settleCompensation settles c as state; rf is the refund it made (the zero Refund when it
+// made none), whose amount is recorded: the remainder of the charge it refunded.
+func (s *Service) settleCompensation(ctx context.Context, c compensation, state string, ch psp.Charge, rf psp.Refund) error {
+	p := compensationSettlement{ID: c.ID, State: state, Now: s.cfg.Now(), ChargeID: nullString(ch.ID), RefundID: nullString(rf.ID)}
+	if rf.ID != "" {
+		p.Amount, p.Currency = sql.NullInt64{Int64: rf.Amount, Valid: true}, nullString(ch.Currency)
 	}
 	if _, err := settleCompensationSQL.exec(ctx, s.db, p); err != nil {
 		return fmt.Errorf("settle as %s: %w", state, err)

@@ -89,8 +89,8 @@ type orphanCompensation struct {
 // key whoever writes it (a concurrent run, a rerun, the cancel of the order the charge
 // was for), and audits it in the same statement when this call wrote it. An existing
 // compensation of the charge is made due now, and one that had settled as no_charge (the
-// charge appeared after the watch ended) watches again; a refunded one is left alone and
-// returns no row.
+// charge appeared after the watch ended) watches again; a refunded or already_refunded one (nothing
+// more can be owed of the charge) is left alone and returns no row.
 var oweOrphanSQL = named[orphanCompensation](`
 	WITH c AS (
 	    INSERT INTO compensations (client_id, order_id, charge_key, reason, source, charge_id,
@@ -101,7 +101,7 @@ var oweOrphanSQL = named[orphanCompensation](`
 	           charge_id = coalesce(compensations.charge_id, excluded.charge_id),
 	           next_attempt_at = least(compensations.next_attempt_at, excluded.next_attempt_at),
 	           watch_until = greatest(compensations.watch_until, excluded.watch_until)
-	     WHERE compensations.state <> 'refunded'
+	     WHERE compensations.state NOT IN ('refunded', 'already_refunded')
 	    RETURNING id, xmax = 0 AS inserted
 	), a AS (
 	    INSERT INTO audit_log (at, actor, action, target, detail)

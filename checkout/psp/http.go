@@ -374,7 +374,8 @@ func (c *Client) ListCharges(ctx context.Context, q ChargeListQuery) (ChargePage
 }
 
 func validCharge(c Charge) bool {
-	return c.ID != "" && (c.Status == StatusSucceeded || c.Status == StatusDeclined || c.Status == StatusCanceled)
+	return c.ID != "" && (c.Status == StatusSucceeded || c.Status == StatusDeclined || c.Status == StatusCanceled) &&
+		c.Refunded >= 0 && c.Refunded <= c.Amount
 }
 
 // RemoteError is a problem the provider answered. Unwrap gives the matching definitive

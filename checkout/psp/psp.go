@@ -132,8 +132,12 @@ type Charge struct {
 	CardBrand   string `json:"card_brand"`   // "visa"; empty for an unknown card
 	CardLast4   string `json:"card_last4"`   // "4242"; empty for an unknown card
 	// Description is the request's; tekrar names the order a charge is for in it.
-	Description string    `json:"description,omitempty"`
-	Created     time.Time `json:"created"`
+	Description string `json:"description,omitempty"`
+	// Refunded is how much of Amount the provider has refunded so far, by any refund key:
+	// tekrar's own refunds and those made outside it (an operator at the provider's
+	// dashboard). A caller that owes "the rest of the charge" refunds Amount - Refunded.
+	Refunded int64     `json:"refunded"`
+	Created  time.Time `json:"created"`
 }
 
 // RefundRequest asks for one refund of a succeeded charge.

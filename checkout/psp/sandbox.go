@@ -123,18 +123,19 @@ type chargeRow struct {
 	CardBrand   string    `db:"card_brand"`
 	CardLast4   string    `db:"card_last4"`
 	Description string    `db:"description"`
+	Refunded    int64     `db:"refunded_amount"`
 	Created     time.Time `db:"created_at"`
 }
 
 const chargeColumns = `id, key, coalesce(amount, 0) AS amount, coalesce(currency, '') AS currency,
-	card_token_fingerprint, status, decline_code, card_brand, card_last4, description, created_at`
+	card_token_fingerprint, status, decline_code, card_brand, card_last4, description, refunded_amount, created_at`
 
 func (r chargeRow) charge() Charge {
 	return Charge{
 		ID: r.ID, Key: r.Key, Amount: r.Amount, Currency: r.Currency,
 		Status: r.Status, DeclineCode: r.DeclineCode,
 		CardBrand: r.CardBrand, CardLast4: r.CardLast4, Description: r.Description,
-		Created: r.Created.UTC(),
+		Refunded: r.Refunded, Created: r.Created.UTC(),
 	}
 }
 

@@ -41,7 +41,7 @@ type CompensationRow struct {
 // CompensationFilter narrows the compensations list. The zero filter lists every
 // compensation of every client.
 type CompensationFilter struct {
-	State    string // watching, refunded, no_charge or all (when empty)
+	State    string // watching, refunded, no_charge, already_refunded or all (when empty)
 	ClientID int64  // 0: every client
 	OrderID  int64  // 0: every order
 }
@@ -67,8 +67,10 @@ func ListCompensations(ctx context.Context, db sqlx.QueryerContext, f Compensati
 		settled = []string{`m.state = 'refunded'`}
 	case checkout.CompensationNoCharge:
 		settled = []string{`m.state = 'no_charge'`}
+	case checkout.CompensationAlreadyRefunded:
+		settled = []string{`m.state = 'already_refunded'`}
 	default:
-		return nil, Page{}, invalidQuery("compensation state must be watching, refunded, no_charge or all")
+		return nil, Page{}, invalidQuery("compensation state must be watching, refunded, no_charge, already_refunded or all")
 	}
 	rows, next, err := listQueue(ctx, db, queueSpec{
 		columns: compensationColumns,
@@ -105,6 +107,8 @@ type CompensationCounts struct {
 	Watching int64 `db:"watching"`
 	Refunded int64 `db:"refunded"`
 	NoCharge int64 `db:"no_charge"`
+	// AlreadyRefunded: a charge appeared that the provider had already refunded in full.
+	AlreadyRefunded int64 `db:"already_refunded"`
 }
 
 // CountCompensations counts the compensations by state. The table holds one row per charge
@@ -114,7 +118,8 @@ func CountCompensations(ctx context.Context, db sqlx.QueryerContext) (Compensati
 	if err := sqlx.GetContext(ctx, db, &c, `
 		SELECT count(*) FILTER (WHERE state = 'watching') AS watching,
 		       count(*) FILTER (WHERE state = 'refunded') AS refunded,
-		       count(*) FILTER (WHERE state = 'no_charge') AS no_charge
+		       count(*) FILTER (WHERE state = 'no_charge') AS no_charge,
+		       count(*) FILTER (WHERE state = 'already_refunded') AS already_refunded
 		  FROM compensations`); err != nil {
 		return CompensationCounts{}, fmt.Errorf("count compensations: %w", err)
 	}
