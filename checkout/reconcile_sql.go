@@ -90,7 +90,8 @@ type orphanCompensation struct {
 // was for), and audits it in the same statement when this call wrote it. An existing
 // compensation of the charge is made due now, and one that had settled as no_charge (the
 // charge appeared after the watch ended) watches again; a refunded or already_refunded one (nothing
-// more can be owed of the charge) is left alone and returns no row.
+// more can be owed of the charge) is left alone and returns no row. Its compensation.created
+// event is written by the same statement (docs/outbox.md).
 var oweOrphanSQL = named[orphanCompensation](`
 	WITH c AS (
 	    INSERT INTO compensations (client_id, order_id, charge_key, reason, source, charge_id,
@@ -102,10 +103,17 @@ var oweOrphanSQL = named[orphanCompensation](`
 	           next_attempt_at = least(compensations.next_attempt_at, excluded.next_attempt_at),
 	           watch_until = greatest(compensations.watch_until, excluded.watch_until)
 	     WHERE compensations.state NOT IN ('refunded', 'already_refunded')
-	    RETURNING id, xmax = 0 AS inserted
+	    RETURNING id, order_id, reason, xmax = 0 AS inserted
 	), a AS (
 	    INSERT INTO audit_log (at, actor, action, target, detail)
 	    SELECT :now, :actor, 'compensate_orphan_charge', :target, CAST(:detail AS jsonb) FROM c WHERE c.inserted
+	), e AS (
+	    -- A charge of an order tells the order's client, as any compensation does; a charge of
+	    -- no order belongs to no client, and no client is told.
+	    INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
+	    SELECT o.client_id, 'compensation.created', o.id, ` + compensationPayloadSQL + `, :now
+	      FROM c JOIN orders o ON o.id = c.order_id
+	     WHERE c.inserted
 	)
 	SELECT id, inserted FROM c`)
 

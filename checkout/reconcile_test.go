@@ -117,6 +117,10 @@ func TestReconcileFindsWhatDisagrees(t *testing.T) {
 	if n := e.count(`SELECT count(*) FROM compensations WHERE charge_key = $1 AND order_id = $2`, late.Key, canceledKey.OrderID.Int64); n != 1 {
 		t.Error("the late charge's compensation does not name its order")
 	}
+	// Its client is told, once (docs/outbox.md); charges of no order tell no one.
+	if n := e.count(`SELECT count(*) FROM outbox_events WHERE type = 'compensation.created' AND order_id = $1`, canceledKey.OrderID.Int64); n != 1 {
+		t.Errorf("%d compensation.created events of the late charge's order, want 1", n)
+	}
 	if n := e.count(`SELECT count(*) FROM compensations WHERE charge_key IN ($1, $2) AND order_id IS NULL AND client_id IS NULL`, byHand.Key, noOrder.Key); n != 2 {
 		t.Errorf("%d compensations of charges with no order have none, want 2", n)
 	}
@@ -136,9 +140,9 @@ func TestReconcileFindsWhatDisagrees(t *testing.T) {
 	}
 
 	// A rerun: the same findings, nothing new written, nothing refunded again.
-	rows := func() [4]int64 {
-		return [4]int64{e.count(`SELECT count(*) FROM reconciliation_findings`), e.count(`SELECT count(*) FROM compensations`),
-			e.count(`SELECT count(*) FROM audit_log`), e.count(`SELECT count(*) FROM psp_refunds`)}
+	rows := func() [5]int64 {
+		return [5]int64{e.count(`SELECT count(*) FROM reconciliation_findings`), e.count(`SELECT count(*) FROM compensations`),
+			e.count(`SELECT count(*) FROM audit_log`), e.count(`SELECT count(*) FROM psp_refunds`), e.count(`SELECT count(*) FROM outbox_events`)}
 	}
 	before := rows()
 	again := e.reconcile()
@@ -147,7 +151,7 @@ func TestReconcileFindsWhatDisagrees(t *testing.T) {
 		t.Errorf("rerun: %+v\nwant   %+v", again, want)
 	}
 	if after := rows(); after != before {
-		t.Errorf("the rerun wrote rows (findings, compensations, audit, provider refunds): %v, before %v", after, before)
+		t.Errorf("the rerun wrote rows (findings, compensations, audit, provider refunds, events): %v, before %v", after, before)
 	}
 	if n := e.count(`SELECT count(*) FROM reconciliation_findings WHERE last_run_id = $1`, again.RunID); n != 5 {
 		t.Errorf("the rerun saw %d findings again, want 5", n)
