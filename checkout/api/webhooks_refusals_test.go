@@ -140,3 +140,38 @@ func TestProviderWebhookRefusalsPruned(t *testing.T) {
 		t.Errorf("stale counted %d, want 4 (3 kept, the 8-day-old 7 pruned, 1 new)", got["stale"])
 	}
 }
+
+// A verified event whose effect fails is answered 500 (the provider delivers it again),
+// leaves no event row (its transaction rolled back) and is counted as apply_failed.
+func TestProviderWebhookApplyFailedCounted(t *testing.T) {
+	e, k := inboxEnv(t)
+	if _, err := e.DB.Exec(`
+		CREATE FUNCTION refuse_charge() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'the charge cannot be recorded'; END $$;
+		CREATE TRIGGER refuse_charge BEFORE INSERT ON provider_charges FOR EACH ROW EXECUTE FUNCTION refuse_charge();`); err != nil {
+		t.Fatal(err)
+	}
+	body := event(t, "evt_fail", psp.EventChargeSucceeded, "ch_fail", 1, 0)
+	if status, _, _ := deliver(e, k, "evt_fail", body, nil); status != 500 {
+		t.Fatalf("failed apply: %d, want 500", status)
+	}
+	if got := refusals(t, e); got["apply_failed"] != 1 || len(got) != 1 {
+		t.Errorf("counted %v, want apply_failed 1", got)
+	}
+	if c := count(t, e, `SELECT count(*) FROM provider_events`); c != 0 {
+		t.Errorf("%d events stored by a rolled-back apply", c)
+	}
+}
+
+// A refusal that cannot be counted is still answered 400, never 500.
+func TestProviderWebhookRefusalUncountedStill400(t *testing.T) {
+	e, k := inboxEnv(t)
+	if _, err := e.DB.Exec(`ALTER TABLE provider_inbox_refusals RENAME TO gone`); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := webhook.ParseSecret(webhook.NewSecret())
+	body := event(t, "evt_nc", psp.EventChargeSucceeded, "ch_nc", 1, 0)
+	if status, code, err := deliver(e, k, "", body, webhook.Headers("evt_nc", time.Now(), body, other)); status != 400 || code != "webhook_signature_invalid" {
+		t.Fatalf("%d %s %v, want 400 webhook_signature_invalid", status, code, err)
+	}
+}
