@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/views"
 )
@@ -20,8 +21,25 @@ func (a *console) inbox(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	now := a.Now()
+	refusals, err := report.Refusals(c.Request.Context(), a.DB, now)
+	if err != nil {
+		return err
+	}
 	p := views.InboxPage{Nav: nav(c, "Inbox"), Charge: charge, Events: counts.Events, Applied: counts.Applied,
 		Stale: counts.Stale, Ignored: counts.Ignored, Duplicates: counts.Duplicates}
+	for _, r := range refusals.ByReason {
+		p.Refusals = append(p.Refusals, views.InboxRefusalLine{Reason: r.Reason, LastHour: r.LastHour, LastDay: r.LastDay})
+		if r.Reason != checkout.RefusalApplyFailed && r.LastHour > 0 {
+			p.SignatureFailedLastHour = true
+		}
+		if r.Reason == checkout.RefusalApplyFailed && r.LastHour > 0 {
+			p.ApplyFailedLastHour = true
+		}
+	}
+	if l := refusals.Last; l != nil {
+		p.LastRefusal = &views.InboxLastRefusal{At: l.At, Reason: l.Reason, Remote: l.Remote}
+	}
 	for _, r := range rows {
 		l := views.InboxLine{ID: r.ID, Type: r.Type, Outcome: r.Outcome, Deliveries: r.Deliveries,
 			Received: r.ReceivedAt, Last: r.LastDeliveryAt}

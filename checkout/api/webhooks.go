@@ -1,11 +1,13 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -24,8 +26,8 @@ const maxWebhookBody = 256 << 10
 // ProviderInbox answers POST /webhooks/psp: the payment provider's webhooks, outside /v1's
 // client authentication. The Standard Webhooks signature (under one of keys) and a
 // timestamp within five minutes are checked before anything is read or stored: a forged,
-// stale or altered delivery is 400 webhook_signature_invalid and leaves no trace but a log
-// line. A verified event is recorded once (a redelivery is acknowledged with 200 and
+// stale or altered delivery is 400 webhook_signature_invalid, stores nothing of itself and
+// is only counted, by reason class, for the console (CountInboxRefusal). A verified event is recorded once (a redelivery is acknowledged with 200 and
 // counted) and applied in its charge's order; an event type tekrar does not act on is
 // stored and acknowledged, not refused, so that the provider stops resending it.
 func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logger) gin.HandlerFunc {
@@ -44,6 +46,7 @@ func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logge
 		m, err := verifier.Verify(c.Request.Header, body)
 		if err != nil {
 			logger.Warn("provider webhook refused", "err", err, "request_id", server.RequestID(c))
+			countRefusal(c, svc, logger, refusalReason(err))
 			server.Abort(c, problem.Of(problem.CodeWebhookSignatureInvalid).WithDetail(err.Error()))
 			return
 		}
@@ -54,6 +57,7 @@ func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logge
 		}
 		if e.ID != m.ID {
 			// The id deduplication goes by must be the one the signature covers.
+			countRefusal(c, svc, logger, checkout.RefusalIDMismatch)
 			server.Abort(c, problem.Of(problem.CodeWebhookSignatureInvalid).WithDetail("webhook-id is not the event's id"))
 			return
 		}
@@ -64,10 +68,39 @@ func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logge
 				p = checkout.StoreUnavailable()
 			}
 			logger.Warn("provider webhook not applied", "err", err, "event_id", e.ID, "request_id", server.RequestID(c))
+			countRefusal(c, svc, logger, checkout.RefusalApplyFailed)
 			server.Abort(c, p) // the provider delivers it again
 			return
 		}
 		c.JSON(http.StatusOK, gin.H{"id": e.ID, "outcome": outcome})
+	}
+}
+
+// refusalCountTimeout bounds the time counting a refusal may add to its answer: a store
+// that is slow or down costs the counter, never the 400.
+const refusalCountTimeout = 500 * time.Millisecond
+
+// countRefusal counts a refused or failed delivery for the console. A failure to count is
+// logged and changes nothing of the answer.
+func countRefusal(c *gin.Context, svc *checkout.Service, logger *slog.Logger, reason string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), refusalCountTimeout)
+	defer cancel()
+	if err := svc.CountInboxRefusal(ctx, reason, c.ClientIP()); err != nil {
+		logger.Warn("provider webhook refusal not counted", "err", err, "reason", reason, "request_id", server.RequestID(c))
+	}
+}
+
+// refusalReason classes an error of the verifier.
+func refusalReason(err error) string {
+	switch {
+	case errors.Is(err, webhook.ErrTooOld):
+		return checkout.RefusalStale
+	case errors.Is(err, webhook.ErrTooNew):
+		return checkout.RefusalFuture
+	case errors.Is(err, webhook.ErrMissingHeaders), errors.Is(err, webhook.ErrBadTimestamp):
+		return checkout.RefusalMalformedHeaders
+	default:
+		return checkout.RefusalBadSignature
 	}
 }
 

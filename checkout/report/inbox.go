@@ -72,3 +72,53 @@ func Inbox(ctx context.Context, db sqlx.QueryerContext, charge string) ([]InboxE
 	}
 	return rows, c, nil
 }
+
+// InboxRefusal is one reason deliveries to the inbox were refused (or failed to apply),
+// counted over the last hour and the last 24 hours.
+type InboxRefusal struct {
+	Reason   string `db:"reason"`
+	LastHour int64  `db:"last_hour"`
+	LastDay  int64  `db:"last_day"`
+}
+
+// InboxRefusals sums the inbox's refusal counters (provider_inbox_refusals) of the 24 hours
+// before now, by reason, and the newest refusal. Refusals reads at most 24 × 60 buckets per
+// reason.
+type InboxRefusals struct {
+	ByReason []InboxRefusal
+	// Last is the newest refusal of the 24 hours; nil when there was none.
+	Last *LastRefusal
+}
+
+// LastRefusal is the newest refusal: when, why and from which (truncated) address.
+type LastRefusal struct {
+	At     time.Time `db:"last_at"`
+	Reason string    `db:"reason"`
+	Remote string    `db:"last_remote"`
+}
+
+// Refusals reads the refusal counters of the 24 hours before now.
+func Refusals(ctx context.Context, db sqlx.QueryerContext, now time.Time) (InboxRefusals, error) {
+	var r InboxRefusals
+	if err := sqlx.SelectContext(ctx, db, &r.ByReason, `
+		SELECT reason,
+		       coalesce(sum(count) FILTER (WHERE bucket >= $2), 0) AS last_hour,
+		       sum(count) AS last_day
+		  FROM provider_inbox_refusals
+		 WHERE bucket >= $1
+		 GROUP BY reason
+		 ORDER BY reason`, now.Add(-24*time.Hour).Truncate(time.Minute), now.Add(-time.Hour).Truncate(time.Minute)); err != nil {
+		return InboxRefusals{}, fmt.Errorf("inbox refusals: %w", err)
+	}
+	var last []LastRefusal
+	if err := sqlx.SelectContext(ctx, db, &last, `
+		SELECT last_at, reason, last_remote FROM provider_inbox_refusals
+		 WHERE bucket >= $1 ORDER BY last_at DESC LIMIT 1`, now.Add(-24*time.Hour).Truncate(time.Minute)); err != nil {
+		return InboxRefusals{}, fmt.Errorf("last inbox refusal: %w", err)
+	}
+	if len(last) == 1 {
+		last[0].At = last[0].At.UTC()
+		r.Last = &last[0]
+	}
+	return r, nil
+}
