@@ -18,6 +18,7 @@ import (
 	"net/mail"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,6 +49,7 @@ type merchant struct {
 	log      []hookRequest
 	seen     map[string]int
 	srv      *httptest.Server
+	inFlight atomic.Int64 // requests being handled now
 	// skipDedup applies every delivery, duplicates too (to see the test fail).
 	skipDedup bool
 }
@@ -60,7 +62,9 @@ func newMerchant(t *testing.T, endpoint int) *merchant {
 	}
 	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req := hookRequest{endpoint: endpoint, headerID: r.Header.Get(webhook.HeaderID), start: time.Now()}
+		m.inFlight.Add(1)
 		defer func() {
+			m.inFlight.Add(-1)
 			req.end = time.Now()
 			m.mu.Lock()
 			m.log = append(m.log, req)
@@ -247,6 +251,7 @@ func TestOutboxLongRun(t *testing.T) {
 	// The killer: every so many orders, SIGKILL a random replica and start it again a
 	// moment later, while the others keep paying, refunding and delivering.
 	var killTimes []time.Time
+	deliveriesAtKills, keysAtKills := 0, 0
 	killAt := map[int]bool{}
 	for k := 1; k <= kills; k++ {
 		killAt[k*orders/(kills+1)] = true
@@ -256,6 +261,11 @@ func TestOutboxLongRun(t *testing.T) {
 		if killAt[i] {
 			restarts.Wait() // the last victim is up again
 			victim := rand.IntN(2)
+			// What the kill can land in: open deliveries at the receivers (either replica's)
+			// and payments or refunds between their claim and the statement that completes
+			// them and writes their event.
+			deliveriesAtKills += int(merchants[0].inFlight.Load() + merchants[1].inFlight.Load())
+			keysAtKills += countRows(t, db, `SELECT count(*) FROM idempotency_keys WHERE state = 'in_progress'`)
 			if err := procs[victim].cmd.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
@@ -478,9 +488,9 @@ func TestOutboxLongRun(t *testing.T) {
 	}
 	t.Logf("orders %d (paid %d, declined %d), refunds %d, events %d, deliveries %d, attempts %d (recorded) + %d (lost to kills), "+
 		"retries %d, requests received %d, duplicates received %d (after crashes %d, after timeouts %d), receipts sent %d, "+
-		"SMTP messages %d, duplicate e-mails (same Message-ID) %d, kills %d, lost %d",
+		"SMTP messages %d, duplicate e-mails (same Message-ID) %d, kills %d (deliveries open at the receivers %d, payments and refunds in flight %d), lost %d",
 		orders, paid, declined, refunds, events, 2*events, attempts, unrecorded, attempts+unrecorded-2*events, total,
-		dupAfterCrash+dupAfterTimeout, dupAfterCrash, dupAfterTimeout, len(messageIDs), len(msgs), duplicateMails, len(killTimes), lost)
+		dupAfterCrash+dupAfterTimeout, dupAfterCrash, dupAfterTimeout, len(messageIDs), len(msgs), duplicateMails, len(killTimes), deliveriesAtKills, keysAtKills, lost)
 }
 
 // nearKill reports whether a request could have been lost with a killed replica: one was
