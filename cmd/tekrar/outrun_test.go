@@ -144,7 +144,7 @@ func newMerchant(t *testing.T, endpoint int) *merchant {
 // order with an e-mail, each sent, and any second copy at the SMTP server has the same
 // Message-ID. For a long run:
 //
-//	TEKRAR_OUTBOX_ORDERS=600 TEKRAR_OUTBOX_KILLS=8 go test -count=1 -timeout 30m -run TestOutboxLongRun -v ./cmd/tekrar/
+//	TEKRAR_OUTBOX_ORDERS=1500 TEKRAR_OUTBOX_KILLS=12 go test -count=1 -timeout 30m -run TestOutboxLongRun -v ./cmd/tekrar/
 func TestOutboxLongRun(t *testing.T) {
 	t.Parallel()
 	orders := crashSize(t, "TEKRAR_OUTBOX_ORDERS", 40)
