@@ -126,7 +126,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	}
 	var rc *river.Client[*sql.Tx] // made below, once every consumer is known
 	deliverer := &hooks.Deliverer{DB: db, Sealer: sealer, Logger: logger,
-		Client: hooks.NewHTTPClient(policy, hooks.AttemptTimeout), Now: o.now}
+		Client: hooks.NewHTTPClient(policy, hooks.AttemptTimeout), Now: o.now, FirstRetry: cfg.WebhookRetryBase}
 	deliveries := Consumer{ // client webhooks: the fan-out, and the delivery jobs on their own queue
 		Handler:    hooks.Handler{},
 		AddWorkers: func(w *river.Workers) { hooks.AddWorkers(w, deliverer) },

@@ -33,6 +33,9 @@ type Server struct {
 	SecretsKey string
 	// WebhooksAllowLoopback lets endpoints be http and on loopback addresses (dev).
 	WebhooksAllowLoopback bool
+	// WebhookRetryBase is the first delay of the delivery retry schedule; each next one is
+	// twice as long. Production keeps the default; process tests shorten it.
+	WebhookRetryBase time.Duration
 
 	// Receipts: the SMTP server they are sent through (zero: kept for the console) and
 	// their From address.
@@ -113,6 +116,7 @@ func BindServer(s *Set, command string, c *Server) {
 	s.Duration(&c.DoubleTapWindow, "double-tap-window", "TEKRAR_DOUBLE_TAP_WINDOW", "2m", "console: how far apart two paid orders of one customer with the same amount and items are flagged as a suspected double tap", time.Second, 24*time.Hour)
 	s.String(&c.SecretsKey, "secrets-key", "TEKRAR_SECRETS_KEY", "", "key that webhook endpoints' signing secrets are encrypted under (base64 of 32 random bytes: openssl rand -base64 32)"+map[bool]string{true: "; unset: made once and kept in the dev directory", false: "; unset: webhook endpoints cannot be created"}[dev])
 	s.Bool(&c.WebhooksAllowLoopback, "webhooks-allow-loopback", "TEKRAR_WEBHOOKS_ALLOW_LOOPBACK", map[bool]string{true: "true", false: "false"}[dev], "client webhook endpoints may be http and on loopback addresses (a receiver on this machine); never in production")
+	s.Duration(&c.WebhookRetryBase, "webhook-retry-base", "TEKRAR_WEBHOOK_RETRY_BASE", "30s", "delay before the first retry of a failed client webhook delivery; each next retry waits twice as long (up to 6h), until the 72h horizon", 10*time.Millisecond, time.Hour)
 	s.CIDRs(&c.TrustedProxies, "trusted-proxies", "TEKRAR_TRUSTED_PROXIES", "comma-separated CIDRs of proxies whose X-Forwarded-For is believed for the client address in key history")
 	s.SMTPURL(&c.SMTP, "smtp-url", "TEKRAR_SMTP_URL", "SMTP server for receipts: smtp://user:pass@host:port (STARTTLS when offered) or smtps://...; unset: receipts are kept for the console, not sent")
 	s.MailAddress(&c.SMTPFrom, "smtp-from", "TEKRAR_SMTP_FROM", "tekrar <receipts@localhost>", "From address of receipts; its domain ends their Message-IDs")

@@ -138,7 +138,10 @@ func (s *session) Data(r io.Reader) error {
 	}
 	s.cur.Data = b
 	s.mb.msgs = append(s.mb.msgs, s.cur)
-	s.mb.got <- struct{}{}
+	select { // a wake-up for Wait; one pending is enough, and a full buffer must not stall the server
+	case s.mb.got <- struct{}{}:
+	default:
+	}
 	return nil
 }
 
