@@ -510,10 +510,12 @@ func TestOutboxLongRun(t *testing.T) {
 
 // nearKill reports whether a request could have been lost with a killed replica: one was
 // killed after the request began and not long after it was answered (before tekrar could
-// record the answer).
+// record the answer). "Not long" is generous (15 s) because recording an answer can wait
+// on a loaded machine; the check is that every duplicate has a kill or a timeout to explain
+// it, not how quickly tekrar records.
 func nearKill(kills []time.Time, r hookRequest) bool {
 	for _, k := range kills {
-		if !k.Before(r.start) && k.Before(r.end.Add(5*time.Second)) {
+		if !k.Before(r.start) && k.Before(r.end.Add(15*time.Second)) {
 			return true
 		}
 	}
