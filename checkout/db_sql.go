@@ -11,26 +11,12 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/jmoiron/sqlx/reflectx"
+
+	tdb "github.com/tekrar/tekrar/internal/db"
 )
 
-// inTx runs f in a transaction, committed if f returns nil and rolled back otherwise (a
-// panic in f included). f's error comes back as it is, so that sentinels and problems
-// reach the caller unwrapped; failing to begin or commit is wrapped with what, the name of
-// the work, as every error of the package names the work that failed.
-func inTx(ctx context.Context, db *sqlx.DB, what string, f func(tx *sqlx.Tx) error) error {
-	tx, err := db.BeginTxx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("%s: begin: %w", what, err)
-	}
-	defer tx.Rollback()
-	if err := f(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("%s: commit: %w", what, err)
-	}
-	return nil
-}
+// inTx is the one transaction helper (internal/db.InTx), named short for the package's use.
+var inTx = tdb.InTx
 
 // statement is a SQL statement written with named parameters (:name, a db tag of the
 // parameter struct P) instead of numbered ones, so that nobody keeps a "$1 key id, $2

@@ -17,6 +17,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/internal/db"
 )
 
 // The retry schedule: the first retry FirstRetry after a failed attempt, each next one
@@ -226,7 +227,7 @@ func (d *Deliverer) record(ctx context.Context, r deliveryRow, manual bool, at t
 	// timeout, a shutdown): what the endpoint was sent must show in the console.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	err := inTx(ctx, d.DB, "record webhook attempt", func(tx *sqlx.Tx) error {
+	err := db.InTx(ctx, d.DB, "record webhook attempt", func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, insertAttemptSQL, r.ID, at, manual, statusCol,
 			latency.Milliseconds(), errText, nullable(respExcerpt)); err != nil {
 			return fmt.Errorf("record attempt of delivery %d: %w", r.ID, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/internal/db"
 )
 
 // MaxEndpoints bounds a client's endpoints: each event is sent to every one of them.
@@ -263,22 +264,5 @@ func signingKeys(ctx context.Context, q sqlx.QueryerContext, sealer *Sealer, end
 }
 
 func (s *Store) inTx(ctx context.Context, what string, f func(tx *sqlx.Tx) error) error {
-	return inTx(ctx, s.DB, what, f)
-}
-
-// inTx runs f in a transaction, committed if f returns nil (as checkout's inTx does; this
-// package may not import checkout).
-func inTx(ctx context.Context, db *sqlx.DB, what string, f func(tx *sqlx.Tx) error) error {
-	tx, err := db.BeginTxx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("%s: begin: %w", what, err)
-	}
-	defer tx.Rollback()
-	if err := f(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("%s: commit: %w", what, err)
-	}
-	return nil
+	return db.InTx(ctx, s.DB, what, f)
 }
