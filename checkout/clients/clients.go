@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	_ "time/tzdata" // a client's zone must load where the host has no zoneinfo
 
 	"github.com/jmoiron/sqlx"
 )
@@ -34,6 +35,9 @@ type Settings struct {
 	// TombstoneGrace is how long, after a key expires, a retry with it is still refused
 	// (422 idempotency_key_expired) before the key is forgotten and may be used anew.
 	TombstoneGrace time.Duration
+	// TimeZone is the IANA zone of the client's business day (Europe/Istanbul): scheduled
+	// work keyed by a day (due dates, settlements) reads the day there.
+	TimeZone string
 }
 
 // Bounds of the settings; the database checks the same.
@@ -45,7 +49,7 @@ const (
 )
 
 // DefaultSettings are what a client gets unless told otherwise.
-var DefaultSettings = Settings{KeyTTL: 24 * time.Hour, TombstoneGrace: 30 * 24 * time.Hour}
+var DefaultSettings = Settings{KeyTTL: 24 * time.Hour, TombstoneGrace: 30 * 24 * time.Hour, TimeZone: "UTC"}
 
 // Validate refuses settings out of bounds, with a message naming the setting.
 func (s Settings) Validate() error {
@@ -55,7 +59,23 @@ func (s Settings) Validate() error {
 	if s.TombstoneGrace < MinTombstoneGrace || s.TombstoneGrace > MaxTombstoneGrace {
 		return fmt.Errorf("tombstone grace %s is out of range: it must be between 1 hour and 365 days", s.TombstoneGrace)
 	}
+	if _, err := Location(s.TimeZone); err != nil {
+		return err
+	}
 	return nil
+}
+
+// Location loads a client's time zone. Only IANA names are accepted ("Local" and the empty
+// name are refused: the server's own zone is no client's business day).
+func Location(name string) (*time.Location, error) {
+	if name == "" || name == "Local" || len(name) > 64 {
+		return nil, fmt.Errorf("time zone %q is not an IANA zone name such as Europe/Istanbul", name)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("time zone %q is not an IANA zone name such as Europe/Istanbul", name)
+	}
+	return loc, nil
 }
 
 // ErrUnknown is a secret that matches no active client.
@@ -90,9 +110,9 @@ func CreateWith(ctx context.Context, db sqlx.ExtContext, name, secret string, se
 	h := Hash(secret)
 	var c Client
 	err := sqlx.GetContext(ctx, db, &c, `
-		INSERT INTO clients (name, secret_hash, key_ttl, tombstone_grace)
-		VALUES ($1, $2, make_interval(secs => $3), make_interval(secs => $4))
-		RETURNING id, name`, name, h[:], set.KeyTTL.Seconds(), set.TombstoneGrace.Seconds())
+		INSERT INTO clients (name, secret_hash, key_ttl, tombstone_grace, time_zone)
+		VALUES ($1, $2, make_interval(secs => $3), make_interval(secs => $4), $5)
+		RETURNING id, name`, name, h[:], set.KeyTTL.Seconds(), set.TombstoneGrace.Seconds(), set.TimeZone)
 	if err != nil {
 		return Client{}, fmt.Errorf("create client: %w", err)
 	}
@@ -110,8 +130,9 @@ func Update(ctx context.Context, db sqlx.ExtContext, id int64, set Settings) err
 		return err
 	}
 	res, err := db.ExecContext(ctx, `
-		UPDATE clients SET key_ttl = make_interval(secs => $2), tombstone_grace = make_interval(secs => $3)
-		 WHERE id = $1`, id, set.KeyTTL.Seconds(), set.TombstoneGrace.Seconds())
+		UPDATE clients SET key_ttl = make_interval(secs => $2), tombstone_grace = make_interval(secs => $3),
+		       time_zone = $4
+		 WHERE id = $1`, id, set.KeyTTL.Seconds(), set.TombstoneGrace.Seconds(), set.TimeZone)
 	if err != nil {
 		return fmt.Errorf("update client: %w", err)
 	}
@@ -128,9 +149,11 @@ func Get(ctx context.Context, db sqlx.QueryerContext, id int64) (Client, Setting
 		Name  string  `db:"name"`
 		TTL   float64 `db:"ttl"`
 		Grace float64 `db:"grace"`
+		Zone  string  `db:"time_zone"`
 	}
 	err := sqlx.GetContext(ctx, db, &row, `
-		SELECT id, name, extract(epoch FROM key_ttl)::float8 AS ttl, extract(epoch FROM tombstone_grace)::float8 AS grace
+		SELECT id, name, extract(epoch FROM key_ttl)::float8 AS ttl, extract(epoch FROM tombstone_grace)::float8 AS grace,
+		       time_zone
 		  FROM clients WHERE id = $1`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Client{}, Settings{}, ErrNoClient
@@ -138,7 +161,7 @@ func Get(ctx context.Context, db sqlx.QueryerContext, id int64) (Client, Setting
 	if err != nil {
 		return Client{}, Settings{}, fmt.Errorf("get client: %w", err)
 	}
-	set := Settings{KeyTTL: time.Duration(row.TTL * float64(time.Second)), TombstoneGrace: time.Duration(row.Grace * float64(time.Second))}
+	set := Settings{KeyTTL: time.Duration(row.TTL * float64(time.Second)), TombstoneGrace: time.Duration(row.Grace * float64(time.Second)), TimeZone: row.Zone}
 	return Client{ID: row.ID, Name: row.Name, KeyTTL: set.KeyTTL}, set, nil
 }
 

@@ -20,12 +20,14 @@ import (
 type clientSettings struct {
 	url        string
 	ttl, grace time.Duration
+	zone       string
 }
 
 func (c *clientSettings) bind(s *config.Set) {
 	s.DatabaseURL(&c.url, "Postgres connection string (required)")
 	s.Duration(&c.ttl, "key-ttl", "TEKRAR_KEY_TTL", "0s", "how long a key is replayed (1m to 90d; 0: keep / the default 24h)", 0, clients.MaxKeyTTL)
 	s.Duration(&c.grace, "tombstone-grace", "TEKRAR_TOMBSTONE_GRACE", "0s", "how long an expired key is still refused before it is forgotten (1h to 365d; 0: keep / the default 30d)", 0, clients.MaxTombstoneGrace)
+	s.String(&c.zone, "time-zone", "TEKRAR_CLIENT_TIME_ZONE", "", "IANA zone of the client's business day, e.g. Europe/Istanbul (empty: keep / the default UTC)")
 }
 
 func (c *clientSettings) apply(set *clients.Settings) {
@@ -34,6 +36,9 @@ func (c *clientSettings) apply(set *clients.Settings) {
 	}
 	if c.grace > 0 {
 		set.TombstoneGrace = c.grace
+	}
+	if c.zone != "" {
+		set.TimeZone = c.zone
 	}
 }
 
@@ -81,7 +86,7 @@ func clientsUpdateCmd(e env) *cobra.Command {
 			if err := clients.Update(ctx, pool, id, set); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "client %d: key TTL %s, tombstone grace %s\n", id, set.KeyTTL, set.TombstoneGrace)
+			fmt.Fprintf(e.stdout, "client %d: key TTL %s, tombstone grace %s, time zone %s\n", id, set.KeyTTL, set.TombstoneGrace, set.TimeZone)
 			return nil
 		})
 }

@@ -171,6 +171,20 @@ func TestClientsCreateAndUpdateSettings(t *testing.T) {
 	if ttl, grace, _ = settings(); ttl != 90*24*3600 || grace != 7*24*3600 {
 		t.Fatalf("after update: TTL %vs, grace %vs", ttl, grace)
 	}
+	zone := func() (z string) {
+		t.Helper()
+		if err := db.QueryRow(`SELECT time_zone FROM clients WHERE id = $1`, id).Scan(&z); err != nil {
+			t.Fatal(err)
+		}
+		return z
+	}
+	if z := zone(); z != "UTC" {
+		t.Fatalf("a new client's time zone is %q, want UTC", z)
+	}
+	mustRun(t, env, nil, "clients", "update", "--time-zone", "Europe/Istanbul", strconv.FormatInt(id, 10))
+	if z := zone(); z != "Europe/Istanbul" {
+		t.Fatalf("after update: time zone %q", z)
+	}
 
 	// Out of bounds is refused at configuration time, in one line, changing nothing.
 	for _, args := range [][]string{
@@ -178,6 +192,9 @@ func TestClientsCreateAndUpdateSettings(t *testing.T) {
 		{"clients", "create", "--key-ttl", "91d", "too long"},
 		{"clients", "create", "--tombstone-grace", "10m", "grace too short"},
 		{"clients", "update", "--key-ttl", "59s", strconv.FormatInt(id, 10)},
+		{"clients", "update", "--time-zone", "Mars/Olympus", strconv.FormatInt(id, 10)},
+		{"clients", "update", "--time-zone", "Local", strconv.FormatInt(id, 10)},
+		{"clients", "create", "--time-zone", "+03:00", "bad zone"},
 	} {
 		stdout, stderr, code := runTekrar(t, env, nil, args...)
 		if code == 0 || stdout != "" {
@@ -190,6 +207,9 @@ func TestClientsCreateAndUpdateSettings(t *testing.T) {
 	}
 	if ttl, _, _ = settings(); ttl != 90*24*3600 {
 		t.Fatalf("a refused update changed the TTL to %vs", ttl)
+	}
+	if z := zone(); z != "Europe/Istanbul" {
+		t.Fatalf("a refused update changed the time zone to %q", z)
 	}
 }
 
