@@ -44,10 +44,21 @@ type Item struct {
 }
 
 // PaymentInput names the card. The token goes to the provider and nowhere else: it is not
-// stored, logged or returned.
+// stored, logged or returned. Method is for the sales of a register (POST /v1/pos/sales):
+// "cash", or "card_present", a charge the register's terminal already authorised, named by
+// its Reference; an order (POST /v1/orders) and a register's card_token sale leave it out
+// and are charged through the provider.
 type PaymentInput struct {
-	CardToken string `json:"card_token"`
+	CardToken string `json:"card_token,omitempty"`
+	Method    string `json:"method,omitempty"`
+	Reference string `json:"reference,omitempty"`
 }
+
+// Payment methods of a register's sale (PaymentInput.Method); "" is a card token.
+const (
+	MethodCash        = "cash"
+	MethodCardPresent = "card_present"
+)
 
 // Customer identifies who pays; optional.
 type Customer struct {
@@ -66,7 +77,13 @@ const (
 )
 
 // Validate lists every problem with the input at once.
-func (in *OrderInput) Validate() []FieldError {
+func (in *OrderInput) Validate() []FieldError { return in.validate(false) }
+
+// ValidateSale is Validate for a sale of a register: the payment may also be cash or
+// card_present, and the items must be sent (a register's sale names no cart).
+func (in *OrderInput) ValidateSale() []FieldError { return in.validate(true) }
+
+func (in *OrderInput) validate(sale bool) []FieldError {
 	var errs []FieldError
 	add := func(field, format string, args ...any) {
 		errs = append(errs, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
@@ -98,10 +115,33 @@ func (in *OrderInput) Validate() []FieldError {
 	case !overflow && in.Amount != sum:
 		add("amount", "must equal the sum of the items (%d)", sum)
 	}
-	if in.Payment.CardToken == "" || len(in.Payment.CardToken) > 255 {
+	switch pay := in.Payment; {
+	case pay.Method != "" && !sale:
+		add("payment.method", "must be left out: cash and card_present are sales of a register (POST /v1/pos/sales)")
+	case pay.Method == MethodCash || pay.Method == MethodCardPresent:
+		if pay.CardToken != "" {
+			add("payment.card_token", "must be left out when method is %s", pay.Method)
+		}
+		if pay.Method == MethodCash && pay.Reference != "" {
+			add("payment.reference", "must be left out when method is cash")
+		}
+		if pay.Method == MethodCardPresent && (pay.Reference == "" || len(pay.Reference) > 255 || !pgtext.Valid(pay.Reference)) {
+			add("payment.reference", "is required with card_present: the terminal's reference of the authorised charge (at most 255 characters)")
+		}
+		if in.CartID != "" {
+			add("cart_id", "must be left out of a register's sale: send its items")
+		}
+	case pay.Method != "":
+		add("payment.method", "must be cash or card_present, or left out for a card_token")
+	case pay.Reference != "":
+		add("payment.reference", "must be left out unless method is card_present")
+	case pay.CardToken == "" || len(pay.CardToken) > 255:
 		add("payment.card_token", "is required (at most 255 characters)")
-	} else if !pgtext.Valid(in.Payment.CardToken) {
+	case !pgtext.Valid(pay.CardToken):
 		add("payment.card_token", noNUL)
+	}
+	if sale && in.CartID != "" && in.Payment.Method == "" {
+		add("cart_id", "must be left out of a register's sale: send its items")
 	}
 	if c := in.Customer; c != nil {
 		if len(c.ID) > 255 {
@@ -196,6 +236,9 @@ type OrderView struct {
 // PaymentView is the provider charge of an order, without anything that could be used to
 // charge the card again.
 type PaymentView struct {
+	// Method is cash or card_present for a register's sale paid so; a provider charge
+	// leaves it out. ID is then the terminal's reference ("" for cash).
+	Method      string `json:"method,omitempty"`
 	ID          string `json:"id"`
 	Status      string `json:"status"`
 	DeclineCode string `json:"decline_code,omitempty"`

@@ -49,6 +49,7 @@ func Register(g *gin.RouterGroup, d Deps) {
 	g.PUT("/carts/:id", a.putCart)
 	g.GET("/carts/:id", a.getCart)
 	g.DELETE("/carts/:id", a.deleteCart)
+	g.POST("/pos/sales", a.createSales)
 	g.POST("/webhook-endpoints", a.createEndpoint)
 	g.GET("/webhook-endpoints", a.listEndpoints)
 	g.GET("/webhook-endpoints/:id", a.getEndpoint)

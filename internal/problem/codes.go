@@ -49,6 +49,7 @@ const (
 	CodeRestockExceedsSold           Code = "restock_exceeds_sold"
 	CodeWebhookEndpointNotFound      Code = "webhook_endpoint_not_found"
 	CodeWebhookSecretsKeyMissing     Code = "webhook_secrets_key_missing"
+	CodeBatchTooLarge                Code = "batch_too_large"
 )
 
 // Spec is everything about a code that does not depend on the occurrence: its status, its
@@ -129,6 +130,8 @@ var Codes = []Spec{
 		"`If-Match` names a version that is not the current one (someone changed the product or cart since you read it: read it again, `ETag` has the version), or `If-None-Match: *` on one that exists; nothing was changed"},
 	{CodeBodyTooLarge, http.StatusRequestEntityTooLarge, "Request body too large", false, true, false, 0,
 		"the body is over `TEKRAR_MAX_BODY_BYTES` (64 KiB by default); a console form over 64 KiB"},
+	{CodeBatchTooLarge, http.StatusRequestEntityTooLarge, "Batch too large", false, true, false, 0,
+		"`POST /v1/pos/sales`: more sales than a batch may hold (`max_sales`, 500) or a body over `max_bytes` (4 MiB); nothing of the batch ran. Send the queue in several batches (docs/pos.md)"},
 	{CodeUnsupportedMediaType, http.StatusUnsupportedMediaType, "Unsupported media type", false, true, false, 0,
 		"the body is not `application/json`; a console form that is not `application/x-www-form-urlencoded`"},
 	{CodeValidationFailed, http.StatusUnprocessableEntity, "Validation failed", false, true, false, 0,

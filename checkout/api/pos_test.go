@@ -1,0 +1,284 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/tekrar/tekrar/internal/apptest"
+)
+
+// sale is one sale of a test batch: a cash sale of qty units of BEANS at 1000, unless
+// order is set.
+type sale struct {
+	key   string
+	qty   int64
+	order string
+}
+
+func (s sale) json() string {
+	order := s.order
+	if order == "" {
+		order = fmt.Sprintf(`{"currency":"TRY","items":[{"sku":"BEANS","name":"Beans","quantity":%d,"unit_amount":1000,"from_stock":true}],
+			"amount":%d,"payment":{"method":"cash"}}`, s.qty, s.qty*1000)
+	}
+	return fmt.Sprintf(`{"idempotency_key":%q,"sold_at":"2026-05-01T09:30:00+03:00","order":%s}`, s.key, order)
+}
+
+// batchBody is a batch of register R1 under batchKey.
+func batchBody(batchKey string, sales []sale) []byte {
+	parts := make([]string, len(sales))
+	for i, s := range sales {
+		parts[i] = s.json()
+	}
+	return []byte(fmt.Sprintf(`{"batch_key":%q,"register":{"id":"R1","name":"Front till"},"sales":[%s]}`,
+		batchKey, strings.Join(parts, ",")))
+}
+
+// cashSales are n cash sales of one unit, keyed prefix-0 … prefix-(n-1).
+func cashSales(prefix string, from, to int) []sale {
+	var out []sale
+	for i := from; i < to; i++ {
+		out = append(out, sale{key: fmt.Sprintf("%s-%d", prefix, i), qty: 1})
+	}
+	return out
+}
+
+type saleOutcome struct {
+	Index          int             `json:"index"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	Outcome        string          `json:"outcome"`
+	Status         int             `json:"status"`
+	Oversold       bool            `json:"oversold"`
+	Order          json.RawMessage `json:"order"`
+	Problem        json.RawMessage `json:"problem"`
+}
+
+func (o saleOutcome) orderID(t testing.TB) string {
+	t.Helper()
+	var v struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(o.Order, &v); err != nil || v.ID == "" {
+		t.Fatalf("sale %d (%s): no order in %+v", o.Index, o.Outcome, o)
+	}
+	return v.ID
+}
+
+func (o saleOutcome) code(t testing.TB) string {
+	t.Helper()
+	var p struct {
+		Code string `json:"code"`
+	}
+	if err := json.Unmarshal(o.Problem, &p); err != nil {
+		t.Fatalf("sale %d: problem %s: %v", o.Index, o.Problem, err)
+	}
+	return p.Code
+}
+
+func outcomesOf(t testing.TB, r apptest.Response) []saleOutcome {
+	t.Helper()
+	if r.Status != 200 {
+		t.Fatalf("batch: %d %s", r.Status, r.Body)
+	}
+	var b struct {
+		Sales []saleOutcome `json:"sales"`
+	}
+	if err := json.Unmarshal(r.Body, &b); err != nil {
+		t.Fatalf("batch body: %v: %s", err, r.Body)
+	}
+	return b.Sales
+}
+
+func sendBatch(t testing.TB, e *apptest.Env, body []byte) []saleOutcome {
+	t.Helper()
+	return outcomesOf(t, e.Do(t, "POST", "/v1/pos/sales", e.Secret, body))
+}
+
+// wantOutcomes checks each sale's outcome (index → outcome; the rest want def).
+func wantOutcomes(t testing.TB, got []saleOutcome, n int, def string, except map[int]string) {
+	t.Helper()
+	if len(got) != n {
+		t.Fatalf("%d outcomes, want %d", len(got), n)
+	}
+	for i, o := range got {
+		want := def
+		if w, ok := except[i]; ok {
+			want = w
+		}
+		if o.Index != i || o.Outcome != want {
+			t.Fatalf("sale %d: outcome %q (index %d, %s), want %q", i, o.Outcome, o.Index, o.Problem, want)
+		}
+	}
+}
+
+// TestSalesBatchStorm: the same batch of 200 cash sales, sent by 10 goroutines at once to
+// two servers on one database: 200 orders, the stock down by exactly 200, and every
+// answer names the same order for each sale, created by exactly one of them.
+func TestSalesBatchStorm(t *testing.T) {
+	e := apptest.New(t)
+	peer := e.Peer(t)
+	putProduct(t, e, "BEANS", 1000, 1000)
+	body := batchBody("b1", cashSales("storm", 0, 200))
+	rs := storm(t, 10, func(i int) (apptest.Response, error) {
+		return []*apptest.Env{e, peer}[i%2].Send("POST", "/v1/pos/sales", e.Secret, body)
+	})
+	created := make([]int, 200)
+	ids := make([]string, 200)
+	for _, r := range rs {
+		for i, o := range outcomesOf(t, r) {
+			switch o.Outcome {
+			case "created":
+				created[i]++
+			case "replayed":
+			default:
+				t.Fatalf("sale %d: %s %s", i, o.Outcome, o.Problem)
+			}
+			if id := o.orderID(t); ids[i] == "" {
+				ids[i] = id
+			} else if ids[i] != id {
+				t.Fatalf("sale %d: order %s and %s", i, ids[i], id)
+			}
+		}
+	}
+	for i, n := range created {
+		if n != 1 {
+			t.Fatalf("sale %d created %d times", i, n)
+		}
+	}
+	if n := count(t, e, `SELECT count(*) FROM orders o JOIN pos_sales s ON s.order_id = o.id WHERE o.status = 'paid'`); n != 200 {
+		t.Fatalf("%d paid sales, want 200", n)
+	}
+	if n := count(t, e, `SELECT count(*) FROM orders`); n != 200 {
+		t.Fatalf("%d orders, want 200", n)
+	}
+	if s := stockOf(t, e, "BEANS"); s != 800 {
+		t.Fatalf("stock %d, want 800", s)
+	}
+	checkLedger(t, e, "BEANS", 200)
+	if n := count(t, e, `SELECT count(*) FROM outbox_events WHERE type = 'order.paid'`); n != 200 {
+		t.Fatalf("%d order.paid events, want 200", n)
+	}
+	// Resent later, whole: every sale replayed, nothing taken.
+	wantOutcomes(t, sendBatch(t, e, body), 200, "replayed", nil)
+	if s := stockOf(t, e, "BEANS"); s != 800 {
+		t.Fatalf("stock %d after the resend, want 800", s)
+	}
+}
+
+// TestSalesBatchOutcomes: overlapping batches create only the new sales; a sale whose key
+// is another sale's is a conflict and the others go through; an invalid sale (the 101st)
+// is reported and the others go through; a sale sent twice in one batch is one order.
+func TestSalesBatchOutcomes(t *testing.T) {
+	e := apptest.New(t)
+	putProduct(t, e, "BEANS", 1000, 1000)
+
+	wantOutcomes(t, sendBatch(t, e, batchBody("a", cashSales("s", 0, 10))), 10, "created", nil)
+	wantOutcomes(t, sendBatch(t, e, batchBody("b", cashSales("s", 5, 15))), 10, "replayed",
+		map[int]string{5: "created", 6: "created", 7: "created", 8: "created", 9: "created"})
+	if s := stockOf(t, e, "BEANS"); s != 985 {
+		t.Fatalf("stock %d after two overlapping batches, want 985", s)
+	}
+
+	// A conflict in the middle: key s-3 with another quantity.
+	c := cashSales("c", 0, 5)
+	c[2] = sale{key: "s-3", qty: 2}
+	out := sendBatch(t, e, batchBody("c", c))
+	wantOutcomes(t, out, 5, "created", map[int]string{2: "conflict"})
+	if code := out[2].code(t); code != "idempotency_key_reused" || out[2].Status != 422 {
+		t.Fatalf("conflict: %d %s", out[2].Status, code)
+	}
+
+	// The 101st sale is invalid; the 150 others are created.
+	v := cashSales("v", 0, 151)
+	v[100].qty = 0
+	out = sendBatch(t, e, batchBody("v", v))
+	wantOutcomes(t, out, 151, "created", map[int]string{100: "invalid"})
+	if code := out[100].code(t); code != "validation_failed" || out[100].Status != 422 {
+		t.Fatalf("invalid: %d %s", out[100].Status, code)
+	}
+	if n := count(t, e, `SELECT count(*) FROM idempotency_keys WHERE key = 'v-100'`); n != 0 {
+		t.Fatalf("the invalid sale stored a key")
+	}
+
+	// One sale twice in a batch, and a sale naming no product.
+	d := []sale{{key: "d-1", qty: 1}, {key: "d-1", qty: 1}, {key: "d-2", order: `{"currency":"TRY","items":[{"sku":"NOPE","name":"x","quantity":1,"unit_amount":5,"from_stock":true}],"amount":5,"payment":{"method":"cash"}}`}}
+	out = sendBatch(t, e, batchBody("d", d))
+	wantOutcomes(t, out, 3, "created", map[int]string{1: "replayed", 2: "invalid"})
+	if out[0].orderID(t) != out[1].orderID(t) || out[2].code(t) != "product_not_found" {
+		t.Fatalf("duplicate or unknown sku: %+v", out)
+	}
+
+	want := 10 + 5 + 4 + 150 + 1
+	if n := count(t, e, `SELECT count(*) FROM pos_sales`); n != want {
+		t.Fatalf("%d sales, want %d", n, want)
+	}
+	if s := stockOf(t, e, "BEANS"); s != 1000-want {
+		t.Fatalf("stock %d, want %d", s, 1000-want)
+	}
+	checkLedger(t, e, "BEANS", want)
+}
+
+// TestSalesBatchOversold: sales that happened offline are taken even beyond the level: the
+// level stops at 0, the shortfall is the sale's oversold units, and the answer says so.
+func TestSalesBatchOversold(t *testing.T) {
+	e := apptest.New(t)
+	putProduct(t, e, "BEANS", 1000, 2)
+	out := sendBatch(t, e, batchBody("o", []sale{{key: "o-1", qty: 1}, {key: "o-2", qty: 3}, {key: "o-3", qty: 1}}))
+	wantOutcomes(t, out, 3, "created", nil)
+	if out[0].Oversold || !out[1].Oversold || !out[2].Oversold {
+		t.Fatalf("oversold flags %v %v %v, want false true true", out[0].Oversold, out[1].Oversold, out[2].Oversold)
+	}
+	if s := stockOf(t, e, "BEANS"); s != 0 {
+		t.Fatalf("stock %d, want 0", s)
+	}
+	if n := count(t, e, `SELECT sum(oversold_units) FROM pos_sales`); n != 3 {
+		t.Fatalf("%d units oversold, want 3", n)
+	}
+	checkLedger(t, e, "BEANS", 2) // o-1 took 1, o-2 the last 1, o-3 nothing
+}
+
+// TestSalesBatchCardToken: a card_token sale sent alone with POST /v1/orders and then in a
+// batch is one order; a new card_token sale in a batch is charged through the provider.
+func TestSalesBatchCardToken(t *testing.T) {
+	e := apptest.New(t)
+	putProduct(t, e, "BEANS", 1000, 10)
+	order := string(stockOrderBody("BEANS", 1, 1000))
+	if r := e.Do(t, "POST", "/v1/orders", e.Secret, []byte(order), "Idempotency-Key", "k-alone"); r.Status != 201 {
+		t.Fatalf("order: %d %s", r.Status, r.Body)
+	}
+	out := sendBatch(t, e, batchBody("t", []sale{{key: "k-alone", order: order}, {key: "k-new", order: order}}))
+	wantOutcomes(t, out, 2, "created", map[int]string{0: "replayed"})
+	if n := count(t, e, `SELECT count(*) FROM orders WHERE status = 'paid'`); n != 2 {
+		t.Fatalf("%d paid orders, want 2", n)
+	}
+	if n := count(t, e, `SELECT count(*) FROM payments WHERE status = 'succeeded'`); n != 2 {
+		t.Fatalf("%d payments, want 2", n)
+	}
+	if s := stockOf(t, e, "BEANS"); s != 8 {
+		t.Fatalf("stock %d, want 8", s)
+	}
+	wantOutcomes(t, sendBatch(t, e, batchBody("t", []sale{{key: "k-alone", order: order}, {key: "k-new", order: order}})), 2, "replayed", nil)
+}
+
+// TestSalesBatchLimits: a batch over the limits is refused whole, and nothing runs.
+func TestSalesBatchLimits(t *testing.T) {
+	e := apptest.New(t)
+	putProduct(t, e, "BEANS", 1000, 1000)
+	r := e.Do(t, "POST", "/v1/pos/sales", e.Secret, batchBody("big", cashSales("big", 0, 501)))
+	p := problemOf(t, r, 413, "batch_too_large")
+	if p["max_sales"] != float64(500) {
+		t.Fatalf("problem %s", r.Body)
+	}
+	pad := strings.Repeat("x", 4<<20)
+	r = e.Do(t, "POST", "/v1/pos/sales", e.Secret, []byte(`{"batch_key":"`+pad+`"}`))
+	problemOf(t, r, 413, "batch_too_large")
+	r = e.Do(t, "POST", "/v1/pos/sales", e.Secret, []byte(`{"batch_key":"x","register":{"id":"R1","name":""},"sales":[]}`))
+	problemOf(t, r, 422, "validation_failed")
+	for _, table := range []string{"idempotency_keys", "orders", "registers"} {
+		if n := count(t, e, `SELECT count(*) FROM `+table); n != 0 {
+			t.Fatalf("%d rows in %s after refused batches", n, table)
+		}
+	}
+}

@@ -1,0 +1,449 @@
+package checkout
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/internal/pgtext"
+	"github.com/tekrar/tekrar/internal/problem"
+)
+
+// A register (a till) sells while it is offline and sends its sales later, in batches, as
+// often as it likes: each sale carries the idempotency key the register made when the sale
+// happened, and is an ordinary order under that key (the same tables, the fingerprint of
+// the same POST /v1/orders body, the key scoped to the client). So a batch resent whole
+// replays, a batch that overlaps an earlier one creates only the sales that are new, and a
+// sale sent alone with POST /v1/orders and again in a batch is one order. docs/pos.md.
+
+// Limits of a batch (docs/pos.md): more is refused whole, before anything runs.
+const (
+	MaxBatchSales = 500
+	MaxBatchBytes = 4 << 20
+	// saleChunk is how many cash and card_present sales one transaction claims.
+	saleChunk = 100
+	// cardSaleWorkers bounds the card_token sales charged at once for one batch.
+	cardSaleWorkers = 4
+)
+
+// Outcomes of a sale in a batch's answer.
+const (
+	SaleCreated    = "created"     // this batch created the order
+	SaleReplayed   = "replayed"    // the key was answered before: its stored answer
+	SaleConflict   = "conflict"    // the key is another sale's
+	SaleExpired    = "expired"     // the key is past its retention
+	SaleDeclined   = "declined"    // a card_token sale whose card was declined (stored)
+	SaleInvalid    = "invalid"     // the sale can never be taken as sent; nothing stored
+	SaleInProgress = "in_progress" // another request is running the key: resend later
+	SaleFailed     = "failed"      // not finished (provider unknown, store trouble): resend later
+)
+
+// RegisterInput names the register a batch comes from: the client's own id for it (the
+// syntax of an idempotency key) and a name for people. The first batch creates it; a
+// later one with another name renames it.
+type RegisterInput struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// Sale is one sale of a batch, decoded by the API: its key, when it happened at the
+// register, and its order, both as sent (Body, fingerprinted as POST /v1/orders) and
+// decoded (Order). Invalid is set when the order could not be decoded.
+type Sale struct {
+	Key     string
+	SoldAt  string
+	Body    []byte
+	Order   OrderInput
+	Invalid error
+}
+
+// SaleBatch is a decoded POST /v1/pos/sales.
+type SaleBatch struct {
+	Client   clients.Client
+	BatchKey string
+	Register RegisterInput
+	Sales    []Sale
+	Meta     Meta
+}
+
+// Validate checks what the batch as a whole must get right; a sale's own problems are its
+// outcome (invalid), and do not refuse the others.
+func (b *SaleBatch) Validate() []FieldError {
+	var errs []FieldError
+	if !ValidCartID(b.BatchKey) {
+		errs = append(errs, FieldError{Field: "batch_key", Message: "must be 1 to 255 visible ASCII characters"})
+	}
+	if !ValidCartID(b.Register.ID) {
+		errs = append(errs, FieldError{Field: "register.id", Message: "must be 1 to 255 visible ASCII characters"})
+	}
+	if b.Register.Name == "" || len(b.Register.Name) > 200 || !pgtext.Valid(b.Register.Name) {
+		errs = append(errs, FieldError{Field: "register.name", Message: "must be 1 to 200 characters, without U+0000"})
+	}
+	if len(b.Sales) == 0 {
+		errs = append(errs, FieldError{Field: "sales", Message: "must list at least one sale"})
+	}
+	return errs
+}
+
+// SaleOutcome is what became of one sale, in the batch's answer, in input order. Status
+// and the body (Order for a 2xx, Problem otherwise) are what POST /v1/orders answers, or
+// replays, for the same key.
+type SaleOutcome struct {
+	Index          int             `json:"index"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	Outcome        string          `json:"outcome"`
+	Status         int             `json:"status"`
+	Oversold       bool            `json:"oversold,omitempty"`
+	Order          json.RawMessage `json:"order,omitempty"`
+	Problem        json.RawMessage `json:"problem,omitempty"`
+}
+
+// saleWork is a sale on its way through SellBatch.
+type saleWork struct {
+	i        int
+	sale     *Sale
+	fp       [32]byte
+	soldAt   time.Time
+	publicID string   // made here, so that a cash sale's answer is complete before its claim
+	response Response // a cash or card_present sale's answer, stored by its claim
+	lines    []stockLine
+	oversold int64 // units sold beyond the level, set by the claim
+	invalid  error // the claim found a line naming no product
+}
+
+func (w *saleWork) paidAtClaim() bool { return w.sale.Order.Payment.Method != "" }
+
+// SellBatch takes a register's batch of sales: every sale once, whatever was sent before
+// or is being sent concurrently. Cash and card_present sales are claimed (key, paid
+// order, stock, pos_sales row, order.paid event) in chunks of saleChunk, one transaction
+// each; card_token sales run the order's keyed path, charged through the provider, a few
+// at a time. A chunk that committed is never undone by a later failure: the batch's resend
+// replays it and completes the rest.
+func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, error) {
+	now := s.cfg.Now()
+	registerID, err := upsertRegister(ctx, s.db, b.Client.ID, b.Register, now)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SaleOutcome, len(b.Sales))
+	first := map[string]int{} // key → index of its first sale in the batch
+	var fresh []*saleWork     // valid, first of their key
+	var dups []int
+	for i := range b.Sales {
+		sl := &b.Sales[i]
+		out[i] = SaleOutcome{Index: i, IdempotencyKey: sl.Key}
+		if _, ok := first[sl.Key]; ok {
+			dups = append(dups, i)
+			continue
+		}
+		w, p := prepareSale(i, sl)
+		if p != nil {
+			setProblem(&out[i], SaleInvalid, p)
+			continue
+		}
+		first[sl.Key] = i
+		fresh = append(fresh, w)
+	}
+
+	// What the keys already say: one query for the whole batch.
+	keys := make([]string, len(fresh))
+	for i, w := range fresh {
+		keys[i] = w.sale.Key
+	}
+	known, err := lookupKeys(ctx, s.db, b.Client.ID, keys, now)
+	if err != nil {
+		return nil, err
+	}
+	var cash, card []*saleWork
+	for _, w := range fresh {
+		if k, ok := known[w.sale.Key]; ok && (w.paidAtClaim() || k.State != StateInProgress) {
+			s.settleKnown(ctx, b, w, k, &out[w.i])
+			continue
+		}
+		if w.paidAtClaim() {
+			cash = append(cash, w)
+		} else {
+			card = append(card, w)
+		}
+	}
+
+	// Cash and card_present: chunked claims.
+	var lost []*saleWork
+	for start := 0; start < len(cash); start += saleChunk {
+		chunk := cash[start:min(start+saleChunk, len(cash))]
+		claimed, err := s.claimSalesRetry(ctx, b.Client, registerID, chunk, now)
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range chunk {
+			switch k, ok := claimed[w.sale.Key]; {
+			case w.invalid != nil:
+				setProblem(&out[w.i], SaleInvalid, w.invalid)
+			case ok:
+				out[w.i].Outcome, out[w.i].Status, out[w.i].Order = SaleCreated, w.response.Status, w.response.Body
+				out[w.i].Oversold = w.oversold > 0
+				s.record(saleRequest(b, w), k, EventCreated, w.response.Status, nil, map[string]any{"order_id": w.publicID})
+				s.record(saleRequest(b, w), k, EventCompleted, w.response.Status, nil, map[string]any{"order_id": w.publicID})
+			default:
+				lost = append(lost, w) // claimed by a concurrent request, or tombstoned
+			}
+		}
+	}
+	if len(lost) > 0 {
+		keys = keys[:0]
+		for _, w := range lost {
+			keys = append(keys, w.sale.Key)
+		}
+		known, err := lookupKeys(ctx, s.db, b.Client.ID, keys, s.cfg.Now())
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range lost {
+			if k, ok := known[w.sale.Key]; ok {
+				s.settleKnown(ctx, b, w, k, &out[w.i])
+			} else {
+				setProblem(&out[w.i], SaleFailed, keyInUse())
+			}
+		}
+	}
+
+	// card_token: the order's own keyed path, a few at a time.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, cardSaleWorkers)
+	for _, w := range card {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			s.sellByCard(ctx, b, registerID, w, &out[w.i])
+		}()
+	}
+	wg.Wait()
+
+	for _, i := range dups {
+		j := first[b.Sales[i].Key]
+		fp, err := Fingerprint(http.MethodPost, "/v1/orders", b.Sales[i].Body)
+		o := out[j]
+		o.Index, o.Oversold = i, false
+		switch {
+		case err != nil || b.Sales[i].Invalid != nil:
+			setProblem(&out[i], SaleInvalid, problem.Of(problem.CodeMalformedJSON))
+			continue
+		case fp != fingerprintOf(b.Sales[j]):
+			o.Outcome, o.Status, o.Order = SaleConflict, http.StatusUnprocessableEntity, nil
+			o.Problem = keyReused(&Key{Method: http.MethodPost, Path: "/v1/orders"}, http.MethodPost, "/v1/orders").Body("/v1/orders")
+		case o.Outcome == SaleCreated:
+			o.Outcome = SaleReplayed
+		}
+		out[i] = o
+	}
+
+	if err := recordArrival(ctx, s.db, registerID, b.BatchKey, out, s.cfg.Now()); err != nil {
+		s.logger.Warn("record batch arrival", "register_id", registerID, "err", err)
+	}
+	return out, nil
+}
+
+func fingerprintOf(sl Sale) [32]byte {
+	fp, _ := Fingerprint(http.MethodPost, "/v1/orders", sl.Body)
+	return fp
+}
+
+// prepareSale validates one sale and works out what its claim needs.
+func prepareSale(i int, sl *Sale) (*saleWork, error) {
+	if sl.Invalid != nil {
+		return nil, sl.Invalid
+	}
+	var errs []FieldError
+	if !ValidCartID(sl.Key) {
+		errs = append(errs, FieldError{Field: "idempotency_key", Message: "must be 1 to 255 visible ASCII characters"})
+	}
+	soldAt, err := time.Parse(time.RFC3339Nano, sl.SoldAt)
+	if err != nil || soldAt.Year() < 2000 || soldAt.Year() > 9999 {
+		errs = append(errs, FieldError{Field: "sold_at", Message: "must be an RFC 3339 time, such as 2026-05-01T09:30:00+03:00"})
+	}
+	for _, e := range sl.Order.ValidateSale() {
+		e.Field = "order." + e.Field
+		errs = append(errs, e)
+	}
+	if len(errs) > 0 {
+		return nil, ValidationFailed(errs)
+	}
+	fp, err := Fingerprint(http.MethodPost, "/v1/orders", sl.Body)
+	if err != nil {
+		return nil, problem.Of(problem.CodeMalformedJSON)
+	}
+	return &saleWork{i: i, sale: sl, fp: fp, soldAt: soldAt, lines: stockLines(sl.Order.Items)}, nil
+}
+
+// settleKnown answers a sale whose key exists (or existed): as POST /v1/orders would.
+func (s *Service) settleKnown(ctx context.Context, b SaleBatch, w *saleWork, k *Key, o *SaleOutcome) {
+	req := saleRequest(b, w)
+	now := s.cfg.Now()
+	same := string(k.Fingerprint) == string(w.fp[:])
+	switch {
+	case k.Expired(now):
+		if err := publicIDs(ctx, s.db, k); err != nil {
+			setProblem(o, SaleFailed, err)
+			return
+		}
+		p := keyExpired(k, same)
+		s.record(req, k, EventLateRetry, p.Status, w.fp[:], map[string]any{"expired_at": k.ExpiresAt.UTC(), "swept": k.Tombstone, "same_request": same})
+		setProblem(o, SaleExpired, p)
+	case !same:
+		p := keyReused(k, http.MethodPost, "/v1/orders")
+		s.record(req, k, EventReusedConflict, p.Status, w.fp[:], map[string]any{"method": http.MethodPost, "path": "/v1/orders"})
+		setProblem(o, SaleConflict, p)
+	case k.State == StateCompleted:
+		r, err := k.response()
+		if err != nil {
+			setProblem(o, SaleFailed, err)
+			return
+		}
+		s.record(req, k, EventReplayed, r.Status, nil, nil)
+		o.Outcome, o.Status = SaleReplayed, r.Status
+		if r.Status < 300 {
+			o.Order = r.Body
+		} else {
+			o.Problem = r.Body
+		}
+	case k.State == StateNeedsAttention:
+		setProblem(o, SaleFailed, keyNeedsAttention(k))
+	default:
+		setProblem(o, SaleInProgress, keyInUse())
+	}
+}
+
+// sellByCard runs a card_token sale through the order's keyed path (execute), whose claim
+// is the register's (posOp): the provider charges it like any order.
+func (s *Service) sellByCard(ctx context.Context, b SaleBatch, registerID int64, w *saleWork, o *SaleOutcome) {
+	req := saleRequest(b, w)
+	req.Wait = s.cfg.MaxWait // a concurrent batch's charge of this sale is waited for
+	op := &posOp{orderOp: orderOp{s: s, in: w.sale.Order}, client: b.Client, registerID: registerID, w: w}
+	res, err := s.execute(ctx, req, Lookup{fp: w.fp, fpSet: true}, op)
+	var p *problem.Problem
+	switch {
+	case err == nil && res.Replayed:
+		o.Outcome, o.Status = SaleReplayed, res.Status
+	case err == nil && res.Status == http.StatusPaymentRequired:
+		o.Outcome, o.Status = SaleDeclined, res.Status
+	case err == nil:
+		o.Outcome, o.Status, o.Oversold = SaleCreated, res.Status, w.oversold > 0
+	case errors.As(err, &p):
+		switch p.Code {
+		case problem.CodeIdempotencyKeyReused:
+			setProblem(o, SaleConflict, p)
+		case problem.CodeIdempotencyKeyExpired:
+			setProblem(o, SaleExpired, p)
+		case problem.CodeIdempotencyKeyInUse:
+			setProblem(o, SaleInProgress, p)
+		case problem.CodeProductNotFound, problem.CodeValidationFailed:
+			setProblem(o, SaleInvalid, p)
+		default:
+			setProblem(o, SaleFailed, p)
+		}
+		return
+	default:
+		s.logger.Warn("register sale", "key", w.sale.Key, "err", err)
+		setProblem(o, SaleFailed, StoreUnavailable())
+		return
+	}
+	if o.Status < 300 {
+		o.Order = res.Body
+	} else {
+		o.Problem = res.Body
+	}
+}
+
+// saleRequest is the keyed request a sale is: POST /v1/orders under the sale's key.
+func saleRequest(b SaleBatch, w *saleWork) Request {
+	return Request{Client: b.Client, Key: w.sale.Key, Method: http.MethodPost, Path: "/v1/orders",
+		Body: w.sale.Body, Meta: b.Meta}
+}
+
+// setProblem makes o the outcome of err: a problem as the API would answer it, anything
+// else (a bug, the store) a failed sale to resend, without its details.
+func setProblem(o *SaleOutcome, outcome string, err error) {
+	var p *problem.Problem
+	if !errors.As(err, &p) {
+		p = StoreUnavailable()
+		outcome = SaleFailed
+	}
+	o.Outcome, o.Status, o.Order, o.Problem = outcome, p.Status, nil, p.Body("/v1/orders")
+}
+
+// posOp is a card_token sale of a register: an order (orderOp's run and differences)
+// whose claim is the register's, which records the register and never refuses for stock.
+type posOp struct {
+	orderOp
+	client     clients.Client
+	registerID int64
+	w          *saleWork
+}
+
+func (o *posOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
+	claimed, err := o.s.claimSalesRetry(ctx, o.client, o.registerID, []*saleWork{o.w}, k.CreatedAt)
+	if err != nil {
+		return nil, false, err
+	}
+	if o.w.invalid != nil {
+		return nil, false, o.w.invalid
+	}
+	if ck, ok := claimed[o.w.sale.Key]; ok {
+		return ck, true, nil
+	}
+	known, err := lookupKeys(ctx, o.s.db, o.client.ID, []string{o.w.sale.Key}, k.CreatedAt)
+	if err != nil {
+		return nil, false, err
+	}
+	if t, ok := known[o.w.sale.Key]; ok && t.Tombstone {
+		return t, false, nil
+	}
+	return nil, false, errNoKey // claimed concurrently: execute looks it up
+}
+
+// cashAnswer is the stored answer of a sale paid at the register: the order, paid.
+func cashAnswer(w *saleWork, now time.Time) (Response, error) {
+	in := w.sale.Order
+	view := OrderView{ID: w.publicID, Status: "paid", Amount: in.Amount, Currency: in.Currency, Items: in.Items,
+		Customer: in.Customer, Metadata: in.Metadata, CreatedAt: now.UTC(),
+		Payment: &PaymentView{Method: in.Payment.Method, ID: in.Payment.Reference, Status: psp.StatusSucceeded}}
+	body, err := json.Marshal(view)
+	if err != nil {
+		return Response{}, fmt.Errorf("encode sale: %w", err)
+	}
+	return Response{Status: http.StatusCreated, Body: body, Header: map[string]string{"Content-Type": "application/json"}}, nil
+}
+
+// outOfCatalogue is a register's sale naming a sku the client has no product for: invalid,
+// as tekrar cannot take from a level it does not keep.
+func outOfCatalogue(sku string) error {
+	return problem.Of(problem.CodeProductNotFound).
+		WithDetail("a from_stock line names a sku this client has no product for; the sale was not stored").
+		With("sku", sku).Advised()
+}
+
+func jsonText(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("encode sale: %w", err)
+	}
+	return string(b), nil
+}
+
+// newOrderPublicID is what orders.public_id's default makes, made here when the claim's
+// answer must name the order before the claim runs.
+func newOrderPublicID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return "ord_" + hex.EncodeToString(b[:])
+}
