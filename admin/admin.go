@@ -87,6 +87,7 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	authed.GET("/reconciliation", h(c.reconciliation))
 	authed.GET("/products", h(c.products))
 	authed.GET("/products/:client/:sku", h(c.product))
+	authed.GET("/registers", h(c.registers))
 	authed.GET("/webhooks", h(c.webhooks))
 	authed.GET("/webhooks/:id", h(c.webhookEndpoint))
 	authed.GET("/events", h(c.outboxEvents))

@@ -227,6 +227,15 @@ func orderCard(d report.OrderDetail) views.OrderCard {
 		field("Customer id", orDash(d.CustomerID)),
 		field("Customer email", orDash(d.CustomerEmail)),
 	}
+	if r := d.Register; r != nil {
+		o.Fields = append(o.Fields,
+			views.Field{Label: "Register", Value: r.Name + " (" + r.PublicID + ")", Href: registerHref(r.ClientID, r.RegisterID)},
+			views.Field{Label: "Sold at the register", At: r.SoldAt},
+			views.Field{Label: "Received from it", At: r.ReceivedAt})
+		if r.OversoldUnits > 0 {
+			o.Fields = append(o.Fields, field("Oversold", strconv.FormatInt(r.OversoldUnits, 10)+" units beyond the stock"))
+		}
+	}
 	if p := d.Payment; p != nil {
 		o.Payment = []views.Field{
 			field("Charge", p.ChargeID),

@@ -31,6 +31,8 @@ type OrderDetail struct {
 	Compensation *Compensation
 	// Disputes are the cardholder's disputes of the order's charge, oldest first.
 	Disputes []Dispute
+	// Register is the register that sold the order; nil for an order that is no sale of one.
+	Register *OrderRegister
 }
 
 // Dispute is a row of order_disputes: a cardholder's dispute, as the provider reported it.
@@ -128,6 +130,9 @@ func GetOrderDetail(ctx context.Context, db sqlx.QueryerContext, id int64) (Orde
 		return OrderDetail{}, fmt.Errorf("order keys: %w", err)
 	}
 	if d.Disputes, d.Compensation, err = OrderCases(ctx, db, id); err != nil {
+		return OrderDetail{}, err
+	}
+	if d.Register, err = GetOrderRegister(ctx, db, id); err != nil {
 		return OrderDetail{}, err
 	}
 	for i := range d.Keys {

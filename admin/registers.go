@@ -1,0 +1,45 @@
+package admin
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tekrar/tekrar/checkout/report"
+	"github.com/tekrar/tekrar/views"
+)
+
+// registerHref is a register's line on the registers page of its client.
+func registerHref(clientID, registerID int64) string {
+	return "/admin/registers?client=" + strconv.FormatInt(clientID, 10) + "#register-" + strconv.FormatInt(registerID, 10)
+}
+
+// registers lists the clients' registers with their resend statistics (?client= narrows it).
+func (a *console) registers(c *gin.Context) error {
+	var clientID int64
+	if v := c.Query("client"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return badRequest("client must be a client id")
+		}
+		clientID = n
+	}
+	rows, err := report.Registers(c.Request.Context(), a.DB, clientID)
+	if err != nil {
+		return err
+	}
+	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
+	p := views.RegistersPage{Nav: nav(c, "Registers")}
+	for _, r := range rows {
+		l := views.RegisterLine{Anchor: "register-" + itoa(r.ID), Client: fmt.Sprintf("%s (%d)", r.ClientName, r.ClientID),
+			ID: r.PublicID, Name: r.Name, Batches: itoa(r.Batches), Arrivals: itoa(r.Arrivals), Created: itoa(r.Created),
+			Duplicates: itoa(r.Duplicates), Refused: itoa(r.Refused), Sales: itoa(r.Sales), Oversold: itoa(r.Oversold)}
+		if r.LastBatch != nil {
+			l.LastBatch = *r.LastBatch
+		}
+		p.Rows = append(p.Rows, l)
+	}
+	return a.render(c, http.StatusOK, views.Registers(p))
+}

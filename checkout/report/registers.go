@@ -1,0 +1,92 @@
+package report
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Register is one client's register with its resend statistics: how many batches it sent
+// (distinct batch keys) and how often (arrivals: a resend is another arrival of a batch),
+// the sales created and the duplicates absorbed (sales answered from an earlier arrival),
+// the sales refused (conflict, invalid, expired, declined or to retry) and the sales that
+// sold beyond the stock tekrar knew of.
+type Register struct {
+	ID         int64      `db:"id"`
+	ClientID   int64      `db:"client_id"`
+	ClientName string     `db:"client_name"`
+	PublicID   string     `db:"public_id"`
+	Name       string     `db:"name"`
+	Batches    int64      `db:"batches"`
+	Arrivals   int64      `db:"arrivals"`
+	Created    int64      `db:"created"`
+	Duplicates int64      `db:"duplicates"`
+	Refused    int64      `db:"refused"`
+	Sales      int64      `db:"sales"`
+	Oversold   int64      `db:"oversold"`
+	LastBatch  *time.Time `db:"last_batch"`
+}
+
+// registersLimit bounds the registers page.
+const registersLimit = 500
+
+// Registers lists the registers of every client, or of one (clientID > 0), by client and
+// register id, with their statistics.
+func Registers(ctx context.Context, db sqlx.QueryerContext, clientID int64) ([]Register, error) {
+	var rows []Register
+	err := sqlx.SelectContext(ctx, db, &rows, `
+		SELECT r.id, r.client_id, c.name AS client_name, r.public_id, r.name,
+		       coalesce(a.batches, 0) AS batches, coalesce(a.arrivals, 0) AS arrivals,
+		       coalesce(a.created, 0) AS created, coalesce(a.duplicates, 0) AS duplicates,
+		       coalesce(a.refused, 0) AS refused, a.last_batch,
+		       (SELECT count(*) FROM pos_sales s WHERE s.register_id = r.id) AS sales,
+		       (SELECT count(*) FROM pos_sales s WHERE s.register_id = r.id AND s.oversold_units > 0) AS oversold
+		  FROM registers r JOIN clients c ON c.id = r.client_id
+		  LEFT JOIN LATERAL (
+		      SELECT count(DISTINCT batch_key) AS batches, count(*) AS arrivals, sum(created) AS created,
+		             sum(replayed) AS duplicates, sum(refused) AS refused, max(received_at) AS last_batch
+		        FROM pos_batch_arrivals WHERE register_id = r.id) a ON true
+		 WHERE $1 = 0 OR r.client_id = $1
+		 ORDER BY r.client_id, r.public_id LIMIT $2`, clientID, registersLimit)
+	if err != nil {
+		return nil, fmt.Errorf("registers: %w", err)
+	}
+	for i := range rows {
+		if t := rows[i].LastBatch; t != nil {
+			u := t.UTC()
+			rows[i].LastBatch = &u
+		}
+	}
+	return rows, nil
+}
+
+// OrderRegister is the register that sold an order, and when the sale happened there.
+type OrderRegister struct {
+	RegisterID    int64     `db:"register_id"`
+	ClientID      int64     `db:"client_id"`
+	PublicID      string    `db:"public_id"`
+	Name          string    `db:"name"`
+	SoldAt        time.Time `db:"sold_at"`
+	ReceivedAt    time.Time `db:"received_at"`
+	OversoldUnits int64     `db:"oversold_units"`
+}
+
+// GetOrderRegister returns the register of an order, or nil when no register sold it.
+func GetOrderRegister(ctx context.Context, db sqlx.QueryerContext, orderID int64) (*OrderRegister, error) {
+	var r OrderRegister
+	err := sqlx.GetContext(ctx, db, &r, `
+		SELECT s.register_id, r.client_id, r.public_id, r.name, s.sold_at, s.received_at, s.oversold_units
+		  FROM pos_sales s JOIN registers r ON r.id = s.register_id WHERE s.order_id = $1`, orderID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("order register: %w", err)
+	}
+	r.SoldAt, r.ReceivedAt = r.SoldAt.UTC(), r.ReceivedAt.UTC()
+	return &r, nil
+}
