@@ -210,6 +210,16 @@ func TestSalesBatchOutcomes(t *testing.T) {
 		t.Fatalf("duplicate or unknown sku: %+v", out)
 	}
 
+	// A sale whose key is past its retention.
+	if _, err := e.DB.Exec(`UPDATE idempotency_keys SET expires_at = created_at WHERE key = 's-0'`); err != nil {
+		t.Fatal(err)
+	}
+	out = sendBatch(t, e, batchBody("x", cashSales("s", 0, 2)))
+	wantOutcomes(t, out, 2, "replayed", map[int]string{0: "expired"})
+	if code := out[0].code(t); code != "idempotency_key_expired" {
+		t.Fatalf("expired: %s", out[0].Problem)
+	}
+
 	want := 10 + 5 + 4 + 150 + 1
 	if n := count(t, e, `SELECT count(*) FROM pos_sales`); n != want {
 		t.Fatalf("%d sales, want %d", n, want)
