@@ -58,10 +58,13 @@ var claimRefundKeySQL = named[refundClaim](`
 	ON CONFLICT (client_id, key) DO NOTHING
 	RETURNING ` + keyColumns)
 
-// reserveRefundSQL: a refunded order is not left out: the CHECK refuses it.
+// reserveRefundSQL: a refunded order is not left out: the CHECK refuses it. An order
+// without a provider charge (a register's sale paid in cash or on its terminal) is: there is
+// nothing for the provider to refund.
 var reserveRefundSQL = named[refundClaim](`
 	UPDATE orders SET refunded_amount = refunded_amount + :amount, updated_at = :created_at
 	 WHERE public_id = :order_public_id AND client_id = :client_id AND status IN ` + paidStatusesSQL + `
+	   AND EXISTS (SELECT 1 FROM payments p WHERE p.order_id = orders.id)
 	RETURNING id AS order_id, currency`)
 
 // createRefundSQL inserts the pending refund and its refund.created event.
@@ -124,15 +127,23 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderPublicID string, 
 		case db.IsCheckViolation(err, "orders_refund_within_capture"):
 			return errExceedsCaptured()
 		case errors.Is(err, sql.ErrNoRows):
-			var status string
-			err := tx.GetContext(ctx, &status, `SELECT status FROM orders WHERE public_id = $1 AND client_id = $2`, orderPublicID, k.ClientID)
+			var o struct {
+				Status  string `db:"status"`
+				Charged bool   `db:"charged"`
+			}
+			err := tx.GetContext(ctx, &o, `SELECT status, EXISTS (SELECT 1 FROM payments p WHERE p.order_id = o.id) AS charged
+				FROM orders o WHERE public_id = $1 AND client_id = $2`, orderPublicID, k.ClientID)
 			if errors.Is(err, sql.ErrNoRows) {
 				return ErrOrderNotFound
 			}
 			if err != nil {
 				return fmt.Errorf("claim refund: %w", err)
 			}
-			return errNotRefundable(status)
+			if !o.Charged && o.Status == StatusPaid {
+				return problem.Of(problem.CodeOrderNotRefundable).
+					WithDetail("this order is a register's sale paid in cash or on its terminal: there is no charge to refund; refund it at the register").Advised()
+			}
+			return errNotRefundable(o.Status)
 		case err != nil:
 			return fmt.Errorf("reserve refund amount: %w", err)
 		}

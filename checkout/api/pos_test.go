@@ -292,3 +292,17 @@ func TestSalesBatchLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestSalesBatchCashRefundRefused: a sale paid in cash has no provider charge, so a refund
+// through the API is refused (order_not_refundable), and nothing is stored.
+func TestSalesBatchCashRefundRefused(t *testing.T) {
+	e := apptest.New(t)
+	putProduct(t, e, "BEANS", 1000, 10)
+	out := sendBatch(t, e, batchBody("r", []sale{{key: "r-1", qty: 1}}))
+	wantOutcomes(t, out, 1, "created", nil)
+	r := e.Do(t, "POST", "/v1/orders/"+out[0].orderID(t)+"/refunds", e.Secret, []byte(`{"amount":1000}`), "Idempotency-Key", "refund-1")
+	problemOf(t, r, 409, "order_not_refundable")
+	if n := count(t, e, `SELECT count(*) FROM refunds`) + count(t, e, `SELECT count(*) FROM idempotency_keys WHERE key = 'refund-1'`); n != 0 {
+		t.Fatalf("a refused refund stored %d rows", n)
+	}
+}
