@@ -88,11 +88,11 @@ var tickStates = []rivertype.JobState{
 }
 
 // insertOpts puts a tick on the schedule queue, unique by its arguments (task and tick).
-func (t Task) insertOpts(at time.Time) *river.InsertOpts {
+// The job is available at once: its tick is in its arguments.
+func (t Task) insertOpts() *river.InsertOpts {
 	return &river.InsertOpts{
 		Queue:       Queue,
 		MaxAttempts: max(t.MaxAttempts, 1),
-		ScheduledAt: at,
 		UniqueOpts:  river.UniqueOpts{ByArgs: true, ByState: tickStates},
 	}
 }
@@ -171,7 +171,7 @@ func (s *Scheduler) PeriodicJobs() []*river.PeriodicJob {
 	for _, t := range s.tasks {
 		jobs = append(jobs, river.NewPeriodicJob(aligned(t.Every), func() (river.JobArgs, *river.InsertOpts) {
 			at := Tick(s.now(), t.Every)
-			return Args{Task: t.Name, At: at}, t.insertOpts(at)
+			return Args{Task: t.Name, At: at}, t.insertOpts()
 		}, &river.PeriodicJobOpts{ID: t.Name}))
 	}
 	return jobs
