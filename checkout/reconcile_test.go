@@ -197,4 +197,3 @@ func TestConcurrentReconcilesRefundEachOrphanOnce(t *testing.T) {
 		}
 	}
 }
-
