@@ -134,12 +134,16 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		AddWorkers: func(w *river.Workers) { hooks.AddWorkers(w, deliverer) },
 		Queues:     map[string]river.QueueConfig{hooks.Queue: {MaxWorkers: 20}},
 	}
+	sweeper := checkout.NewSweeper(db, SweepConfig(cfg, o.now), logger)
+	sched, err := newScheduler(cfg, db.DB, svc, sweeper, o.now, logger)
+	if err != nil {
+		return nil, err
+	}
 	consoleNotFound := admin.Register(e.Group("/admin"), admin.Deps{DB: db, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now,
-		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc,
+		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc, Tasks: sched.Tasks(),
 		Redeliver: func(ctx context.Context, tx *sql.Tx, id int64, nonce string) error {
 			return hooks.Redeliver(ctx, tx, rc, id, nonce)
 		}})
-	sweeper := checkout.NewSweeper(db, SweepConfig(cfg, o.now), logger)
 	completer := svc.NewCompleter(checkout.CompleterConfig{
 		Interval:       cfg.CompleterInterval,
 		Grace:          cfg.CompleterGrace,
@@ -147,10 +151,6 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	})
 	e.GET("/readyz/completer", func(c *gin.Context) { c.JSON(http.StatusOK, completer.Totals()) })
 	e.NoRoute(notFound(consoleNotFound))
-	sched, err := newScheduler(cfg, db.DB, svc, sweeper, o.now, logger)
-	if err != nil {
-		return nil, err
-	}
 	rc, err = newRiver(cfg, db.DB, logger, append(append(consumers(cfg, db.DB, logger), deliveries, scheduleConsumer(sched)), o.consumers...))
 	if err != nil {
 		return nil, err
