@@ -19,6 +19,7 @@ import (
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/problem"
+	"github.com/tekrar/tekrar/internal/schedule"
 	"github.com/tekrar/tekrar/internal/server"
 	"github.com/tekrar/tekrar/views"
 )
@@ -39,6 +40,8 @@ type Deps struct {
 	Service *checkout.Service
 	// Redeliver queues a webhook redelivery (nil: the console offers none).
 	Redeliver Redeliverer
+	// Tasks are the scheduled tasks this process runs, listed by /admin/schedule.
+	Tasks []schedule.Task
 }
 
 type console struct {
@@ -85,6 +88,7 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	authed.GET("/disputes", h(c.disputes))
 	authed.GET("/compensations", h(c.compensations))
 	authed.GET("/reconciliation", h(c.reconciliation))
+	authed.GET("/schedule", h(c.schedulePage))
 	authed.GET("/products", h(c.products))
 	authed.GET("/products/:client/:sku", h(c.product))
 	authed.GET("/registers", h(c.registers))

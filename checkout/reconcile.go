@@ -53,14 +53,19 @@ type ReconcileOptions struct {
 // ReconcileResult counts what a run found and did.
 type ReconcileResult struct {
 	RunID                int64
-	Skipped              bool // another process holds the schedule's lock; nothing was done
-	ChargesSeen          int  // charges of the window at the provider (canceled keys left out)
-	Pending              int  // charges of orders that can still complete with them
-	Orphans              int  // charges of no completable order
-	CompensationsCreated int  // of them, the compensations this run wrote (not a rerun's, nor the cancel's)
-	RefundsMade          int  // compensations this run drove to a refund
-	Mismatches           int  // charges whose amount or currency is not their order's
-	PaidWithoutCharge    int  // orders recorded paid with no succeeded charge at the provider
+	ChargesSeen          int // charges of the window at the provider (canceled keys left out)
+	Pending              int // charges of orders that can still complete with them
+	Orphans              int // charges of no completable order
+	CompensationsCreated int // of them, the compensations this run wrote (not a rerun's, nor the cancel's)
+	RefundsMade          int // compensations this run drove to a refund
+	Mismatches           int // charges whose amount or currency is not their order's
+	PaidWithoutCharge    int // orders recorded paid with no succeeded charge at the provider
+}
+
+// String says what the run found and did, for the scheduled task's run record.
+func (r ReconcileResult) String() string {
+	return fmt.Sprintf("run %d: %d charges, %d pending, %d orphans (%d compensations created, %d refunds made), %d mismatches, %d paid without charge",
+		r.RunID, r.ChargesSeen, r.Pending, r.Orphans, r.CompensationsCreated, r.RefundsMade, r.Mismatches, r.PaidWithoutCharge)
 }
 
 // processName names this process in the runs it records and the audit entries it writes.
@@ -357,66 +362,4 @@ func (r *reconcileRun) drive(ctx context.Context) error {
 	}
 	r.res.RefundsMade = pass.Refunded
 	return errors.Join(errs...)
-}
-
-// reconcileLock is the advisory lock id of scheduled reconciliation ("tekrec" in ASCII).
-const reconcileLock = 0x74656b726563
-
-// Reconciler runs reconciliation on a schedule in every serve process; a Postgres advisory
-// lock lets one process at a time run it, the others skip their turn.
-type Reconciler struct {
-	s      *Service
-	every  time.Duration
-	window time.Duration
-}
-
-// NewReconciler returns a reconciler that, every every, reconciles the last window.
-func (s *Service) NewReconciler(every, window time.Duration) *Reconciler {
-	return &Reconciler{s: s, every: every, window: window}
-}
-
-// Run reconciles every Every until ctx ends; with Every 0 it returns at once.
-func (rc *Reconciler) Run(ctx context.Context) {
-	if rc.every <= 0 {
-		return
-	}
-	t := time.NewTicker(rc.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		res, err := rc.Pass(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			rc.s.logger.Warn("reconcile failed", "err", err)
-		case err == nil && !res.Skipped:
-			rc.s.logger.Info("reconcile", "run_id", res.RunID, "charges", res.ChargesSeen, "orphans", res.Orphans,
-				"compensations_created", res.CompensationsCreated, "refunds", res.RefundsMade,
-				"mismatches", res.Mismatches, "paid_without_charge", res.PaidWithoutCharge)
-		}
-	}
-}
-
-// Pass reconciles the last window, unless another process is reconciling (Skipped).
-func (rc *Reconciler) Pass(ctx context.Context) (ReconcileResult, error) {
-	conn, err := rc.s.db.Connx(ctx)
-	if err != nil {
-		return ReconcileResult{}, fmt.Errorf("reconcile: %w", err)
-	}
-	defer conn.Close()
-	var got bool
-	if err := conn.GetContext(ctx, &got, `SELECT pg_try_advisory_lock($1)`, reconcileLock); err != nil {
-		return ReconcileResult{}, fmt.Errorf("reconcile lock: %w", err)
-	}
-	if !got {
-		return ReconcileResult{Skipped: true}, nil
-	}
-	defer func() {
-		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, reconcileLock)
-	}()
-	now := rc.s.cfg.Now()
-	return rc.s.Reconcile(ctx, now.Add(-rc.window), now, ReconcileOptions{Scheduled: true})
 }

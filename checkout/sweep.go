@@ -14,8 +14,6 @@ import (
 
 // SweepConfig tunes the sweeper; the zero value of a field takes its default.
 type SweepConfig struct {
-	// Interval between passes of Run.
-	Interval time.Duration
 	// Batch is how many rows one statement touches: small enough that no batch holds its
 	// row locks for long or makes checkout wait.
 	Batch int
@@ -36,9 +34,6 @@ type SweepConfig struct {
 }
 
 func (c SweepConfig) withDefaults() SweepConfig {
-	if c.Interval == 0 {
-		c.Interval = time.Minute
-	}
 	if c.Batch == 0 {
 		c.Batch = 1000
 	}
@@ -54,9 +49,14 @@ func (c SweepConfig) withDefaults() SweepConfig {
 	return c
 }
 
+// String says what the pass did, for its run record and `tekrar sweep`.
+func (r SweepResult) String() string {
+	return fmt.Sprintf("tombstoned %d keys, deleted %d, forgot %d tombstones, deleted %d events in %d batches (%s)",
+		r.KeysTombstoned, r.KeysDeleted, r.TombstonesForgotten, r.EventsDeleted, r.Batches, r.Took.Round(time.Millisecond))
+}
+
 // SweepResult is what one pass did.
 type SweepResult struct {
-	Skipped             bool // another process holds the sweep lock
 	KeysTombstoned      int64
 	KeysDeleted         int64
 	TombstonesForgotten int64
@@ -65,8 +65,8 @@ type SweepResult struct {
 	Took                time.Duration
 }
 
-// Sweeper expires keys. It runs in every serve process; a Postgres advisory lock lets one
-// of them work at a time, and a process that dies releases the lock with its session.
+// Sweeper expires keys. Serve runs it as the scheduled task "sweep": one process of the
+// deployment per tick, one pass at a time (internal/schedule).
 //
 // A pass, in batches, each its own short transaction:
 //  1. tombstone: for each completed key past expires_at, write a tombstone (the key stays);
@@ -89,51 +89,20 @@ func NewSweeper(db *sqlx.DB, cfg SweepConfig, logger *slog.Logger) *Sweeper {
 	return &Sweeper{db: db, cfg: cfg.withDefaults(), logger: logger, node: fmt.Sprintf("%s/%d", host, os.Getpid())}
 }
 
-// sweepLock is the advisory lock id of the sweeper ("tekrar" in ASCII).
-const sweepLock = 0x74656b726172
+// Pass runs one sweep as of the sweeper's clock.
+func (s *Sweeper) Pass(ctx context.Context) (SweepResult, error) { return s.PassAt(ctx, s.cfg.Now()) }
 
-// Run sweeps every Interval until ctx ends.
-func (s *Sweeper) Run(ctx context.Context) {
-	t := time.NewTicker(s.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		res, err := s.Pass(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			s.logger.Warn("sweep failed", "err", err)
-		case err == nil && !res.Skipped && res.KeysDeleted+res.KeysTombstoned+res.TombstonesForgotten+res.EventsDeleted > 0:
-			s.logger.Info("sweep", "tombstoned", res.KeysTombstoned, "deleted", res.KeysDeleted,
-				"forgotten", res.TombstonesForgotten, "events_deleted", res.EventsDeleted, "took", res.Took.String())
-		}
-	}
-}
-
-// Pass runs one sweep, unless another process is sweeping (Skipped).
-func (s *Sweeper) Pass(ctx context.Context) (SweepResult, error) {
+// PassAt runs one sweep as of now: the scheduled time of the tick that runs it. It takes no
+// lock: two passes at once would count, and record, the same keys twice. Serve runs it as
+// the scheduled task "sweep" and `tekrar sweep` through the same task, whose lock lets one
+// pass run at a time (internal/schedule).
+func (s *Sweeper) PassAt(ctx context.Context, now time.Time) (SweepResult, error) {
 	conn, err := s.db.Connx(ctx)
 	if err != nil {
 		return SweepResult{}, fmt.Errorf("sweep: %w", err)
 	}
 	defer conn.Close()
-	var got bool
-	if err := conn.GetContext(ctx, &got, `SELECT pg_try_advisory_lock($1)`, sweepLock); err != nil {
-		return SweepResult{}, fmt.Errorf("sweep lock: %w", err)
-	}
-	if !got {
-		return SweepResult{Skipped: true}, nil
-	}
-	defer func() {
-		// On a broken connection the session, and with it the lock, is gone anyway.
-		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, sweepLock)
-	}()
-
 	started := time.Now()
-	now := s.cfg.Now()
 	var res SweepResult
 	runErr := s.tombstone(ctx, conn, now, &res)
 	batches := []struct {

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/internal/app"
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/config"
+	"github.com/tekrar/tekrar/internal/schedule"
 )
 
 type eventRow struct {
@@ -266,8 +268,8 @@ func TestUnfinishedKeysAreNotSwept(t *testing.T) {
 	}
 }
 
-// Two sweepers at once (two replicas): each expired key is tombstoned and deleted exactly
-// once, and no live key is touched.
+// Two sweepers at once (two replicas, each running the task "sweep"): their passes take
+// turns, each expired key is tombstoned and deleted exactly once, and no live key is touched.
 func TestConcurrentSweepers(t *testing.T) {
 	e := apptest.New(t, func(c *config.Server) { c.SweepBatch = 100; c.SweepPause = 0 })
 	const expired, live = 2500, 300
@@ -287,35 +289,40 @@ func TestConcurrentSweepers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	second := checkout.NewSweeper(e.DB, checkout.SweepConfig{Batch: 100, Now: e.Clock.Now}, discardLogger())
-	run := func(s *checkout.Sweeper, passes int) (total checkout.SweepResult) {
+	// The second replica's sweeper, run as serve runs it: the scheduled task "sweep".
+	second, err := schedule.New(e.DB.DB, schedule.Config{Now: e.Clock.Now},
+		app.SweepTask(e.Config, checkout.NewSweeper(e.DB, checkout.SweepConfig{Batch: 100, Now: e.Clock.Now}, discardLogger())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(s *schedule.Scheduler, passes int) {
 		for i := 0; i < passes; i++ {
-			res, err := s.Pass(context.Background())
-			if err != nil {
+			if _, err := s.RunNow(context.Background(), "sweep"); err != nil {
 				t.Error(err)
 				return
 			}
-			total.KeysTombstoned += res.KeysTombstoned
-			total.KeysDeleted += res.KeysDeleted
 		}
-		return total
 	}
-	race := func() (a, b checkout.SweepResult) {
+	race := func() {
 		var wg sync.WaitGroup
-		wg.Add(2)
-		go func() { defer wg.Done(); a = run(e.App.Sweeper, 20) }()
-		go func() { defer wg.Done(); b = run(second, 20) }()
+		wg.Go(func() { run(e.App.Scheduler, 20) })
+		wg.Go(func() { run(second, 20) })
 		wg.Wait()
-		return
 	}
-	a, b := race()
-	if a.KeysTombstoned+b.KeysTombstoned != expired {
-		t.Fatalf("tombstoned %d + %d, want %d", a.KeysTombstoned, b.KeysTombstoned, expired)
+	race()
+	if n := count(t, e, `SELECT count(*) FROM key_tombstones`); n != expired {
+		t.Fatalf("%d tombstones, want %d", n, expired)
 	}
 	e.Clock.Advance(2 * time.Minute)
-	a, b = race()
-	if a.KeysDeleted+b.KeysDeleted != expired {
-		t.Fatalf("deleted %d + %d, want %d", a.KeysDeleted, b.KeysDeleted, expired)
+	race()
+	// One pass at a time: no two passes that ran overlapped.
+	if n := count(t, e, `SELECT count(*) FROM schedule_runs a JOIN schedule_runs b ON a.id < b.id
+		 WHERE a.task = 'sweep' AND b.task = 'sweep' AND a.outcome = 'ok' AND b.outcome = 'ok'
+		   AND a.started_at < b.finished_at AND b.started_at < a.finished_at`); n != 0 {
+		t.Fatalf("%d pairs of sweeps overlapped", n)
+	}
+	if n := count(t, e, `SELECT count(*) FROM schedule_runs WHERE task = 'sweep' AND outcome = 'ok'`); n < 2 {
+		t.Fatalf("%d sweeps ran", n)
 	}
 	e.App.Service.FlushEvents()
 	if n := count(t, e, `SELECT count(*) FROM key_events WHERE kind = 'expired'`); n != expired {

@@ -100,6 +100,9 @@ type Config struct {
 	RescueAfter time.Duration
 	// Queues are further queues (webhook deliveries, receipts) with their worker counts.
 	Queues map[string]river.QueueConfig
+	// PeriodicJobs are inserted by River's elected leader on their schedules
+	// (internal/schedule).
+	PeriodicJobs []*river.PeriodicJob
 	// ID names this process among River's clients; empty lets River choose.
 	ID     string
 	Logger *slog.Logger
@@ -130,6 +133,7 @@ func NewClient(db *sql.DB, workers *river.Workers, cfg Config) (*river.Client[*s
 		RescueStuckJobsAfter: cfg.RescueAfter,
 		FetchCooldown:        cooldown,
 		Logger:               cfg.Logger,
+		PeriodicJobs:         cfg.PeriodicJobs,
 		PollOnly:             true,
 		FetchPollInterval:    cfg.PollInterval,
 		Queues:               queues,

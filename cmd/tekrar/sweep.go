@@ -10,9 +10,11 @@ import (
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/internal/app"
 	"github.com/tekrar/tekrar/internal/config"
+	"github.com/tekrar/tekrar/internal/schedule"
 )
 
-// sweep runs one sweep pass by hand, as every serve process does every TEKRAR_SWEEP_INTERVAL.
+// sweep runs one sweep pass by hand, as serve's scheduled task "sweep" does every
+// TEKRAR_SWEEP_INTERVAL: under the task's lock, with a run record.
 // It reads only the settings a pass uses (BindSweep), not the whole server's.
 func sweepCmd(e env) *cobra.Command {
 	var cfg config.Server
@@ -27,16 +29,21 @@ func sweep(ctx context.Context, e env, cfg config.Server) error {
 		return err
 	}
 	defer pool.Close()
-	s := checkout.NewSweeper(pool, app.SweepConfig(cfg, nil), app.NewLogger(cfg, e.stderr))
-	res, err := s.Pass(ctx)
+	logger := app.NewLogger(cfg, e.stderr)
+	s := checkout.NewSweeper(pool, app.SweepConfig(cfg, nil), logger)
+	cfg.SweepInterval = time.Minute // the task's period; a run by hand has none
+	sched, err := schedule.New(pool.DB, schedule.Config{Logger: logger}, app.SweepTask(cfg, s))
 	if err != nil {
 		return err
 	}
-	if res.Skipped {
+	run, err := sched.RunNow(ctx, "sweep")
+	if err != nil {
+		return err
+	}
+	if run.Outcome.String == schedule.OutcomeSkipped {
 		fmt.Fprintln(e.stdout, "another process is sweeping; nothing done")
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "tombstoned %d keys, deleted %d, forgot %d tombstones, deleted %d events in %d batches (%s)\n",
-		res.KeysTombstoned, res.KeysDeleted, res.TombstonesForgotten, res.EventsDeleted, res.Batches, res.Took.Round(time.Millisecond))
+	fmt.Fprintln(e.stdout, run.Summary)
 	return nil
 }

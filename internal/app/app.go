@@ -30,17 +30,19 @@ import (
 	"github.com/tekrar/tekrar/checkout/webhook"
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/problem"
+	"github.com/tekrar/tekrar/internal/schedule"
 	"github.com/tekrar/tekrar/internal/server"
 	"github.com/tekrar/tekrar/static"
 )
 
 // App is a configured tekrar: its handler and the background work that goes with it.
 type App struct {
-	Handler    http.Handler
-	Service    *checkout.Service
-	Sweeper    *checkout.Sweeper
-	Completer  *checkout.Completer
-	Reconciler *checkout.Reconciler
+	Handler   http.Handler
+	Service   *checkout.Service
+	Sweeper   *checkout.Sweeper
+	Completer *checkout.Completer
+	// Scheduler runs the deployment's periodic tasks (the sweeper, reconciliation) on River.
+	Scheduler *schedule.Scheduler
 	// River works the outbox's jobs; Run starts and stops it.
 	River *river.Client[*sql.Tx]
 
@@ -132,12 +134,16 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		AddWorkers: func(w *river.Workers) { hooks.AddWorkers(w, deliverer) },
 		Queues:     map[string]river.QueueConfig{hooks.Queue: {MaxWorkers: 20}},
 	}
+	sweeper := checkout.NewSweeper(db, SweepConfig(cfg, o.now), logger)
+	sched, err := newScheduler(cfg, db.DB, svc, sweeper, o.now, logger)
+	if err != nil {
+		return nil, err
+	}
 	consoleNotFound := admin.Register(e.Group("/admin"), admin.Deps{DB: db, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now,
-		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc,
+		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc, Tasks: sched.Tasks(),
 		Redeliver: func(ctx context.Context, tx *sql.Tx, id int64, nonce string) error {
 			return hooks.Redeliver(ctx, tx, rc, id, nonce)
 		}})
-	sweeper := checkout.NewSweeper(db, SweepConfig(cfg, o.now), logger)
 	completer := svc.NewCompleter(checkout.CompleterConfig{
 		Interval:       cfg.CompleterInterval,
 		Grace:          cfg.CompleterGrace,
@@ -145,12 +151,12 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	})
 	e.GET("/readyz/completer", func(c *gin.Context) { c.JSON(http.StatusOK, completer.Totals()) })
 	e.NoRoute(notFound(consoleNotFound))
-	rc, err = newRiver(cfg, db.DB, logger, append(append(consumers(cfg, db.DB, logger), deliveries), o.consumers...))
+	rc, err = newRiver(cfg, db.DB, logger, append(append(consumers(cfg, db.DB, logger), deliveries, scheduleConsumer(sched)), o.consumers...))
 	if err != nil {
 		return nil, err
 	}
 	return &App{Handler: server.HeadAsGet(e), Service: svc, Sweeper: sweeper, Completer: completer,
-		Reconciler: svc.NewReconciler(cfg.ReconcileEvery, cfg.ReconcileWindow), River: rc, engine: e, logger: logger}, nil
+		Scheduler: sched, River: rc, engine: e, logger: logger}, nil
 }
 
 // readyTimeout is how long /readyz waits for the database.
@@ -186,15 +192,14 @@ func wantsHTML(r *http.Request) bool {
 	return j < 0 || h < j
 }
 
-// Run does the app's background work (sweeping, completing abandoned keys, reconciling with
-// the provider, the outbox's jobs) until ctx ends, and returns once River has stopped.
+// Run does the app's background work until ctx ends, and returns once River has stopped:
+// River works the outbox's jobs and the scheduled tasks (sweeping, reconciling with the
+// provider), and the completer completes abandoned keys in every process.
 func (a *App) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(4)
+	wg.Add(2)
 	go func() { defer wg.Done(); runRiver(ctx, a.River, a.logger) }()
-	go func() { defer wg.Done(); a.Sweeper.Run(ctx) }()
 	go func() { defer wg.Done(); a.Completer.Run(ctx) }()
-	go func() { defer wg.Done(); a.Reconciler.Run(ctx) }()
 	wg.Wait()
 }
 
@@ -215,7 +220,6 @@ func CrashHook(cfg config.Server, logger *slog.Logger) func(string) {
 // SweepConfig is the sweeper's part of the configuration.
 func SweepConfig(cfg config.Server, now func() time.Time) checkout.SweepConfig {
 	return checkout.SweepConfig{
-		Interval:       cfg.SweepInterval,
 		Batch:          cfg.SweepBatch,
 		Pause:          cfg.SweepPause,
 		Settle:         cfg.SweepSettle,

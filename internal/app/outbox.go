@@ -3,7 +3,9 @@ package app
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -11,6 +13,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/receipts"
 	"github.com/tekrar/tekrar/internal/config"
+	"github.com/tekrar/tekrar/internal/schedule"
 )
 
 // A Consumer is a part of tekrar that reacts to the outbox's events: its Handler, called in
@@ -22,6 +25,8 @@ type Consumer struct {
 	AddWorkers func(*river.Workers)
 	// Queues are the consumer's own River queues with their worker counts.
 	Queues map[string]river.QueueConfig
+	// Periodic are jobs River's leader inserts on a schedule (internal/schedule).
+	Periodic []*river.PeriodicJob
 }
 
 // consumers lists what every tekrar process runs on the outbox. A part of tekrar that
@@ -53,7 +58,9 @@ func newRiver(cfg config.Server, db *sql.DB, logger *slog.Logger, cs []Consumer)
 	workers := river.NewWorkers()
 	queues := map[string]river.QueueConfig{}
 	handlers := make([]outbox.Handler, 0, len(cs))
+	var periodic []*river.PeriodicJob
 	for _, c := range cs {
+		periodic = append(periodic, c.Periodic...)
 		if c.Handler != nil {
 			handlers = append(handlers, c.Handler)
 		}
@@ -70,8 +77,20 @@ func newRiver(cfg config.Server, db *sql.DB, logger *slog.Logger, cs []Consumer)
 		PollInterval: cfg.OutboxPoll,
 		RescueAfter:  cfg.OutboxRescueAfter,
 		Queues:       queues,
+		PeriodicJobs: periodic,
+		ID:           riverID(),
 		Logger:       logger.With("component", "river"),
 	})
+}
+
+// riverClients counts the River clients this process made (tests run several in one).
+var riverClients atomic.Int64
+
+// riverID names this process's River client as run records name the process (host:pid),
+// so that the console's leader is a process an operator can find; the count keeps two
+// clients of one process (tests) apart.
+func riverID() string {
+	return fmt.Sprintf("%s-%d", schedule.Process(), riverClients.Add(1))
 }
 
 // riverStopTimeout is how long jobs in flight may finish when the process stops, before

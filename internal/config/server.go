@@ -127,7 +127,7 @@ func BindServer(s *Set, command string, c *Server) {
 	s.Duration(&c.MaxWait, "max-wait", "TEKRAR_MAX_WAIT", "10s", "cap on 'Prefer: wait=N' for a request whose key is in flight", 0, time.Minute)
 	s.Bool(&c.SandboxNoCancel, "sandbox-no-cancel", "TEKRAR_SANDBOX_NO_CANCEL", "false", "the in-process sandbox provider behaves as a processor that cannot cancel a charge key")
 	s.Duration(&c.SandboxSlowDelay, "sandbox-slow-delay", "TEKRAR_SANDBOX_SLOW_DELAY", "2s", "how long the in-process sandbox provider takes for tok_slow", 0, time.Minute)
-	s.Duration(&c.SweepInterval, "sweep-interval", "TEKRAR_SWEEP_INTERVAL", "1m", "how often each process tries to sweep expired keys (one process sweeps at a time)", time.Second, 24*time.Hour)
+	s.Duration(&c.SweepInterval, "sweep-interval", "TEKRAR_SWEEP_INTERVAL", "1m", "how often the scheduled task \"sweep\" expires keys (one process of the deployment per tick; see docs/scheduled.md)", time.Second, 24*time.Hour)
 	bindSweep(s, c)
 	s.Int(&c.OutboxWorkers, "outbox-workers", "TEKRAR_OUTBOX_WORKERS", "10", "how many outbox jobs (event dispatches) each process runs at once", 1, 1000)
 	s.Duration(&c.OutboxPoll, "outbox-poll", "TEKRAR_OUTBOX_POLL", "1s", "how often an idle process looks for new outbox jobs: the longest an event waits before it is dispatched", 10*time.Millisecond, time.Minute)
@@ -135,7 +135,7 @@ func BindServer(s *Set, command string, c *Server) {
 	s.Duration(&c.CompleterInterval, "completer-interval", "TEKRAR_COMPLETER_INTERVAL", "10s", "how often each process looks for abandoned keys to complete", 100*time.Millisecond, time.Hour)
 	s.Duration(&c.CompleterGrace, "completer-grace", "TEKRAR_COMPLETER_GRACE", "1m", "how long after a key's lease lapsed the client keeps the first chance to retry before the completer settles it", time.Millisecond, 24*time.Hour)
 	s.Duration(&c.AttentionAfter, "attention-after", "TEKRAR_ATTENTION_AFTER", "1h", "how long a key whose payment outcome cannot be learnt waits before it is handed to an operator", time.Second, 30*24*time.Hour)
-	s.Duration(&c.ReconcileEvery, "reconcile-every", "TEKRAR_RECONCILE_EVERY", "1h", "how often one process reconciles the payment provider's charges with the orders (0: never; see tekrar reconcile)", 0, 7*24*time.Hour)
+	s.Duration(&c.ReconcileEvery, "reconcile-every", "TEKRAR_RECONCILE_EVERY", "1h", "how often the scheduled task \"reconcile\" reconciles the payment provider's charges with the orders (one process per tick; 0: never; see tekrar reconcile)", 0, 7*24*time.Hour)
 	bindReconcileWindow(s, c)
 	bindCrash(s, c)
 	if dev {

@@ -1,0 +1,53 @@
+package app
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/internal/config"
+	"github.com/tekrar/tekrar/internal/schedule"
+)
+
+// tasks lists what the deployment does on a schedule, one process per tick
+// (docs/scheduled.md). A part of tekrar with periodic work adds its schedule.Task here.
+func tasks(cfg config.Server, svc *checkout.Service, sweeper *checkout.Sweeper) []schedule.Task {
+	ts := []schedule.Task{SweepTask(cfg, sweeper)}
+	if cfg.ReconcileEvery > 0 {
+		ts = append(ts, schedule.Task{Name: "reconcile", Every: cfg.ReconcileEvery,
+			Run: func(ctx context.Context, now time.Time) (string, error) {
+				res, err := svc.Reconcile(ctx, now.Add(-cfg.ReconcileWindow), now, checkout.ReconcileOptions{Scheduled: true})
+				return res.String(), err
+			}})
+	}
+	return ts
+}
+
+// SweepTask is the key sweeper as a task: every TEKRAR_SWEEP_INTERVAL, a pass as of the
+// tick. `tekrar sweep` runs the same task by hand.
+func SweepTask(cfg config.Server, sweeper *checkout.Sweeper) schedule.Task {
+	return schedule.Task{Name: "sweep", Every: cfg.SweepInterval,
+		Run: func(ctx context.Context, now time.Time) (string, error) {
+			res, err := sweeper.PassAt(ctx, now)
+			return res.String(), err
+		}}
+}
+
+// scheduleConsumer runs the scheduler's ticks on River: its periodic jobs (inserted by the
+// leader), its worker and its queue.
+func scheduleConsumer(s *schedule.Scheduler) Consumer {
+	return Consumer{
+		AddWorkers: s.AddWorkers,
+		Queues:     map[string]river.QueueConfig{schedule.Queue: s.QueueConfig()},
+		Periodic:   s.PeriodicJobs(),
+	}
+}
+
+// newScheduler builds the process's scheduler over the deployment's tasks.
+func newScheduler(cfg config.Server, db *sql.DB, svc *checkout.Service, sweeper *checkout.Sweeper, now func() time.Time, logger *slog.Logger) (*schedule.Scheduler, error) {
+	return schedule.New(db, schedule.Config{Now: now, Logger: logger.With("component", "schedule")}, tasks(cfg, svc, sweeper)...)
+}

@@ -1,0 +1,10 @@
+package schedule
+
+import (
+	"os"
+	"testing"
+
+	"github.com/tekrar/tekrar/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(dbtest.Main(m)) }
