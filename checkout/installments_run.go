@@ -116,7 +116,11 @@ func (s *Service) chargeInstallment(ctx context.Context, c *installmentClaim, no
 	s.crash(CrashInstallmentAfterProvider)
 	switch {
 	case err == nil && ch.Status == psp.StatusSucceeded:
-		return s.recordInstallment(ctx, c, res, &res.Charged, installmentPaidSQL, c.OrderID, c.N, c.LeaseToken, ch.ID, s.cfg.Now())
+		if err := s.recordInstallment(ctx, c, res, &res.Charged, installmentPaidSQL, c.OrderID, c.N, c.LeaseToken, ch.ID, s.cfg.Now()); err != nil {
+			return err
+		}
+		s.logger.Info("installment charged", "order_id", c.OrderID, "n", c.N, "attempt", c.Attempts, "charge_id", ch.ID)
+		return nil
 	case err == nil && ch.Status == psp.StatusDeclined:
 		return s.declineInstallment(ctx, c, now, ch.DeclineCode, res)
 	case psp.IsOutcomeUnknown(err):
