@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/problem"
 )
@@ -155,11 +157,12 @@ type InstallmentView struct {
 	NextAttempt *time.Time `json:"next_attempt_at,omitempty"`
 	DeclineCode string     `json:"decline_code,omitempty"` // of the last declined attempt
 	PaidAt      *time.Time `json:"paid_at,omitempty"`
+	ChargeID    string     `json:"charge_id,omitempty"` // the provider's charge that paid it
 }
 
 func (r installmentRow) view() InstallmentView {
 	v := InstallmentView{N: r.N, Amount: r.Amount, DueOn: r.DueOn.Format(time.DateOnly), Status: r.Status,
-		Attempts: r.Attempts, DeclineCode: r.DeclineCode.String}
+		Attempts: r.Attempts, DeclineCode: r.DeclineCode.String, ChargeID: r.ChargeID.String}
 	if r.NextAttempt.Valid {
 		t := r.NextAttempt.Time.UTC()
 		v.NextAttempt = &t
@@ -169,6 +172,20 @@ func (r installmentRow) view() InstallmentView {
 		v.PaidAt = &t
 	}
 	return v
+}
+
+// OrderInstallments returns the plan of order id (its internal id), first to last; none for
+// an order paid at once. The console's order page shows it.
+func OrderInstallments(ctx context.Context, db sqlx.QueryerContext, id int64) ([]InstallmentView, error) {
+	rows, err := loadInstallments(ctx, db, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]InstallmentView, len(rows))
+	for i, r := range rows {
+		out[i] = r.view()
+	}
+	return out, nil
 }
 
 // withInstallments reads the plan of order id into v, if it has one.
