@@ -179,6 +179,15 @@ func (a *console) loadOrder(ctx context.Context, publicID string) (orderStory, e
 		return orderStory{}, err
 	}
 	s := orderStory{d: d, card: orderCard(d)}
+	plan, err := checkout.OrderInstallments(ctx, a.DB, id)
+	if err != nil {
+		return orderStory{}, err
+	}
+	for _, in := range plan {
+		s.card.Installments = append(s.card.Installments, views.InstallmentLine{
+			N: strconv.Itoa(in.N), Amount: money.Format(in.Amount, d.Currency), DueOn: in.DueOn, Status: in.Status,
+			Attempts: strconv.Itoa(in.Attempts), Decline: in.DeclineCode, ChargeID: in.ChargeID, Next: in.NextAttempt})
+	}
 	for _, k := range d.Keys {
 		events, err := report.KeyTimeline(ctx, a.DB, k.ClientID, k.Key)
 		if err != nil {

@@ -223,8 +223,11 @@ func (s *Service) orderView(ctx context.Context, orderID int64) (OrderView, erro
 		return OrderView{}, fmt.Errorf("read order %d: %w", orderID, err)
 	}
 	v, err := r.view()
+	if err != nil {
+		return OrderView{}, err
+	}
 	v.Payment = nil
-	return v, err
+	return v, s.withInstallments(ctx, &v, orderID)
 }
 
 // markAttention hands a key to an operator, with its order's order.needs_attention event

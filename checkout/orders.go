@@ -13,6 +13,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/money"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/pgtext"
@@ -30,6 +31,9 @@ type OrderInput struct {
 	Payment  PaymentInput      `json:"payment"`
 	Customer *Customer         `json:"customer,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Installments, 2 to 12, pays the order in that many monthly installments on a saved
+	// card (Payment.PaymentMethod); 0 or 1 charges it at once (docs/installments.md).
+	Installments int `json:"installments,omitempty"`
 }
 
 // Item is one line of an order or a cart. Amounts are integers in minor units. A line
@@ -43,15 +47,19 @@ type Item struct {
 	FromStock  bool   `json:"from_stock,omitempty"`
 }
 
-// PaymentInput names the card. The token goes to the provider and nowhere else: it is not
-// stored, logged or returned. Method is for the sales of a register (POST /v1/pos/sales):
-// "cash", or "card_present", a charge the register's terminal already authorised, named by
-// its Reference; an order (POST /v1/orders) and a register's card_token sale leave it out
-// and are charged through the provider.
+// PaymentInput names how the order is paid: a single-use card token, or a card the customer
+// saved at the provider (Customer, the provider's customer id, and PaymentMethod). The token
+// goes to the provider and nowhere else: it is not stored, logged or returned. A saved card's
+// ids are stored with the order, which charges its later installments on it. Method is for the
+// sales of a register (POST /v1/pos/sales): "cash", or "card_present", a charge the
+// register's terminal already authorised, named by its Reference; an order (POST /v1/orders)
+// and a register's card_token sale leave it out and are charged through the provider.
 type PaymentInput struct {
-	CardToken string `json:"card_token,omitempty"`
-	Method    string `json:"method,omitempty"`
-	Reference string `json:"reference,omitempty"`
+	CardToken     string `json:"card_token,omitempty"`
+	Customer      string `json:"customer,omitempty"`
+	PaymentMethod string `json:"payment_method,omitempty"`
+	Method        string `json:"method,omitempty"`
+	Reference     string `json:"reference,omitempty"`
 }
 
 // Payment methods of a register's sale (PaymentInput.Method); "" is a card token.
@@ -135,10 +143,11 @@ func (in *OrderInput) validate(sale bool) []FieldError {
 		add("payment.method", "must be cash or card_present, or left out for a card_token")
 	case pay.Reference != "":
 		add("payment.reference", "must be left out unless method is card_present")
-	case pay.CardToken == "" || len(pay.CardToken) > 255:
-		add("payment.card_token", "is required (at most 255 characters)")
-	case !pgtext.Valid(pay.CardToken):
-		add("payment.card_token", noNUL)
+	default:
+		validatePayment(add, in)
+	}
+	if pay := in.Payment; pay.Method != "" && (pay.Customer != "" || pay.PaymentMethod != "" || in.Installments != 0) {
+		add("payment.method", "must be left out with a saved card or installments")
 	}
 	if sale && in.CartID != "" && in.Payment.Method == "" {
 		add("cart_id", "must be left out of a register's sale: send its items")
@@ -171,6 +180,39 @@ func (in *OrderInput) validate(sale bool) []FieldError {
 		}
 	}
 	return errs
+}
+
+// validatePayment checks the payment and the installments: a token, or a saved card (its
+// customer and payment method); installments only on a saved card, each at least one minor
+// unit.
+func validatePayment(add func(field, format string, args ...any), in *OrderInput) {
+	pay := in.Payment
+	switch {
+	case pay.PaymentMethod != "" || pay.Customer != "":
+		if pay.CardToken != "" {
+			add("payment.card_token", "must be left out when payment.payment_method is sent")
+		}
+		for _, f := range []struct{ name, v string }{{"payment.customer", pay.Customer}, {"payment.payment_method", pay.PaymentMethod}} {
+			if f.v == "" || len(f.v) > 255 {
+				add(f.name, "is required with a saved card (at most 255 characters)")
+			} else if !pgtext.Valid(f.v) {
+				add(f.name, noNUL)
+			}
+		}
+	case pay.CardToken == "" || len(pay.CardToken) > 255:
+		add("payment.card_token", "is required (at most 255 characters), or payment.customer and payment.payment_method")
+	case !pgtext.Valid(pay.CardToken):
+		add("payment.card_token", noNUL)
+	}
+	switch {
+	case in.Installments == 0 || in.Installments == 1:
+	case in.Installments < MinInstallments || in.Installments > MaxInstallments:
+		add("installments", "must be between %d and %d", MinInstallments, MaxInstallments)
+	case pay.PaymentMethod == "":
+		add("installments", "needs a saved card: send payment.customer and payment.payment_method")
+	case in.Amount > 0 && in.Amount < int64(in.Installments):
+		add("installments", "must be at most the amount (%d): each installment is at least one minor unit", in.Amount)
+	}
 }
 
 // validateItems checks the lines of an order or a cart (field names them, "items") and
@@ -231,6 +273,9 @@ type OrderView struct {
 	Payment        *PaymentView      `json:"payment,omitempty"`
 	RefundedAmount int64             `json:"refunded_amount"`
 	CreatedAt      time.Time         `json:"created_at"`
+	// Installments is the plan of an order paid in installments, first to last.
+	Installments []InstallmentView `json:"installments,omitempty"`
+	plan         int               // how many installments (1: none)
 }
 
 // PaymentView is the provider charge of an order, without anything that could be used to
@@ -283,11 +328,47 @@ func (o *orderOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
 	if c := o.in.Customer; c != nil {
 		p.CustomerID, p.CustomerEmail = nullString(c.ID), nullString(c.Email)
 	}
+	p.PaymentCustomer, p.PaymentMethod = nullString(o.in.Payment.Customer), nullString(o.in.Payment.PaymentMethod)
+	if err := o.planParams(ctx, &p); err != nil {
+		return nil, false, err
+	}
 	key, claimed, err := claimOrder(ctx, o.s.q, p)
 	if errors.Is(err, errShortStock) {
 		return nil, false, shortStockProblem(ctx, o.s.db, k.ClientID, o.in.Currency, lines)
 	}
 	return key, claimed, err
+}
+
+// planParams puts the order's installments, if it has any, into the claim's parameters: the
+// schedule reads the order's day in the client's time zone.
+func (o *orderOp) planParams(ctx context.Context, p *orderClaim) error {
+	p.Installments = int64(max(o.in.Installments, 1))
+	if p.Installments == 1 {
+		return nil
+	}
+	var zone string
+	if err := sqlx.GetContext(ctx, o.s.db, &zone, `SELECT time_zone FROM clients WHERE id = $1`, p.ClientID); err != nil {
+		return fmt.Errorf("read the client's time zone: %w", err)
+	}
+	loc, err := clients.Location(zone)
+	if err != nil {
+		return fmt.Errorf("client %d: %w", p.ClientID, err)
+	}
+	for _, in := range planInstallments(o.in.Amount, o.in.Installments, p.CreatedAt, loc) {
+		p.InstAmounts = append(p.InstAmounts, in.Amount)
+		p.InstDueOn = append(p.InstDueOn, in.DueOn.String())
+		p.InstDueAt = append(p.InstDueAt, in.DueAt.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// firstCharge is what the order's own charge takes: the order's amount, or its first
+// installment.
+func (in *OrderInput) firstCharge() int64 {
+	if in.Installments > 1 {
+		return splitAmount(in.Amount, in.Installments)[0]
+	}
+	return in.Amount
 }
 
 func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, error) {
@@ -302,7 +383,8 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 	}
 	if !resumed || errors.Is(err, psp.ErrNotFound) {
 		ch, err = o.s.provider.Charge(pctx, psp.ChargeRequest{
-			Key: pk, Amount: o.in.Amount, Currency: o.in.Currency, CardToken: o.in.Payment.CardToken,
+			Key: pk, Amount: o.in.firstCharge(), Currency: o.in.Currency, CardToken: o.in.Payment.CardToken,
+			Customer: o.in.Payment.Customer, PaymentMethod: o.in.Payment.PaymentMethod,
 			Description: chargeDescription(k.OrderID.Int64),
 		})
 	}
@@ -324,6 +406,10 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 	view := OrderView{
 		ID: k.OrderPublicID, Amount: o.in.Amount, Currency: o.in.Currency, Items: o.in.Items,
 		Customer: o.in.Customer, Metadata: o.in.Metadata, CreatedAt: k.CreatedAt.UTC(),
+		plan: max(o.in.Installments, 1),
+	}
+	if err := o.s.withInstallments(ctx, &view, k.OrderID.Int64); err != nil {
+		return Response{}, err
 	}
 	resp, err := o.s.settleOrder(ctx, o.s.q, k, view, ch, pk)
 	if errors.Is(err, errFenced) {
@@ -342,9 +428,14 @@ func (s *Service) settleOrder(ctx context.Context, db sqlx.QueryerContext, k *Ke
 	view.Payment = &PaymentView{ID: ch.ID, Status: ch.Status, DeclineCode: ch.DeclineCode, CardBrand: ch.CardBrand, CardLast4: ch.CardLast4}
 	var resp Response
 	var captured int64
+	now := s.cfg.Now()
+	view.settleFirstInstallment(ch, now)
 	if ch.Status == psp.StatusSucceeded {
 		view.Status = "paid"
 		captured = view.Amount
+		if view.plan > 1 {
+			captured = ch.Amount // the first installment
+		}
 		body, err := json.Marshal(view)
 		if err != nil {
 			return Response{}, fmt.Errorf("encode order: %w", err)
@@ -359,7 +450,7 @@ func (s *Service) settleOrder(ctx context.Context, db sqlx.QueryerContext, k *Ke
 		p := declinedAnswer(view.ID, ch.DeclineCode)
 		resp = Response{Status: p.Status, Body: p.Body(k.Path), Header: map[string]string{"Content-Type": problem.ContentType}}
 	}
-	if err := completeOrder(ctx, db, k, resp, s.cfg.Now(), view.Status, captured, ch, pk); err != nil {
+	if err := completeOrder(ctx, db, k, resp, now, view.Status, captured, ch, pk); err != nil {
 		return Response{}, err
 	}
 	return resp, nil

@@ -49,6 +49,14 @@ type orderClaim struct {
 	StockSKUs       pq.StringArray `db:"stock_skus"`
 	StockQuantities pq.Int64Array  `db:"stock_quantities"`
 	StockPrices     pq.Int64Array  `db:"stock_prices"`
+	// The installment plan: the count (1: none), the saved card, and the installments
+	// column by column (nil for none; dates as text, see planParams).
+	Installments    int64          `db:"installments"`
+	PaymentCustomer sql.NullString `db:"payment_customer"`
+	PaymentMethod   sql.NullString `db:"payment_method"`
+	InstAmounts     pq.Int64Array  `db:"inst_amounts"`
+	InstDueOn       pq.StringArray `db:"inst_due_on"`
+	InstDueAt       pq.StringArray `db:"inst_due_at"`
 }
 
 // claimOrderSQL: see claimOrder. The tombstone step is tombstoneSQL's.
@@ -75,10 +83,17 @@ var claimOrderSQL = named[orderClaim](`
 	    RETURNING ` + keyColumns + `
 	), o AS (
 	    INSERT INTO orders (id, client_id, status, amount, currency, items, customer_id,
-	                        customer_email, metadata, created_at, updated_at)
+	                        customer_email, metadata, created_at, updated_at,
+	                        installments, payment_customer, payment_method)
 	    SELECT k.order_id, :client_id, 'pending', :amount, :currency, :items, :customer_id,
-	           :customer_email, :metadata, :created_at, :created_at FROM k
+	           :customer_email, :metadata, :created_at, :created_at,
+	           :installments, :payment_customer, :payment_method FROM k
 	    RETURNING public_id
+	), i AS (
+	    INSERT INTO installments (order_id, n, amount, due_on, due_at, next_attempt_at, updated_at)
+	    SELECT k.order_id, x.n, x.amount, x.due_on, x.due_at, x.due_at, :created_at
+	      FROM k, unnest(CAST(:inst_amounts AS bigint[]), CAST(:inst_due_on AS date[]),
+	                     CAST(:inst_due_at AS timestamptz[])) WITH ORDINALITY AS x(amount, due_on, due_at, n)
 	), w AS (
 	    SELECT w.sku, w.quantity, w.unit_amount
 	      FROM unnest(CAST(:stock_skus AS text[]), CAST(:stock_quantities AS bigint[]),
@@ -213,6 +228,19 @@ var completeOrderSQL = named[orderSettlement](`
 	                          status, decline_code, card_brand, card_last4, created_at)
 	    SELECT k.order_id, :provider_charge_id, :provider_key, :charge_amount, :charge_currency,
 	           :charge_status, :decline_code, :card_brand, :card_last4, :now FROM k
+	), i AS (
+	    -- An installment plan (the order's charge is its first installment); a decline
+	    -- cancels the plan.
+	    UPDATE installments
+	       SET status = CASE WHEN :charge_status = 'succeeded' THEN 'paid' ELSE 'canceled' END,
+	           next_attempt_at = NULL,
+	           attempts = CASE WHEN n = 1 THEN 1 ELSE attempts END,
+	           provider_key = CASE WHEN n = 1 THEN CAST(:provider_key AS text) END,
+	           provider_charge_id = CASE WHEN :charge_status = 'succeeded' THEN CAST(:provider_charge_id AS text) END,
+	           decline_code = CASE WHEN n = 1 THEN CAST(:decline_code AS text) END,
+	           paid_at = CASE WHEN :charge_status = 'succeeded' THEN CAST(:now AS timestamptz) END,
+	           updated_at = :now
+	     WHERE order_id = (SELECT order_id FROM k) AND (n = 1 OR :charge_status <> 'succeeded')
 	)
 	SELECT count(*) FROM k`)
 
@@ -285,6 +313,7 @@ type order struct {
 	CapturedAmount int64          `db:"captured_amount"`
 	RefundedAmount int64          `db:"refunded_amount"`
 	CreatedAt      time.Time      `db:"created_at"`
+	Installments   int            `db:"installments"`
 	ChargeID       sql.NullString `db:"provider_charge_id"`
 	PayStatus      sql.NullString `db:"pay_status"`
 	DeclineCode    sql.NullString `db:"decline_code"`
@@ -295,7 +324,7 @@ type order struct {
 // orderSelect reads orders; its callers add the WHERE clause.
 const orderSelect = `
 	SELECT o.id, o.public_id, o.client_id, o.status, o.amount, o.currency, o.items, o.customer_id,
-	       o.customer_email, o.metadata, o.captured_amount, o.refunded_amount, o.created_at,
+	       o.customer_email, o.metadata, o.captured_amount, o.refunded_amount, o.created_at, o.installments,
 	       p.provider_charge_id, p.status AS pay_status, p.decline_code, p.card_brand, p.card_last4
 	  FROM orders o LEFT JOIN payments p ON p.order_id = o.id`
 
@@ -316,7 +345,7 @@ func (r *order) itemsAndMetadata() ([]Item, map[string]string, error) {
 
 func (r *order) view() (OrderView, error) {
 	v := OrderView{ID: r.PublicID, Status: r.Status, Amount: r.Amount, Currency: r.Currency,
-		RefundedAmount: r.RefundedAmount, CreatedAt: r.CreatedAt.UTC()}
+		RefundedAmount: r.RefundedAmount, CreatedAt: r.CreatedAt.UTC(), plan: r.Installments}
 	var err error
 	if v.Items, v.Metadata, err = r.itemsAndMetadata(); err != nil {
 		return OrderView{}, err
@@ -357,7 +386,14 @@ func (s *Service) GetOrder(ctx context.Context, clientID int64, publicID string)
 	if err != nil {
 		return OrderView{}, fmt.Errorf("get order: %w", err)
 	}
-	return r.view()
+	v, err := r.view()
+	if err != nil {
+		return OrderView{}, err
+	}
+	if err := s.withInstallments(ctx, &v, r.ID); err != nil {
+		return OrderView{}, err
+	}
+	return v, nil
 }
 
 // ErrBadCursor is an `after` that is not an order of the listed customer of the client.

@@ -43,10 +43,20 @@ type chargePayment struct {
 }
 
 // chargePaymentSQL finds the payment of a charge ($1 id, $2 key); both columns are unique.
+// An order paid in installments expects the installment's amount of each of its charges
+// (its payment is the first installment's). A later installment's charge is known by its
+// key while its attempt is the installment's current one, paid or still in flight: a rerun
+// of the job records it. A charge of a canceled installment is no installment's.
 const chargePaymentSQL = `
-	SELECT p.order_id, p.provider_charge_id, p.amount, p.currency, o.amount AS order_amount, o.currency AS order_currency
+	SELECT p.order_id, p.provider_charge_id, p.amount, p.currency,
+	       coalesce(i.amount, o.amount) AS order_amount, o.currency AS order_currency
 	  FROM payments p JOIN orders o ON o.id = p.order_id
+	  LEFT JOIN installments i ON i.order_id = o.id AND i.n = 1
 	 WHERE p.provider_charge_id = $1 OR p.provider_key = $2
+	UNION ALL
+	SELECT i.order_id, $1, i.amount, o.currency, i.amount AS order_amount, o.currency AS order_currency
+	  FROM installments i JOIN orders o ON o.id = i.order_id
+	 WHERE i.n > 1 AND i.status <> 'canceled' AND (i.provider_charge_id = $1 OR i.provider_key = $2)
 	 LIMIT 1`
 
 // chargeOrder is the order a charge's description names, with the key row that created

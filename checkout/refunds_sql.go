@@ -122,6 +122,9 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderPublicID string, 
 			return fmt.Errorf("claim refund key: %w", err)
 		}
 		p.RefundID, p.ProviderKey = row.RefundID.Int64, providerKey("refund", &row)
+		if err := lockInstallments(ctx, tx, orderPublicID, k.ClientID); err != nil {
+			return err
+		}
 		err = reserveRefundSQL.get(ctx, tx, &p, p)
 		switch {
 		case db.IsCheckViolation(err, "orders_refund_within_capture"):
@@ -149,6 +152,9 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderPublicID string, 
 		}
 		if _, err := createRefundSQL.exec(ctx, tx, p); err != nil {
 			return fmt.Errorf("create refund: %w", err)
+		}
+		if err := cancelInstallments(ctx, tx, p.OrderID, k.CreatedAt); err != nil {
+			return err
 		}
 		if in.Restock {
 			if err := restock(ctx, tx, p.OrderID, p.RefundID, in.RestockItems, k.CreatedAt); err != nil {

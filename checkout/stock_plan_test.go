@@ -69,7 +69,10 @@ func TestStockClaimUsesTheProductKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lits[i] = pq.QuoteLiteral(a.(string))
+			lits[i] = "NULL"
+			if a != nil {
+				lits[i] = pq.QuoteLiteral(a.(string))
+			}
 		case sql.NullString:
 			lits[i] = "NULL"
 			if v.Valid {

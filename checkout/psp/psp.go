@@ -100,8 +100,13 @@ type ChargeRequest struct {
 	Amount int64 `json:"amount"`
 	// Currency is an ISO 4217 code in upper case ("EUR").
 	Currency string `json:"currency"`
-	// CardToken is the token of the card. It is never stored nor returned.
-	CardToken string `json:"card_token"`
+	// CardToken is the token of the card. It is never stored nor returned. A charge names
+	// either a token or a saved card (Customer and PaymentMethod), not both.
+	CardToken string `json:"card_token,omitempty"`
+	// Customer and PaymentMethod name a card the customer saved at the provider (see
+	// Sandbox.SavePaymentMethod): what later charges of an installment plan are made on.
+	Customer      string `json:"customer,omitempty"`
+	PaymentMethod string `json:"payment_method,omitempty"`
 	// Description is free text kept on the charge; it is not compared on a repeated key.
 	Description string `json:"description,omitempty"`
 }
@@ -261,7 +266,18 @@ func (r ChargeRequest) validate() error {
 	if err := checkCurrency(r.Currency); err != nil {
 		return err
 	}
-	if r.CardToken == "" || len(r.CardToken) > maxTextLen {
+	switch {
+	case r.PaymentMethod != "":
+		if r.CardToken != "" {
+			return fmt.Errorf("%w: send card_token or payment_method, not both", ErrInvalidRequest)
+		}
+		if r.Customer == "" || len(r.Customer) > maxKeyLen || len(r.PaymentMethod) > maxKeyLen {
+			return fmt.Errorf("%w: payment_method needs its customer (each 1 to %d characters)", ErrInvalidRequest, maxKeyLen)
+		}
+		if err := checkText("customer", r.Customer, "payment_method", r.PaymentMethod); err != nil {
+			return err
+		}
+	case r.CardToken == "" || len(r.CardToken) > maxTextLen:
 		return fmt.Errorf("%w: card_token must be 1 to %d characters", ErrInvalidRequest, maxTextLen)
 	}
 	if len(r.Description) > maxTextLen {

@@ -172,6 +172,9 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 		defer cancel()
 	}
 	fp := fingerprint(req.CardToken)
+	if req.PaymentMethod != "" {
+		return s.chargeSaved(ctx, req)
+	}
 	// A repeated key is answered from the ledger before a token's special behaviour could
 	// apply. Ordinary cards skip this look-up: their insert below answers a repeat anyway.
 	if special(req.CardToken) {
@@ -207,7 +210,12 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 		}
 	}
 
-	c := cardOf(req.CardToken)
+	return s.insertCharge(ctx, pctx, req, fp, cardOf(req.CardToken))
+}
+
+// insertCharge records a new charge of card c under req.Key, or answers the charge a
+// concurrent call with the same key recorded first.
+func (s *Sandbox) insertCharge(ctx, pctx context.Context, req ChargeRequest, fp []byte, c card) (Charge, error) {
 	status := StatusSucceeded
 	if !c.approve {
 		status = StatusDeclined

@@ -9,8 +9,8 @@ import (
 	"github.com/tekrar/tekrar/checkout/webhook"
 )
 
-// TestTokenNeverStored looks through every column of the sandbox's tables (its events and
-// disputes included) for a card token, as text, as raw bytes and hex-encoded.
+// TestTokenNeverStored looks through every column of the sandbox's tables (its events,
+// disputes and saved cards included) for a card token, as text, as raw bytes and hex-encoded.
 func TestTokenNeverStored(t *testing.T) {
 	hooks := &WebhookOptions{URL: "http://127.0.0.1:1/unused", Secret: webhook.NewSecret()}
 	forEachProvider(t, SandboxOptions{Webhooks: hooks}, func(t *testing.T, p Provider, sb *Sandbox) {
@@ -22,6 +22,9 @@ func TestTokenNeverStored(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustCharge(t, p, ChargeRequest{Key: "order-8", Amount: 50, Currency: "EUR", CardToken: TokenDeclined})
+		if _, err := sb.SavePaymentMethod(testContext(t), "cus_7", TokenVisa); err != nil {
+			t.Fatal(err)
+		}
 
 		ctx := testContext(t)
 		var tables []string
@@ -29,8 +32,8 @@ func TestTokenNeverStored(t *testing.T) {
 			`SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_name LIKE 'psp\_%' ORDER BY 1`); err != nil {
 			t.Fatal(err)
 		}
-		if len(tables) != 4 {
-			t.Fatalf("psp tables = %v, want psp_charges, psp_disputes, psp_events and psp_refunds", tables)
+		if len(tables) != 5 {
+			t.Fatalf("psp tables = %v, want psp_charges, psp_disputes, psp_events, psp_payment_methods and psp_refunds", tables)
 		}
 		token := TokenVisa
 		hexToken := hex.EncodeToString([]byte(token))

@@ -161,6 +161,18 @@ func BindReconcile(s *Set, c *Server, since, until *string) {
 	bindCrash(s, c)
 }
 
+// BindInstallments registers what a one-shot `tekrar installments run` uses: the database,
+// the log, the provider and the instant the run charges what is due at.
+func BindInstallments(s *Set, c *Server, at *string) {
+	s.DatabaseURL(&c.DatabaseURL, "Postgres connection string (required)")
+	bindLog(s, c, "json")
+	s.URL(&c.PSPURL, "psp-url", "TEKRAR_PSP_URL", "", "payment provider base URL (a 'tekrar psp' process); unset: the sandbox provider's ledger in this database")
+	s.Duration(&c.ProviderTimeout, "provider-timeout", "TEKRAR_PROVIDER_TIMEOUT", "10s", "longest wait for one payment provider call", 10*time.Millisecond, 5*time.Minute)
+	s.Duration(&c.Lease, "lease", "TEKRAR_LEASE", "30s", "how long an installment taken by this run is held before another process may charge it", time.Second, time.Hour)
+	s.String(at, "at", "TEKRAR_INSTALLMENTS_AT", "now", "charge what is due at this instant: now or an RFC 3339 time")
+	bindCrash(s, c)
+}
+
 // ParseWindowEnd reads an end of a reconciliation window: "now", a duration before now
 // ("24h", "2d") or an RFC 3339 time.
 func ParseWindowEnd(v string, now time.Time) (time.Time, error) {
@@ -182,8 +194,9 @@ func bindReconcileWindow(s *Set, c *Server) {
 }
 
 func bindCrash(s *Set, c *Server) {
-	s.List(&c.CrashAt, "crash-at", "TEKRAR_CRASH_AT", "testing only: exit the process at these crash points (after_claim, after_provider, after_complete, inbox_before_commit, reconcile_after_orphan, compensation_after_refund)",
-		"after_claim", "after_provider", "after_complete", "inbox_before_commit", "reconcile_after_orphan", "compensation_after_refund")
+	s.List(&c.CrashAt, "crash-at", "TEKRAR_CRASH_AT", "testing only: exit the process at these crash points (after_claim, after_provider, after_complete, inbox_before_commit, reconcile_after_orphan, compensation_after_refund, installment_after_claim, installment_after_provider)",
+		"after_claim", "after_provider", "after_complete", "inbox_before_commit", "reconcile_after_orphan", "compensation_after_refund",
+		"installment_after_claim", "installment_after_provider")
 	s.Float(&c.CrashRate, "crash-rate", "TEKRAR_CRASH_RATE", "1", "testing only: the chance of exiting at an armed crash point", 0, 1)
 }
 

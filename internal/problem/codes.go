@@ -12,44 +12,46 @@ type Code string
 // The codes a tekrar client can receive. Each has one row in Codes, which decides
 // everything about it that is not particular to one occurrence.
 const (
-	CodeIdempotencyKeyMissing        Code = "idempotency_key_missing"
-	CodeIdempotencyKeyInvalid        Code = "idempotency_key_invalid"
-	CodeMalformedJSON                Code = "malformed_json"
-	CodeMalformedRequest             Code = "malformed_request"
-	CodeUnauthorized                 Code = "unauthorized"
-	CodePaymentDeclined              Code = "payment_declined"
-	CodeCrossOriginRequest           Code = "cross_origin_request"
-	CodeNotFound                     Code = "not_found"
-	CodeOrderNotFound                Code = "order_not_found"
-	CodeRefundNotFound               Code = "refund_not_found"
-	CodeIdempotencyKeyNotFound       Code = "idempotency_key_not_found"
-	CodeMethodNotAllowed             Code = "method_not_allowed"
-	CodeOrderNotRefundable           Code = "order_not_refundable"
-	CodePaymentAbandoned             Code = "payment_abandoned"
-	CodeIdempotencyKeyInUse          Code = "idempotency_key_in_use"
-	CodeBodyTooLarge                 Code = "body_too_large"
-	CodeUnsupportedMediaType         Code = "unsupported_media_type"
-	CodeValidationFailed             Code = "validation_failed"
-	CodeRefundExceedsCaptured        Code = "refund_exceeds_captured"
-	CodeIdempotencyKeyReused         Code = "idempotency_key_reused"
-	CodeIdempotencyKeyExpired        Code = "idempotency_key_expired"
-	CodeHeadersTooLarge              Code = "headers_too_large"
-	CodeInternalError                Code = "internal_error"
-	CodeTransferEncodingNotSupported Code = "transfer_encoding_not_supported"
-	CodePaymentPending               Code = "payment_pending"
-	CodeStoreUnavailable             Code = "store_unavailable"
-	CodeNeedsAttention               Code = "needs_attention"
-	CodeHTTPVersionNotSupported      Code = "http_version_not_supported"
-	CodeWebhookSignatureInvalid      Code = "webhook_signature_invalid"
-	CodeProductNotFound              Code = "product_not_found"
-	CodeCartNotFound                 Code = "cart_not_found"
-	CodeOutOfStock                   Code = "out_of_stock"
-	CodePriceMismatch                Code = "price_mismatch"
-	CodePreconditionFailed           Code = "precondition_failed"
-	CodeRestockExceedsSold           Code = "restock_exceeds_sold"
-	CodeWebhookEndpointNotFound      Code = "webhook_endpoint_not_found"
-	CodeWebhookSecretsKeyMissing     Code = "webhook_secrets_key_missing"
-	CodeBatchTooLarge                Code = "batch_too_large"
+	CodeIdempotencyKeyMissing         Code = "idempotency_key_missing"
+	CodeIdempotencyKeyInvalid         Code = "idempotency_key_invalid"
+	CodeMalformedJSON                 Code = "malformed_json"
+	CodeMalformedRequest              Code = "malformed_request"
+	CodeUnauthorized                  Code = "unauthorized"
+	CodePaymentDeclined               Code = "payment_declined"
+	CodeCrossOriginRequest            Code = "cross_origin_request"
+	CodeNotFound                      Code = "not_found"
+	CodeOrderNotFound                 Code = "order_not_found"
+	CodeRefundNotFound                Code = "refund_not_found"
+	CodeIdempotencyKeyNotFound        Code = "idempotency_key_not_found"
+	CodeMethodNotAllowed              Code = "method_not_allowed"
+	CodeOrderNotRefundable            Code = "order_not_refundable"
+	CodePaymentAbandoned              Code = "payment_abandoned"
+	CodeIdempotencyKeyInUse           Code = "idempotency_key_in_use"
+	CodeBodyTooLarge                  Code = "body_too_large"
+	CodeUnsupportedMediaType          Code = "unsupported_media_type"
+	CodeValidationFailed              Code = "validation_failed"
+	CodeRefundExceedsCaptured         Code = "refund_exceeds_captured"
+	CodeIdempotencyKeyReused          Code = "idempotency_key_reused"
+	CodeIdempotencyKeyExpired         Code = "idempotency_key_expired"
+	CodeHeadersTooLarge               Code = "headers_too_large"
+	CodeInternalError                 Code = "internal_error"
+	CodeTransferEncodingNotSupported  Code = "transfer_encoding_not_supported"
+	CodePaymentPending                Code = "payment_pending"
+	CodeStoreUnavailable              Code = "store_unavailable"
+	CodeNeedsAttention                Code = "needs_attention"
+	CodeHTTPVersionNotSupported       Code = "http_version_not_supported"
+	CodeWebhookSignatureInvalid       Code = "webhook_signature_invalid"
+	CodeProductNotFound               Code = "product_not_found"
+	CodeCartNotFound                  Code = "cart_not_found"
+	CodeOutOfStock                    Code = "out_of_stock"
+	CodePriceMismatch                 Code = "price_mismatch"
+	CodePreconditionFailed            Code = "precondition_failed"
+	CodeRestockExceedsSold            Code = "restock_exceeds_sold"
+	CodeWebhookEndpointNotFound       Code = "webhook_endpoint_not_found"
+	CodeWebhookSecretsKeyMissing      Code = "webhook_secrets_key_missing"
+	CodeBatchTooLarge                 Code = "batch_too_large"
+	CodeInstallmentInFlight           Code = "installment_in_flight"
+	CodeRefundExceedsFirstInstallment Code = "refund_exceeds_first_installment"
 )
 
 // Spec is everything about a code that does not depend on the occurrence: its status, its
@@ -113,6 +115,11 @@ var Codes = []Spec{
 		"the route exists with another method"},
 	{CodeOrderNotRefundable, http.StatusConflict, "Order cannot be refunded", false, true, false, 0,
 		"only a paid or partially refunded order can be refunded"},
+	// Installment plans (docs/installments.md). Nothing was stored, the key included.
+	{CodeInstallmentInFlight, http.StatusConflict, "An installment is being charged", true, true, false, 5,
+		"a refund of an order paid in installments arrived while one of its installments was being charged; send it again (with the same key) once that charge is recorded, which `Retry-After` estimates"},
+	{CodeRefundExceedsFirstInstallment, http.StatusConflict, "Refund exceeds the first installment", false, true, false, 0,
+		"an order paid in installments is refunded from its first installment's charge, so its refunds cannot add up to more than that installment; the unpaid installments are canceled by any refund"},
 	// Stock and prices, checked in the claim itself: nothing was stored, the key included,
 	// so the same key may be sent again once the product allows it.
 	{CodeOutOfStock, http.StatusConflict, "Out of stock", false, true, false, 0,

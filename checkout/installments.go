@@ -1,0 +1,236 @@
+package checkout
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/internal/problem"
+)
+
+// Installment plans (docs/installments.md).
+//
+// An order may be paid in 2 to 12 installments on a card the customer saved at the provider.
+// Its amount is the total; the installments split it in integer minor units, the remainder
+// of the division on the first. The first is charged with the order, under the order's own
+// provider key; each later one on its due date by ChargeDueInstallments, the job a scheduler
+// runs.
+//
+// An installment is one row of installments, keyed by (order_id, n). Each attempt to charge
+// it has a number, and its provider key is derived from the order, n and that number
+// (installmentKey): whoever charges attempt a of installment n — two replicas at once, a
+// rerun after a kill, a process that froze and woke — asks the provider under the same key,
+// and the provider charges at most once per key. The row is claimed with a lease (FOR UPDATE
+// SKIP LOCKED, then a lease token) and the outcome is recorded fenced by that token, so a
+// process whose lease was taken over writes nothing.
+
+// Bounds of an installment plan.
+const (
+	MinInstallments = 2
+	MaxInstallments = 12
+)
+
+// installmentRetryDays are the days after its due date on which a declined installment is
+// tried again, in the client's time zone; after the last one an operator decides.
+var installmentRetryDays = []int{1, 3, 7}
+
+// splitAmount divides total into count installments of whole minor units: each total/count,
+// the remainder of the division added to the first (1000 in 3: 334, 333, 333).
+func splitAmount(total int64, count int) []int64 {
+	out := make([]int64, count)
+	base, rem := total/int64(count), total%int64(count)
+	for i := range out {
+		out[i] = base
+	}
+	out[0] += rem
+	return out
+}
+
+// civilDate is a day of the calendar, in no time zone: what a due date is.
+type civilDate struct {
+	Year  int
+	Month time.Month
+	Day   int
+}
+
+func dateOf(t time.Time, loc *time.Location) civilDate {
+	y, m, d := t.In(loc).Date()
+	return civilDate{y, m, d}
+}
+
+func (d civilDate) String() string { return fmt.Sprintf("%04d-%02d-%02d", d.Year, int(d.Month), d.Day) }
+
+// start is when the day starts in loc: its midnight, or, where a daylight-saving change
+// skips midnight, the first instant of the day that exists.
+func (d civilDate) start(loc *time.Location) time.Time {
+	t := time.Date(d.Year, d.Month, d.Day, 0, 0, 0, 0, loc)
+	if t.Day() != d.Day { // normalised back into the previous day by a gap at midnight
+		t = time.Date(d.Year, d.Month, d.Day, 1, 0, 0, 0, loc)
+	}
+	return t
+}
+
+// addDays is the day n days after d.
+func (d civilDate) addDays(n int) civilDate {
+	t := time.Date(d.Year, d.Month, d.Day+n, 12, 0, 0, 0, time.UTC)
+	return civilDate{t.Year(), t.Month(), t.Day()}
+}
+
+// addMonths is the day k months after d with d's day of the month, or the last day of that
+// month when it is shorter: Jan 31 + 1 month is Feb 28 (29 in a leap year), + 2 months
+// Mar 31. Always counted from d, never from the previous installment, so a short month does
+// not pull the later ones back.
+func (d civilDate) addMonths(k int) civilDate {
+	first := time.Date(d.Year, d.Month+time.Month(k), 1, 12, 0, 0, 0, time.UTC)
+	last := first.AddDate(0, 1, -1).Day()
+	return civilDate{first.Year(), first.Month(), min(d.Day, last)}
+}
+
+// plannedInstallment is an installment as an order's claim creates it.
+type plannedInstallment struct {
+	N      int
+	Amount int64
+	DueOn  civilDate
+	DueAt  time.Time // when DueOn starts in the client's zone
+}
+
+// planInstallments is the schedule of an order created at created by a client in loc:
+// installment n is due n-1 months after the order's day there.
+func planInstallments(total int64, count int, created time.Time, loc *time.Location) []plannedInstallment {
+	amounts := splitAmount(total, count)
+	day := dateOf(created, loc)
+	out := make([]plannedInstallment, count)
+	for i := range out {
+		due := day.addMonths(i)
+		out[i] = plannedInstallment{N: i + 1, Amount: amounts[i], DueOn: due, DueAt: due.start(loc)}
+	}
+	return out
+}
+
+// nextInstallmentAttempt is when attempt attempts+1 of an installment due on dueOn is made,
+// after attempts declined: on the retry days after the due date, but never before the day
+// after now (a job that ran late does not spend every retry in one run). ok is false when
+// the retries are spent.
+func nextInstallmentAttempt(dueOn civilDate, attempts int, now time.Time, loc *time.Location) (time.Time, bool) {
+	if attempts < 1 || attempts > len(installmentRetryDays) {
+		return time.Time{}, false
+	}
+	next := dueOn.addDays(installmentRetryDays[attempts-1]).start(loc)
+	if tomorrow := dateOf(now, loc).addDays(1).start(loc); next.Before(tomorrow) {
+		next = tomorrow
+	}
+	return next, true
+}
+
+// installmentKey is the provider key of attempt a of installment n of an order: stable for
+// the three (a rerun, a second replica, a woken process all send the same), and never the
+// same for two attempts, since a declined charge is final under its key. The order's
+// creation time is part of it, as it is of providerKey, so that an order id reused after a
+// database restore cannot meet an old charge.
+func installmentKey(orderID int64, orderCreated time.Time, n, attempt int) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "installment\x00%d\x00%d\x00%d\x00%d", orderID, orderCreated.UnixMicro(), n, attempt)
+	return "tekrar_in_" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// installmentDescription names the order and the installment a charge is for. It does not
+// read as chargeDescription ("order 12"), so provider events about it do not settle the
+// order; reconciliation knows it by its key.
+func installmentDescription(orderID int64, n int) string {
+	return fmt.Sprintf("order %d installment %d", orderID, n)
+}
+
+// InstallmentView is an installment as the API shows it.
+type InstallmentView struct {
+	N      int    `json:"n"`
+	Amount int64  `json:"amount"`
+	DueOn  string `json:"due_on"` // YYYY-MM-DD, in the client's time zone
+	// Status: scheduled, paid, attention (declined on every retry; an operator's) or
+	// canceled (the order was refunded or declined first).
+	Status      string     `json:"status"`
+	Attempts    int        `json:"attempts"`
+	NextAttempt *time.Time `json:"next_attempt_at,omitempty"`
+	DeclineCode string     `json:"decline_code,omitempty"` // of the last declined attempt
+	PaidAt      *time.Time `json:"paid_at,omitempty"`
+	ChargeID    string     `json:"charge_id,omitempty"` // the provider's charge that paid it
+}
+
+func (r installmentRow) view() InstallmentView {
+	v := InstallmentView{N: r.N, Amount: r.Amount, DueOn: r.DueOn.Format(time.DateOnly), Status: r.Status,
+		Attempts: r.Attempts, DeclineCode: r.DeclineCode.String, ChargeID: r.ChargeID.String}
+	if r.NextAttempt.Valid {
+		t := r.NextAttempt.Time.UTC()
+		v.NextAttempt = &t
+	}
+	if r.PaidAt.Valid {
+		t := r.PaidAt.Time.UTC()
+		v.PaidAt = &t
+	}
+	return v
+}
+
+// OrderInstallments returns the plan of order id (its internal id), first to last; none for
+// an order paid at once. The console's order page shows it.
+func OrderInstallments(ctx context.Context, db sqlx.QueryerContext, id int64) ([]InstallmentView, error) {
+	rows, err := loadInstallments(ctx, db, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]InstallmentView, len(rows))
+	for i, r := range rows {
+		out[i] = r.view()
+	}
+	return out, nil
+}
+
+// withInstallments reads the plan of order id into v, if it has one.
+func (s *Service) withInstallments(ctx context.Context, v *OrderView, id int64) error {
+	if v.plan <= 1 {
+		return nil
+	}
+	rows, err := loadInstallments(ctx, s.db, id)
+	if err != nil {
+		return err
+	}
+	v.Installments = make([]InstallmentView, len(rows))
+	for i, r := range rows {
+		v.Installments[i] = r.view()
+	}
+	return nil
+}
+
+// settleFirstInstallment shows in v what the order's charge ch does to its plan, as
+// completeOrderSQL writes it: the first installment paid, or every one canceled.
+func (v *OrderView) settleFirstInstallment(ch psp.Charge, now time.Time) {
+	for i := range v.Installments {
+		in := &v.Installments[i]
+		switch {
+		case ch.Status == psp.StatusSucceeded && in.N == 1:
+			in.Status, in.Attempts, in.NextAttempt = "paid", 1, nil
+			t := now.UTC()
+			in.PaidAt = &t
+		case ch.Status != psp.StatusSucceeded:
+			in.Status, in.NextAttempt = "canceled", nil
+			if in.N == 1 {
+				in.Attempts, in.DeclineCode = 1, ch.DeclineCode
+			}
+		}
+	}
+}
+
+// Problems of refunds of an order paid in installments, raised before anything is stored.
+var (
+	errInstallmentInFlight = func() *problem.Problem {
+		return problem.Of(problem.CodeInstallmentInFlight).
+			WithDetail("an installment of this order is being charged right now; send the refund again in a moment").Advised()
+	}
+	errExceedsFirstInstallment = func() *problem.Problem {
+		return problem.Of(problem.CodeRefundExceedsFirstInstallment).
+			WithDetail("an order paid in installments is refunded from its first installment's charge; its refunds cannot exceed it").Advised()
+	}
+)

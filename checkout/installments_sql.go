@@ -1,0 +1,157 @@
+package checkout
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// The statements of installment plans (installments.go). The claim of an order writes the
+// plan's rows (claimOrderSQL) and its completion settles the first (completeOrderSQL); a
+// refund's claim cancels the unpaid ones (cancelInstallmentsSQL).
+
+// installmentClaim is an installment a job run took: its row, its order and its client's zone.
+type installmentClaim struct {
+	OrderID         int64          `db:"order_id"`
+	N               int            `db:"n"`
+	Amount          int64          `db:"amount"`
+	DueOn           time.Time      `db:"due_on"`
+	Attempts        int            `db:"attempts"`
+	InFlight        bool           `db:"in_flight"`
+	LeaseToken      int64          `db:"lease_token"`
+	Currency        string         `db:"currency"`
+	OrderCreated    time.Time      `db:"order_created"`
+	PaymentCustomer sql.NullString `db:"payment_customer"`
+	PaymentMethod   sql.NullString `db:"payment_method"`
+	TimeZone        string         `db:"time_zone"`
+	// Set by the claim: the attempt this run makes, and its provider key.
+	Key     string `db:"-"`
+	Resumed bool   `db:"-"` // the attempt was in flight before: look its charge up first
+}
+
+// dueInstallmentSQL picks one due installment of a paid order ($1 the job's now) whose lease
+// is free ($2 the clock), locked, skipping those another run holds locked.
+const dueInstallmentSQL = `
+	SELECT i.order_id, i.n, i.amount, i.due_on, i.attempts, i.in_flight, i.lease_token,
+	       o.currency, o.created_at AS order_created, o.payment_customer, o.payment_method, c.time_zone
+	  FROM installments i
+	  JOIN orders o ON o.id = i.order_id
+	  JOIN clients c ON c.id = o.client_id
+	 WHERE i.status = 'scheduled' AND i.n > 1 AND i.next_attempt_at <= $1
+	   AND (i.lease_expires_at IS NULL OR i.lease_expires_at <= $2)
+	   AND o.status = 'paid'
+	 ORDER BY i.next_attempt_at, i.order_id, i.n
+	 LIMIT 1
+	 FOR UPDATE OF i SKIP LOCKED`
+
+// takeInstallmentSQL leases the picked installment for one attempt: a new one, or the one
+// in flight again (same number, same key). The token grows at every take: the outcome of an
+// earlier holder matches no row.
+const takeInstallmentSQL = `
+	UPDATE installments
+	   SET attempts = $3, in_flight = true, provider_key = $4, lease_token = lease_token + 1,
+	       lease_expires_at = $5, updated_at = $6
+	 WHERE order_id = $1 AND n = $2
+	RETURNING lease_token`
+
+// installmentPaidSQL records a succeeded charge, fenced by the lease token, and adds it to
+// the order's captured amount in the same statement.
+const installmentPaidSQL = `
+	WITH i AS (
+	    UPDATE installments
+	       SET status = 'paid', in_flight = false, next_attempt_at = NULL, lease_expires_at = NULL,
+	           provider_charge_id = $4, decline_code = NULL, paid_at = $5, updated_at = $5
+	     WHERE order_id = $1 AND n = $2 AND lease_token = $3 AND in_flight AND status = 'scheduled'
+	    RETURNING order_id, amount
+	)
+	UPDATE orders o SET captured_amount = o.captured_amount + i.amount, updated_at = $5
+	  FROM i WHERE o.id = i.order_id
+	RETURNING o.id`
+
+// installmentDeclinedSQL records a declined attempt, fenced by the lease token: scheduled
+// again at $4, or, when $4 is NULL, for an operator (status attention).
+const installmentDeclinedSQL = `
+	UPDATE installments
+	   SET status = CASE WHEN CAST($4 AS timestamptz) IS NULL THEN 'attention' ELSE 'scheduled' END,
+	       next_attempt_at = $4, in_flight = false, lease_expires_at = NULL, decline_code = $5, updated_at = $6
+	 WHERE order_id = $1 AND n = $2 AND lease_token = $3 AND in_flight AND status = 'scheduled'
+	RETURNING order_id`
+
+// lockOpenInstallmentsSQL locks the installments of order $1 of client $2 that a refund
+// would cancel, and says whether a charge of one is in flight.
+const lockOpenInstallmentsSQL = `
+	SELECT i.in_flight
+	  FROM installments i JOIN orders o ON o.id = i.order_id
+	 WHERE o.public_id = $1 AND o.client_id = $2 AND i.status IN ('scheduled', 'attention')
+	   FOR UPDATE OF i`
+
+// cancelInstallmentsSQL cancels the unpaid installments of order $1 at $2.
+const cancelInstallmentsSQL = `
+	UPDATE installments
+	   SET status = 'canceled', next_attempt_at = NULL, lease_expires_at = NULL, updated_at = $2
+	 WHERE order_id = $1 AND status IN ('scheduled', 'attention') AND NOT in_flight`
+
+// installmentRow is a row of installments as views read it.
+type installmentRow struct {
+	N           int            `db:"n"`
+	Amount      int64          `db:"amount"`
+	DueOn       time.Time      `db:"due_on"`
+	Status      string         `db:"status"`
+	Attempts    int            `db:"attempts"`
+	InFlight    bool           `db:"in_flight"`
+	NextAttempt sql.NullTime   `db:"next_attempt_at"`
+	ChargeID    sql.NullString `db:"provider_charge_id"`
+	DeclineCode sql.NullString `db:"decline_code"`
+	PaidAt      sql.NullTime   `db:"paid_at"`
+}
+
+func loadInstallments(ctx context.Context, db sqlx.QueryerContext, orderID int64) ([]installmentRow, error) {
+	var rows []installmentRow
+	err := sqlx.SelectContext(ctx, db, &rows, `
+		SELECT n, amount, due_on, status, attempts, in_flight, next_attempt_at, provider_charge_id, decline_code, paid_at
+		  FROM installments WHERE order_id = $1 ORDER BY n`, orderID)
+	if err != nil {
+		return nil, fmt.Errorf("read installments of order %d: %w", orderID, err)
+	}
+	return rows, nil
+}
+
+// lockInstallments locks the unpaid installments of the order a refund is claimed for,
+// before the refund takes its amount: a run of the job cannot start an attempt on them until
+// the refund's transaction ends, and the refund is refused while an attempt is in flight (its
+// charge may be made; once its outcome is recorded, the refund may go ahead).
+func lockInstallments(ctx context.Context, tx *sqlx.Tx, orderPublicID string, clientID int64) error {
+	var inFlight []bool
+	if err := tx.SelectContext(ctx, &inFlight, lockOpenInstallmentsSQL, orderPublicID, clientID); err != nil {
+		return fmt.Errorf("lock the order's installments: %w", err)
+	}
+	for _, f := range inFlight {
+		if f {
+			return errInstallmentInFlight()
+		}
+	}
+	return nil
+}
+
+// cancelInstallments cancels the unpaid installments of order id, in the refund's claim.
+// An order paid in installments is refunded from its first installment's charge, so the
+// refunds cannot exceed that charge (errExceedsFirstInstallment).
+func cancelInstallments(ctx context.Context, tx *sqlx.Tx, orderID int64, now time.Time) error {
+	var over bool
+	err := tx.GetContext(ctx, &over, `
+		SELECT o.installments > 1 AND o.refunded_amount > p.amount
+		  FROM orders o JOIN payments p ON p.order_id = o.id WHERE o.id = $1`, orderID)
+	if err != nil {
+		return fmt.Errorf("check the refund against the first installment: %w", err)
+	}
+	if over {
+		return errExceedsFirstInstallment()
+	}
+	if _, err := tx.ExecContext(ctx, cancelInstallmentsSQL, orderID, now); err != nil {
+		return fmt.Errorf("cancel the order's installments: %w", err)
+	}
+	return nil
+}
