@@ -44,7 +44,11 @@ func newSettleEnv(t *testing.T, zone string) *settleEnv {
 }
 
 // at sets the service's clock (orders, refunds) to t.
-func (e *settleEnv) at(t time.Time) { e.actionEnv.mu.Lock(); e.actionEnv.now = t.UTC(); e.actionEnv.mu.Unlock() }
+func (e *settleEnv) at(t time.Time) {
+	e.actionEnv.mu.Lock()
+	e.actionEnv.now = t.UTC()
+	e.actionEnv.mu.Unlock()
+}
 
 // settleAt sets the settler's clock to t.
 func (e *settleEnv) settleAt(t time.Time) { e.mu.Lock(); e.now = t; e.mu.Unlock() }
