@@ -327,3 +327,16 @@ func settlementOf(row settlementRow) Settlement {
 	return Settlement{ID: row.ID, ClientID: row.ClientID, Day: DayOf(row.Day, time.UTC), TimeZone: row.TimeZone,
 		StartsAt: row.StartsAt, EndsAt: row.EndsAt, SettledAt: row.SettledAt, Process: row.Process}
 }
+
+// Clients lists the ids of every client, the ones a settlement of all clients settles.
+func (s *Settler) Clients(ctx context.Context) ([]int64, error) {
+	var cs []dueClient
+	if err := s.db.SelectContext(ctx, &cs, dueClientsSQL); err != nil {
+		return nil, fmt.Errorf("list clients: %w", err)
+	}
+	ids := make([]int64, len(cs))
+	for i, c := range cs {
+		ids[i] = c.ID
+	}
+	return ids, nil
+}

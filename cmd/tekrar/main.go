@@ -87,6 +87,7 @@ a flag wins over the environment, which wins over the default.`,
 		group("operators", "set a console operator's password and role", operatorsCreateCmd(e)),
 		sweepCmd(e),
 		reconcileCmd(e),
+		settleCmd(e),
 		pspCmd(e),
 		versionCmd(e),
 	)

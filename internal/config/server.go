@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"time"
 )
 
@@ -159,6 +160,15 @@ func BindReconcile(s *Set, c *Server, since, until *string) {
 	s.String(since, "since", "TEKRAR_RECONCILE_SINCE", "24h", "the window's start: a duration before now (24h, 2d) or an RFC 3339 time")
 	s.String(until, "until", "TEKRAR_RECONCILE_UNTIL", "now", "the window's end: now, a duration before now, or an RFC 3339 time")
 	bindCrash(s, c)
+}
+
+// BindSettle registers what `tekrar settle` uses: the database, the log, the day to settle
+// (YYYY-MM-DD, required) and the client (0: every client).
+func BindSettle(s *Set, c *Server, date *string, client *int) {
+	s.DatabaseURL(&c.DatabaseURL, "Postgres connection string (required)")
+	bindLog(s, c, "json")
+	s.String(date, "date", "TEKRAR_SETTLE_DATE", "", "the business day to settle, YYYY-MM-DD, in each client's time zone (required)")
+	s.Int(client, "client", "TEKRAR_SETTLE_CLIENT", "0", "the client to settle; 0 settles every client", 0, math.MaxInt)
 }
 
 // ParseWindowEnd reads an end of a reconciliation window: "now", a duration before now
