@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,8 +134,8 @@ func utc(s string) time.Time {
 }
 
 // TestSettleADayOnce: a day of a client in Europe/Istanbul (UTC+3, whose day ends at 21:00
-// UTC), with movements on both sides of its edges, settled five times in a row and by eight
-// goroutines at once (each with its own transaction): one row, the same totals every time,
+// UTC), with movements on both sides of its edges, settled by eight goroutines at once (each
+// with its own transaction), then five times in a row: one row, the same totals every time,
 // every movement of the day counted once and none of the next day's.
 func TestSettleADayOnce(t *testing.T) {
 	t.Parallel()
@@ -151,14 +152,14 @@ func TestSettleADayOnce(t *testing.T) {
 
 	e.settleAt(utc("2026-03-12T00:00:00Z"))
 	want := "TRY captured 7000/3 refunded 300/1 disputed 100/1 compensated 700/1; "
+	// Eight at once first (the day is not settled yet), then five more, one after another.
 	var got []Settlement
-	for range 5 {
-		got = append(got, e.settle("2026-03-10"))
-	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
+	start := make(chan struct{})
 	for range 8 {
 		wg.Go(func() {
+			<-start
 			d, _ := ParseDay("2026-03-10")
 			s, err := e.settler.Settle(context.Background(), e.client.ID, d)
 			if err != nil {
@@ -170,7 +171,11 @@ func TestSettleADayOnce(t *testing.T) {
 			mu.Unlock()
 		})
 	}
+	close(start)
 	wg.Wait()
+	for range 5 {
+		got = append(got, e.settle("2026-03-10"))
+	}
 	created := 0
 	for _, s := range got {
 		if s.Created {
@@ -192,7 +197,38 @@ func TestSettleADayOnce(t *testing.T) {
 	if n := e.count(`SELECT count(*) FROM settlement_items`); n != 6 {
 		t.Errorf("%d movements claimed, want the day's 6", n)
 	}
-	if n := e.count(`SELECT count(*) FROM settlement_totals`); n != 1 {
+
+	// More days, each settled by four goroutines at once: a race the lock must decide.
+	e.settleAt(utc("2026-04-01T00:00:00Z"))
+	nextDay, _ := ParseDay("2026-03-11")
+	for i := range 20 {
+		d := nextDay.AddDays(i)
+		var wrote atomic.Int32
+		start := make(chan struct{})
+		for range 4 {
+			wg.Go(func() {
+				<-start
+				s, err := e.settler.Settle(context.Background(), e.client.ID, d)
+				if err != nil {
+					t.Errorf("settle %s at once: %v", d, err)
+				} else if s.Created {
+					wrote.Add(1)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if wrote.Load() != 1 {
+			t.Errorf("%s: %d calls wrote the settlement, want 1", d, wrote.Load())
+		}
+	}
+	if n := e.count(`SELECT count(*) FROM settlements WHERE client_id = $1`, e.client.ID); n != 21 {
+		t.Errorf("%d settlements of 21 days", n)
+	}
+	if n := e.count(`SELECT count(*) FROM settlement_items`); n != 8 {
+		t.Errorf("%d movements claimed, want 8 (11 March's two more)", n)
+	}
+	if n := e.count(`SELECT count(*) FROM settlement_totals WHERE settlement_id = $1`, got[0].ID); n != 1 {
 		t.Errorf("%d totals rows, want 1 (TRY)", n)
 	}
 }
