@@ -41,6 +41,8 @@ type App struct {
 	Sweeper    *checkout.Sweeper
 	Completer  *checkout.Completer
 	Reconciler *checkout.Reconciler
+	// Settler writes the nightly settlements; the scheduler runs its SettleDue.
+	Settler *checkout.Settler
 	// River works the outbox's jobs; Run starts and stops it.
 	River *river.Client[*sql.Tx]
 
@@ -150,7 +152,8 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		return nil, err
 	}
 	return &App{Handler: server.HeadAsGet(e), Service: svc, Sweeper: sweeper, Completer: completer,
-		Reconciler: svc.NewReconciler(cfg.ReconcileEvery, cfg.ReconcileWindow), River: rc, engine: e, logger: logger}, nil
+		Reconciler: svc.NewReconciler(cfg.ReconcileEvery, cfg.ReconcileWindow), River: rc, engine: e, logger: logger,
+		Settler: checkout.NewSettler(db, checkout.SettlerOptions{Now: o.now, Logger: logger})}, nil
 }
 
 // readyTimeout is how long /readyz waits for the database.
