@@ -25,8 +25,9 @@ func mustLoad(t *testing.T, name string) *time.Location {
 	return loc
 }
 
+// utc reads an RFC 3339 instant of a test's calendar (fractions allowed).
 func utc(s string) time.Time {
-	t, err := time.Parse(time.RFC3339, s)
+	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		panic(err)
 	}

@@ -88,6 +88,7 @@ a flag wins over the environment, which wins over the default.`,
 		sweepCmd(e),
 		reconcileCmd(e),
 		group("installments", "installment plans: charge the installments that are due", installmentsRunCmd(e)),
+		settleCmd(e),
 		pspCmd(e),
 		versionCmd(e),
 	)

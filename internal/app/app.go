@@ -41,8 +41,11 @@ type App struct {
 	Service   *checkout.Service
 	Sweeper   *checkout.Sweeper
 	Completer *checkout.Completer
-	// Scheduler runs the deployment's periodic tasks (the sweeper, reconciliation) on River.
+	// Scheduler runs the deployment's periodic tasks (the sweeper, reconciliation,
+	// installments, settlement) on River.
 	Scheduler *schedule.Scheduler
+	// Settler writes the nightly settlements; the scheduler runs its SettleDue.
+	Settler *checkout.Settler
 	// River works the outbox's jobs; Run starts and stops it.
 	River *river.Client[*sql.Tx]
 
@@ -135,7 +138,8 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		Queues:     map[string]river.QueueConfig{hooks.Queue: {MaxWorkers: 20}},
 	}
 	sweeper := checkout.NewSweeper(db, SweepConfig(cfg, o.now), logger)
-	sched, err := newScheduler(cfg, db.DB, svc, sweeper, o.now, logger)
+	settler := checkout.NewSettler(db, checkout.SettlerOptions{Now: o.now, Logger: logger})
+	sched, err := newScheduler(cfg, db.DB, svc, sweeper, settler, o.now, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +160,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		return nil, err
 	}
 	return &App{Handler: server.HeadAsGet(e), Service: svc, Sweeper: sweeper, Completer: completer,
-		Scheduler: sched, River: rc, engine: e, logger: logger}, nil
+		Scheduler: sched, Settler: settler, River: rc, engine: e, logger: logger}, nil
 }
 
 // readyTimeout is how long /readyz waits for the database.

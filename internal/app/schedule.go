@@ -15,8 +15,15 @@ import (
 
 // tasks lists what the deployment does on a schedule, one process per tick
 // (docs/scheduled.md). A part of tekrar with periodic work adds its schedule.Task here.
-func tasks(cfg config.Server, svc *checkout.Service, sweeper *checkout.Sweeper) []schedule.Task {
-	ts := []schedule.Task{SweepTask(cfg, sweeper)}
+func tasks(cfg config.Server, svc *checkout.Service, sweeper *checkout.Sweeper, settler *checkout.Settler) []schedule.Task {
+	ts := []schedule.Task{SweepTask(cfg, sweeper),
+		// Installments fall due when a day begins in their client's zone; a pass with nothing
+		// due is one indexed query (docs/installments.md).
+		{Name: "installments", Every: InstallmentsEvery, Run: svc.ChargeDueInstallments},
+		// A business day is settled once it has ended in its client's zone, and a grace after
+		// (docs/settlement.md).
+		{Name: "settle", Every: SettleEvery, Run: settler.SettleDue},
+	}
 	if cfg.ReconcileEvery > 0 {
 		ts = append(ts, schedule.Task{Name: "reconcile", Every: cfg.ReconcileEvery,
 			Run: func(ctx context.Context, now time.Time) (string, error) {
@@ -26,6 +33,13 @@ func tasks(cfg config.Server, svc *checkout.Service, sweeper *checkout.Sweeper) 
 	}
 	return ts
 }
+
+// The periods of the scheduled money work. Both are natural-keyed, so a shorter period only
+// costs queries: these keep a due installment or a closed day waiting minutes, not hours.
+const (
+	InstallmentsEvery = 5 * time.Minute
+	SettleEvery       = 15 * time.Minute
+)
 
 // SweepTask is the key sweeper as a task: every TEKRAR_SWEEP_INTERVAL, a pass as of the
 // tick. `tekrar sweep` runs the same task by hand.
@@ -48,6 +62,6 @@ func scheduleConsumer(s *schedule.Scheduler) Consumer {
 }
 
 // newScheduler builds the process's scheduler over the deployment's tasks.
-func newScheduler(cfg config.Server, db *sql.DB, svc *checkout.Service, sweeper *checkout.Sweeper, now func() time.Time, logger *slog.Logger) (*schedule.Scheduler, error) {
-	return schedule.New(db, schedule.Config{Now: now, Logger: logger.With("component", "schedule")}, tasks(cfg, svc, sweeper)...)
+func newScheduler(cfg config.Server, db *sql.DB, svc *checkout.Service, sweeper *checkout.Sweeper, settler *checkout.Settler, now func() time.Time, logger *slog.Logger) (*schedule.Scheduler, error) {
+	return schedule.New(db, schedule.Config{Now: now, Logger: logger.With("component", "schedule")}, tasks(cfg, svc, sweeper, settler)...)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"time"
 )
 
@@ -171,6 +172,15 @@ func BindInstallments(s *Set, c *Server, at *string) {
 	s.Duration(&c.Lease, "lease", "TEKRAR_LEASE", "30s", "how long an installment taken by this run is held before another process may charge it", time.Second, time.Hour)
 	s.String(at, "at", "TEKRAR_INSTALLMENTS_AT", "now", "charge what is due at this instant: now or an RFC 3339 time")
 	bindCrash(s, c)
+}
+
+// BindSettle registers what `tekrar settle` uses: the database, the log, the day to settle
+// (YYYY-MM-DD, required) and the client (0: every client).
+func BindSettle(s *Set, c *Server, date *string, client *int) {
+	s.DatabaseURL(&c.DatabaseURL, "Postgres connection string (required)")
+	bindLog(s, c, "json")
+	s.String(date, "date", "TEKRAR_SETTLE_DATE", "", "the business day to settle, YYYY-MM-DD, in each client's time zone (required)")
+	s.Int(client, "client", "TEKRAR_SETTLE_CLIENT", "0", "the client to settle; 0 settles every client", 0, math.MaxInt)
 }
 
 // ParseWindowEnd reads an end of a reconciliation window: "now", a duration before now

@@ -1,0 +1,342 @@
+package checkout
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/tekrar/tekrar/checkout/clients"
+)
+
+// Nightly settlement (docs/settlement.md).
+//
+// A settlement is one row per client and business day, the day in the client's time zone,
+// with the day's captured, refunded, disputed and compensated totals and counts per
+// currency. Every money movement is counted by exactly one settlement: the settlement of a
+// day claims, in settlement_items, the movements of that day that nobody claimed, and the
+// movements of earlier days that are settled already but were recorded after their day was
+// settled. Those late ones are the settlement's adjustments: they name the day they belong
+// to, and the settled day's row is never rewritten. A claim is an insert under the
+// movement's primary key, the settlement row is unique by (client, day), and both commit
+// with the totals in one transaction, so a rerun, two runs at once (in one process or two)
+// or a run after a crash settle each day once and count each movement once.
+//
+// A movement of an earlier day that is not settled yet is left for that day's settlement:
+// the days of a client may be settled in any order and each still counts its own.
+
+// ErrDayNotOver is a settlement asked for a day that has not ended in the client's zone:
+// settling it would close it early and turn the rest of its movements into adjustments.
+var ErrDayNotOver = errors.New("the day has not ended in the client's time zone")
+
+// ErrNoSuchClient is a settlement asked for a client tekrar does not have.
+var ErrNoSuchClient = errors.New("no such client")
+
+// SettlerOptions configure a Settler; the zero value is usable.
+type SettlerOptions struct {
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// Grace is how long after a day ends SettleDue waits before it settles it, so that a
+	// movement whose transaction began before midnight and commits just after it is
+	// counted on its own day rather than as an adjustment. Default 15 minutes.
+	Grace time.Duration
+	// LookBack is how many days before the last ended one SettleDue settles when they
+	// are not settled yet. Default 35. Older days are settled by hand (tekrar settle).
+	LookBack int
+	// LateWindow is how far before a day's start its settlement looks for movements of
+	// settled days that came late. Default 40 days.
+	LateWindow time.Duration
+	// Logger is where SettleDue reports; nothing is logged when nil.
+	Logger *slog.Logger
+}
+
+// Settler writes settlements.
+type Settler struct {
+	db   *sqlx.DB
+	opts SettlerOptions
+}
+
+// NewSettler returns a Settler on db.
+func NewSettler(db *sqlx.DB, opts SettlerOptions) *Settler {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = 15 * time.Minute
+	}
+	if opts.LookBack <= 0 {
+		opts.LookBack = 35
+	}
+	if opts.LateWindow <= 0 {
+		opts.LateWindow = 40 * 24 * time.Hour
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Settler{db: db, opts: opts}
+}
+
+// Settlement is one client's settlement of one day.
+type Settlement struct {
+	ID        int64
+	ClientID  int64
+	Day       Day
+	TimeZone  string
+	StartsAt  time.Time // the day's window, [StartsAt, EndsAt), in the zone it was settled in
+	EndsAt    time.Time
+	SettledAt time.Time
+	Process   string
+	Totals    []SettlementTotal // by currency; none on a day with no movement
+	Items     int               // movements of the day itself
+	Adjusted  int               // movements of earlier, settled days it counted late
+	// Created is true when this call wrote the settlement, false when it existed.
+	Created bool
+	// Waiting counts, on a rerun of a settled day, the movements of this day or earlier
+	// settled days that no settlement has counted yet: the next settlement of the client
+	// will count them as adjustments.
+	Waiting int
+}
+
+// Settle settles one day of one client, or, when the day is settled already, returns its
+// settlement as it was written and counts what came late since (Waiting). The day must have
+// ended in the client's zone.
+func (s *Settler) Settle(ctx context.Context, clientID int64, day Day) (Settlement, error) {
+	var zone string
+	err := s.db.GetContext(ctx, &zone, clientZoneSQL, clientID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Settlement{}, fmt.Errorf("settle client %d: %w", clientID, ErrNoSuchClient)
+	}
+	if err != nil {
+		return Settlement{}, fmt.Errorf("settle client %d: read its time zone: %w", clientID, err)
+	}
+	return s.settle(ctx, clientID, zone, day, s.opts.Now())
+}
+
+func (s *Settler) settle(ctx context.Context, clientID int64, zone string, day Day, now time.Time) (Settlement, error) {
+	loc, err := clients.Location(zone)
+	if err != nil {
+		return Settlement{}, fmt.Errorf("settle %s of client %d: %w", day, clientID, err)
+	}
+	start, end := day.Window(loc)
+	if now.Before(end) {
+		return Settlement{}, fmt.Errorf("settle %s of client %d: %w (%s); it ends at %s",
+			day, clientID, ErrDayNotOver, zone, end.Format(time.RFC3339))
+	}
+	var out Settlement
+	err = inTx(ctx, s.db, fmt.Sprintf("settle %s of client %d", day, clientID), func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, settleLockSQL, settleLockClass, clientID); err != nil {
+			return fmt.Errorf("lock the client's settlements: %w", err)
+		}
+		var row settlementRow
+		err := tx.GetContext(ctx, &row, findSettlementSQL, clientID, day.String())
+		switch {
+		case err == nil:
+			out, err = s.existing(ctx, tx, row, loc)
+			return err
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("read the settlement: %w", err)
+		}
+		out, err = s.create(ctx, tx, settlementRow{ClientID: clientID, TimeZone: zone,
+			StartsAt: start, EndsAt: end, SettledAt: now, Process: processName()}, day, loc)
+		return err
+	})
+	if err != nil {
+		return Settlement{}, err
+	}
+	return out, nil
+}
+
+// create writes the settlement of row's day with the movements it claims.
+func (s *Settler) create(ctx context.Context, tx *sqlx.Tx, row settlementRow, day Day, loc *time.Location) (Settlement, error) {
+	claim, err := s.claimable(ctx, tx, row.ClientID, day, loc, row.StartsAt, row.EndsAt)
+	if err != nil {
+		return Settlement{}, err
+	}
+	var written settlementRow
+	if err := tx.GetContext(ctx, &written, insertSettlementSQL, row.ClientID, day.String(), row.TimeZone, row.StartsAt,
+		row.EndsAt, row.SettledAt, row.Process); err != nil {
+		// No row: written meanwhile, which the lock rules out; the transaction ends here.
+		return Settlement{}, fmt.Errorf("write the settlement: %w", err)
+	}
+	claimed, err := claimItems(ctx, tx, written.ID, row.ClientID, claim)
+	if err != nil {
+		return Settlement{}, err
+	}
+	out := settlementOf(written)
+	out.Created = true
+	byCurrency := map[string]*SettlementTotal{}
+	var currencies []string
+	for _, c := range claimed {
+		if c.Adjusted {
+			out.Adjusted++
+			continue
+		}
+		out.Items++
+		t := byCurrency[c.Currency]
+		if t == nil {
+			t = &SettlementTotal{Currency: c.Currency}
+			byCurrency[c.Currency] = t
+			currencies = append(currencies, c.Currency)
+		}
+		switch c.Kind {
+		case "capture":
+			t.CapturedAmount += c.Amount
+			t.CapturedCount++
+		case "refund":
+			t.RefundedAmount += c.Amount
+			t.RefundedCount++
+		case "dispute":
+			t.DisputedAmount += c.Amount
+			t.DisputedCount++
+		case "compensation":
+			t.CompensatedAmount += c.Amount
+			t.CompensatedCount++
+		}
+	}
+	for _, cur := range currencies {
+		t := byCurrency[cur]
+		if _, err := tx.ExecContext(ctx, insertTotalsSQL, written.ID, t.Currency, t.CapturedAmount, t.CapturedCount,
+			t.RefundedAmount, t.RefundedCount, t.DisputedAmount, t.DisputedCount, t.CompensatedAmount,
+			t.CompensatedCount); err != nil {
+			return Settlement{}, fmt.Errorf("write the totals in %s: %w", cur, err)
+		}
+	}
+	// Read back in the order every reader uses.
+	if err := tx.SelectContext(ctx, &out.Totals, totalsSQL, written.ID); err != nil {
+		return Settlement{}, fmt.Errorf("read the totals: %w", err)
+	}
+	return out, nil
+}
+
+// existing is a settlement as it was written, with what waits for the next one.
+func (s *Settler) existing(ctx context.Context, tx *sqlx.Tx, row settlementRow, loc *time.Location) (Settlement, error) {
+	out := settlementOf(row)
+	if err := tx.SelectContext(ctx, &out.Totals, totalsSQL, row.ID); err != nil {
+		return Settlement{}, fmt.Errorf("read the totals: %w", err)
+	}
+	var n struct {
+		Own      int `db:"own"`
+		Adjusted int `db:"adjusted"`
+	}
+	if err := tx.GetContext(ctx, &n, itemCountsSQL, row.ID); err != nil {
+		return Settlement{}, fmt.Errorf("count the items: %w", err)
+	}
+	out.Items, out.Adjusted = n.Own, n.Adjusted
+	// What a recomputation of the day would find beyond the row: the late movements of
+	// this day and of earlier settled days, which the next settlement counts.
+	waiting, err := s.late(ctx, tx, row.ClientID, out.Day.AddDays(1), loc, row.EndsAt)
+	if err != nil {
+		return Settlement{}, err
+	}
+	out.Waiting = len(waiting)
+	return out, nil
+}
+
+// claim is a movement with the day it belongs to, ready to be claimed.
+type claim struct {
+	movement
+	Day      Day
+	Adjusted bool
+}
+
+// claimable lists the movements the settlement of day (window [start, end)) claims: the
+// unclaimed ones of the day, and the unclaimed ones of earlier settled days.
+func (s *Settler) claimable(ctx context.Context, tx *sqlx.Tx, clientID int64, day Day, loc *time.Location, start, end time.Time) ([]claim, error) {
+	var own []movement
+	if err := tx.SelectContext(ctx, &own, unclaimedMovementsSQL, clientID, start, end); err != nil {
+		return nil, fmt.Errorf("list the day's movements: %w", err)
+	}
+	out := make([]claim, 0, len(own))
+	for _, m := range own {
+		out = append(out, claim{movement: m, Day: day})
+	}
+	late, err := s.late(ctx, tx, clientID, day, loc, start)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, late...), nil
+}
+
+// late lists the unclaimed movements before until (and within the late window) whose day,
+// in loc, is before day and settled already: the adjustments the settlement of day counts.
+func (s *Settler) late(ctx context.Context, tx *sqlx.Tx, clientID int64, day Day, loc *time.Location, until time.Time) ([]claim, error) {
+	from := until.Add(-s.opts.LateWindow)
+	var ms []movement
+	if err := tx.SelectContext(ctx, &ms, unclaimedMovementsSQL, clientID, from, until); err != nil {
+		return nil, fmt.Errorf("list late movements: %w", err)
+	}
+	if len(ms) == 0 {
+		return nil, nil
+	}
+	var days []time.Time
+	if err := tx.SelectContext(ctx, &days, settledDaysSQL, clientID, DayOf(from, loc).String()); err != nil {
+		return nil, fmt.Errorf("list the settled days: %w", err)
+	}
+	settled := make(map[Day]bool, len(days))
+	for _, d := range days {
+		settled[DayOf(d, time.UTC)] = true
+	}
+	var out []claim
+	for _, m := range ms {
+		if d := DayOf(m.OccurredAt, loc); d.Before(day) && settled[d] {
+			out = append(out, claim{movement: m, Day: d, Adjusted: true})
+		}
+	}
+	return out, nil
+}
+
+// claimItems claims cs for settlement id and returns the ones it claimed.
+func claimItems(ctx context.Context, tx *sqlx.Tx, id, clientID int64, cs []claim) ([]claim, error) {
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	n := len(cs)
+	kinds, days, currencies, times := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	sources, amounts, orders := make([]int64, n), make([]int64, n), make([]int64, n)
+	adjusted := make([]bool, n)
+	for i, c := range cs {
+		kinds[i], sources[i], days[i], adjusted[i] = c.Kind, c.SourceID, c.Day.String(), c.Adjusted
+		times[i], amounts[i], currencies[i] = c.OccurredAt.UTC().Format(time.RFC3339Nano), c.Amount, c.Currency
+		if c.OrderID != nil {
+			orders[i] = *c.OrderID
+		}
+	}
+	var rows []struct {
+		movement
+		Day      time.Time `db:"day"`
+		Adjusted bool      `db:"adjusted"`
+	}
+	if err := tx.SelectContext(ctx, &rows, claimItemsSQL, clientID, id, pq.Array(kinds), pq.Array(sources),
+		pq.Array(days), pq.Array(adjusted), pq.Array(times), pq.Array(amounts), pq.Array(currencies),
+		pq.Array(orders)); err != nil {
+		return nil, fmt.Errorf("claim %d movements: %w", n, err)
+	}
+	out := make([]claim, len(rows))
+	for i, r := range rows {
+		out[i] = claim{movement: r.movement, Day: DayOf(r.Day, time.UTC), Adjusted: r.Adjusted}
+	}
+	return out, nil
+}
+
+func settlementOf(row settlementRow) Settlement {
+	return Settlement{ID: row.ID, ClientID: row.ClientID, Day: DayOf(row.Day, time.UTC), TimeZone: row.TimeZone,
+		StartsAt: row.StartsAt, EndsAt: row.EndsAt, SettledAt: row.SettledAt, Process: row.Process}
+}
+
+// Clients lists the ids of every client, the ones a settlement of all clients settles.
+func (s *Settler) Clients(ctx context.Context) ([]int64, error) {
+	var cs []dueClient
+	if err := s.db.SelectContext(ctx, &cs, dueClientsSQL); err != nil {
+		return nil, fmt.Errorf("list clients: %w", err)
+	}
+	ids := make([]int64, len(cs))
+	for i, c := range cs {
+		ids[i] = c.ID
+	}
+	return ids, nil
+}

@@ -1,0 +1,445 @@
+package checkout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/psp"
+)
+
+// settleEnv is an action env whose client keeps its days in zone, and a settler on its
+// database with a clock of its own.
+type settleEnv struct {
+	*actionEnv
+	zone    string
+	loc     *time.Location
+	settler *Settler
+	mu      sync.Mutex
+	now     time.Time // the settler's clock
+}
+
+func newSettleEnv(t *testing.T, zone string) *settleEnv {
+	t.Helper()
+	e := &settleEnv{actionEnv: newActionEnv(t), zone: zone}
+	set := clients.DefaultSettings
+	set.TimeZone = zone
+	if err := clients.Update(context.Background(), e.db, e.client.ID, set); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if e.loc, err = clients.Location(zone); err != nil {
+		t.Fatal(err)
+	}
+	// The client existed long before the days the tests settle.
+	if _, err := e.db.Exec(`UPDATE clients SET created_at = '2020-01-01' WHERE id = $1`, e.client.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.settler = NewSettler(e.db, SettlerOptions{Now: func() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }})
+	return e
+}
+
+// at sets the service's clock (orders, refunds) to t.
+func (e *settleEnv) at(t time.Time) {
+	e.actionEnv.mu.Lock()
+	e.actionEnv.now = t.UTC()
+	e.actionEnv.mu.Unlock()
+}
+
+// settleAt sets the settler's clock to t.
+func (e *settleEnv) settleAt(t time.Time) { e.mu.Lock(); e.now = t; e.mu.Unlock() }
+
+// paidAt pays an order of amount with the service's clock at t; it returns the order's
+// public id.
+func (e *settleEnv) paidAt(t time.Time, key string, amount int64) string {
+	e.t.Helper()
+	e.at(t)
+	id, status := e.order(key, psp.TokenVisa, amount)
+	if status != 201 {
+		e.t.Fatalf("order %s: %d", key, status)
+	}
+	return id
+}
+
+// refundAt refunds amount of order with the service's clock at t.
+func (e *settleEnv) refundAt(t time.Time, key, order string, amount int64) {
+	e.t.Helper()
+	e.at(t)
+	if status := e.refund(key, order, amount); status != 201 {
+		e.t.Fatalf("refund %s: %d", key, status)
+	}
+}
+
+// disputeAt records a dispute of order opened at t, as the provider's webhook does.
+func (e *settleEnv) disputeAt(t time.Time, order string, amount int64) {
+	e.t.Helper()
+	if _, err := e.db.Exec(`
+		INSERT INTO order_disputes (order_id, provider, dispute_id, amount, reason, status, opened_at)
+		SELECT id, 'psp', 'dp_' || md5(random()::text), $2, 'fraudulent', 'open', $3 FROM orders WHERE public_id = $1`,
+		order, amount, t); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// compensatedAt records a compensation of the client refunded at t.
+func (e *settleEnv) compensatedAt(t time.Time, amount int64) {
+	e.t.Helper()
+	if _, err := e.db.Exec(`
+		WITH o AS (
+		    INSERT INTO orders (client_id, status, amount, currency, items, created_at, updated_at)
+		    VALUES ($1, 'canceled', $2, 'TRY', '[]', $3, $3) RETURNING id)
+		INSERT INTO compensations (client_id, order_id, charge_key, reason, state, charge_id, refund_id, amount, currency,
+		                           next_attempt_at, watch_until, created_at, settled_at)
+		SELECT $1, o.id, 'ck-' || o.id, 'test', 'refunded', 'ch_' || o.id, 're_' || o.id, $2, 'TRY', $3, $3, $3, $3 FROM o`,
+		e.client.ID, amount, t); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *settleEnv) settle(day string) Settlement {
+	e.t.Helper()
+	d, err := ParseDay(day)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	s, err := e.settler.Settle(context.Background(), e.client.ID, d)
+	if err != nil {
+		e.t.Fatalf("settle %s: %v", day, err)
+	}
+	return s
+}
+
+// totals is a settlement's totals in TRY, as one comparable line.
+func totalsLine(s Settlement) string {
+	var out string
+	for _, t := range s.Totals {
+		out += fmt.Sprintf("%s captured %d/%d refunded %d/%d disputed %d/%d compensated %d/%d; ", t.Currency,
+			t.CapturedAmount, t.CapturedCount, t.RefundedAmount, t.RefundedCount, t.DisputedAmount, t.DisputedCount,
+			t.CompensatedAmount, t.CompensatedCount)
+	}
+	return out
+}
+
+// TestSettleADayOnce: a day of a client in Europe/Istanbul (UTC+3, whose day ends at 21:00
+// UTC), with movements on both sides of its edges, settled by eight goroutines at once (each
+// with its own transaction), then five times in a row: one row, the same totals every time,
+// every movement of the day counted once and none of the next day's.
+func TestSettleADayOnce(t *testing.T) {
+	t.Parallel()
+	e := newSettleEnv(t, "Europe/Istanbul")
+	before := e.paidAt(utc("2026-03-09T20:59:59.999999Z"), "k-before", 100) // 9 March, 23:59:59 in Istanbul
+	first := e.paidAt(utc("2026-03-09T21:00:00Z"), "k-first", 1000)         // 10 March, 00:00
+	e.paidAt(utc("2026-03-10T12:00:00Z"), "k-noon", 2000)
+	e.refundAt(utc("2026-03-10T13:00:00Z"), "r-first", first, 300)
+	e.disputeAt(utc("2026-03-10T14:00:00Z"), before, 100)
+	e.compensatedAt(utc("2026-03-10T20:59:59Z"), 700)
+	last := e.paidAt(utc("2026-03-10T20:59:59.999999Z"), "k-last", 4000) // 10 March, 23:59:59
+	e.paidAt(utc("2026-03-10T21:00:00Z"), "k-next", 8000)                // 11 March
+	e.refundAt(utc("2026-03-10T21:00:00Z"), "r-next", last, 4000)        // 11 March
+
+	e.settleAt(utc("2026-03-12T00:00:00Z"))
+	want := "TRY captured 7000/3 refunded 300/1 disputed 100/1 compensated 700/1; "
+	// Eight at once first (the day is not settled yet), then five more, one after another.
+	var got []Settlement
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	start := make(chan struct{})
+	for range 8 {
+		wg.Go(func() {
+			<-start
+			d, _ := ParseDay("2026-03-10")
+			s, err := e.settler.Settle(context.Background(), e.client.ID, d)
+			if err != nil {
+				t.Errorf("settle at once: %v", err)
+				return
+			}
+			mu.Lock()
+			got = append(got, s)
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+	for range 5 {
+		got = append(got, e.settle("2026-03-10"))
+	}
+	created := 0
+	for _, s := range got {
+		if s.Created {
+			created++
+		}
+		if l := totalsLine(s); l != want || s.ID != got[0].ID || s.Items != 6 || s.Adjusted != 0 {
+			t.Errorf("settlement %d: %s, %d items, %d adjusted; want %s, 6 items, settlement %d", s.ID, l, s.Items, s.Adjusted, want, got[0].ID)
+		}
+		if s.StartsAt != utc("2026-03-09T21:00:00Z") || s.EndsAt != utc("2026-03-10T21:00:00Z") {
+			t.Errorf("window %s to %s, want 21:00 UTC to 21:00 UTC", s.StartsAt, s.EndsAt)
+		}
+	}
+	if created != 1 {
+		t.Errorf("%d calls wrote the settlement, want 1", created)
+	}
+	if n := e.count(`SELECT count(*) FROM settlements WHERE client_id = $1 AND day = '2026-03-10'`, e.client.ID); n != 1 {
+		t.Errorf("%d settlements of the day, want 1", n)
+	}
+	if n := e.count(`SELECT count(*) FROM settlement_items`); n != 6 {
+		t.Errorf("%d movements claimed, want the day's 6", n)
+	}
+
+	// More days, each settled by four goroutines at once: a race the lock must decide.
+	e.settleAt(utc("2026-04-01T00:00:00Z"))
+	nextDay, _ := ParseDay("2026-03-11")
+	for i := range 20 {
+		d := nextDay.AddDays(i)
+		var wrote atomic.Int32
+		start := make(chan struct{})
+		for range 4 {
+			wg.Go(func() {
+				<-start
+				s, err := e.settler.Settle(context.Background(), e.client.ID, d)
+				if err != nil {
+					t.Errorf("settle %s at once: %v", d, err)
+				} else if s.Created {
+					wrote.Add(1)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if wrote.Load() != 1 {
+			t.Errorf("%s: %d calls wrote the settlement, want 1", d, wrote.Load())
+		}
+	}
+	if n := e.count(`SELECT count(*) FROM settlements WHERE client_id = $1`, e.client.ID); n != 21 {
+		t.Errorf("%d settlements of 21 days", n)
+	}
+	if n := e.count(`SELECT count(*) FROM settlement_items`); n != 8 {
+		t.Errorf("%d movements claimed, want 8 (11 March's two more)", n)
+	}
+	if n := e.count(`SELECT count(*) FROM settlement_totals WHERE settlement_id = $1`, got[0].ID); n != 1 {
+		t.Errorf("%d totals rows, want 1 (TRY)", n)
+	}
+}
+
+// TestLateMovementsAreAdjustments: movements of a day recorded after the day was settled
+// (a refund whose transaction straddled the close, a dispute whose webhook came late) do
+// not change the day's row: a rerun of the day returns it unchanged and says what waits;
+// the next settlement counts them, once, as adjustments naming their day; a movement of
+// a day not settled yet is left for that day.
+func TestLateMovementsAreAdjustments(t *testing.T) {
+	t.Parallel()
+	e := newSettleEnv(t, "Europe/Istanbul")
+	o := e.paidAt(utc("2026-03-10T10:00:00Z"), "k-1", 5000)
+	e.settleAt(utc("2026-03-10T21:00:00Z")) // the instant the day ends
+	day := e.settle("2026-03-10")
+	before := totalsLine(day)
+
+	// Recorded after the settlement, dated inside 10 March.
+	e.refundAt(utc("2026-03-10T20:59:30Z"), "r-late", o, 1200)
+	e.disputeAt(utc("2026-03-10T20:00:00Z"), o, 500)
+	// Recorded on 11 March, dated 11 March: no adjustment.
+	e.refundAt(utc("2026-03-11T08:00:00Z"), "r-next", o, 800)
+
+	e.settleAt(utc("2026-03-12T00:00:00Z"))
+	for range 3 {
+		again := e.settle("2026-03-10")
+		if again.Created || totalsLine(again) != before || again.ID != day.ID || again.Waiting != 2 {
+			t.Fatalf("rerun of the settled day: created %v, %s, waiting %d; want the row as written (%s) and 2 waiting",
+				again.Created, totalsLine(again), again.Waiting, before)
+		}
+	}
+	next := e.settle("2026-03-11")
+	if want := "TRY captured 0/0 refunded 800/1 disputed 0/0 compensated 0/0; "; totalsLine(next) != want || next.Adjusted != 2 {
+		t.Fatalf("next day: %s with %d adjustments; want %s with 2", totalsLine(next), next.Adjusted, want)
+	}
+	for range 3 {
+		if again := e.settle("2026-03-11"); again.Adjusted != 2 || again.Waiting != 0 {
+			t.Fatalf("rerun of the next day: %d adjustments, %d waiting; want 2, 0", again.Adjusted, again.Waiting)
+		}
+		if again := e.settle("2026-03-10"); again.Waiting != 0 || totalsLine(again) != before {
+			t.Fatalf("rerun of the first day after the adjustments: %d waiting, %s", again.Waiting, totalsLine(again))
+		}
+	}
+	var adj []struct {
+		Kind       string `db:"kind"`
+		Day        string `db:"day"`
+		Settlement string `db:"settled_on"`
+		Amount     int64  `db:"amount"`
+	}
+	if err := e.db.Select(&adj, `
+		SELECT i.kind, to_char(i.day, 'YYYY-MM-DD') AS day, to_char(s.day, 'YYYY-MM-DD') AS settled_on, i.amount
+		  FROM settlement_items i JOIN settlements s ON s.id = i.settlement_id
+		 WHERE i.adjusted ORDER BY i.kind`); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(adj) != "[{dispute 2026-03-10 2026-03-11 500} {refund 2026-03-10 2026-03-11 1200}]" {
+		t.Fatalf("adjustments %v, want the dispute and the refund of 10 March, on 11 March's settlement", adj)
+	}
+
+	// 13 March is not settled; a movement of it must wait for it, not ride on 14 March.
+	e.paidAt(utc("2026-03-13T09:00:00Z"), "k-13", 100)
+	e.settleAt(utc("2026-03-15T00:00:00Z"))
+	if s := e.settle("2026-03-14"); s.Adjusted != 0 || s.Items != 0 {
+		t.Fatalf("14 March counted %d items, %d adjustments; want none (13 March is not settled)", s.Items, s.Adjusted)
+	}
+	if s := e.settle("2026-03-13"); s.Items != 1 || s.Adjusted != 0 {
+		t.Fatalf("13 March counted %d items, %d adjustments; want its own order", s.Items, s.Adjusted)
+	}
+	if n := e.count(`SELECT count(*) FROM settlement_items`); n != 5 {
+		t.Fatalf("%d movements claimed, want 5, each once", n)
+	}
+}
+
+// TestSettleDueFollowsTheClientsDay drives SettleDue with a clock: a client in Istanbul,
+// one in UTC and one in Europe/Berlin across its 23- and 25-hour days, month ends and 29
+// February. Each pass settles exactly the days that ended (plus the grace) in each zone.
+func TestSettleDueFollowsTheClientsDay(t *testing.T) {
+	t.Parallel()
+	e := newSettleEnv(t, "Europe/Istanbul")
+	ctx := context.Background()
+	settledDays := func(clientID int64) string {
+		t.Helper()
+		var days []string
+		if err := e.db.Select(&days, `SELECT to_char(day, 'YYYY-MM-DD') FROM settlements WHERE client_id = $1 ORDER BY day`, clientID); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(days)
+	}
+	other := func(name, zone string) int64 {
+		t.Helper()
+		set := clients.DefaultSettings
+		set.TimeZone = zone
+		c, err := clients.CreateWith(ctx, e.db, name, clients.NewSecret(), set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.db.Exec(`UPDATE clients SET created_at = '2020-01-01' WHERE id = $1`, c.ID); err != nil {
+			t.Fatal(err)
+		}
+		return c.ID
+	}
+	london, berlin := other("london", "UTC"), other("berlin", "Europe/Berlin")
+	s := NewSettler(e.db, SettlerOptions{LookBack: 2})
+	pass := func(now string) {
+		t.Helper()
+		if _, err := s.SettleDue(ctx, utc(now)); err != nil {
+			t.Fatalf("pass at %s: %v", now, err)
+		}
+	}
+	for _, step := range []struct {
+		now                    string
+		istanbul, utc, germany string
+	}{
+		// 10 March ends at 21:00 UTC in Istanbul; the grace is 15 minutes.
+		{"2026-03-10T21:14:59.999Z", "[2026-03-08 2026-03-09]", "[2026-03-08 2026-03-09]", "[2026-03-08 2026-03-09]"},
+		{"2026-03-10T21:15:00Z", "[2026-03-08 2026-03-09 2026-03-10]", "[2026-03-08 2026-03-09]", "[2026-03-08 2026-03-09]"},
+		// Berlin (UTC+1 in March) ends it at 23:00 UTC.
+		{"2026-03-10T23:14:59Z", "[2026-03-08 2026-03-09 2026-03-10]", "[2026-03-08 2026-03-09]", "[2026-03-08 2026-03-09]"},
+		{"2026-03-10T23:15:00Z", "[2026-03-08 2026-03-09 2026-03-10]", "[2026-03-08 2026-03-09]", "[2026-03-08 2026-03-09 2026-03-10]"},
+		{"2026-03-11T00:15:00Z", "[2026-03-08 2026-03-09 2026-03-10]", "[2026-03-08 2026-03-09 2026-03-10]", "[2026-03-08 2026-03-09 2026-03-10]"},
+	} {
+		pass(step.now)
+		if got := settledDays(e.client.ID); got != step.istanbul {
+			t.Errorf("at %s Istanbul has %s, want %s", step.now, got, step.istanbul)
+		}
+		if got := settledDays(london); got != step.utc {
+			t.Errorf("at %s UTC has %s, want %s", step.now, got, step.utc)
+		}
+		if got := settledDays(berlin); got != step.germany {
+			t.Errorf("at %s Berlin has %s, want %s", step.now, got, step.germany)
+		}
+	}
+	// Berlin's 23-hour day (29 March 2026) ends at 22:00 UTC; with the grace, due at 22:15.
+	pass("2026-03-29T22:14:59Z")
+	if got := settledDays(berlin); got != "[2026-03-08 2026-03-09 2026-03-10 2026-03-27 2026-03-28]" {
+		t.Errorf("before 29 March ended in Berlin: %s", got)
+	}
+	pass("2026-03-29T22:15:00Z")
+	if got := settledDays(berlin); got != "[2026-03-08 2026-03-09 2026-03-10 2026-03-27 2026-03-28 2026-03-29]" {
+		t.Errorf("after 29 March ended in Berlin: %s", got)
+	}
+}
+
+// TestSettlementOnTheCalendarsEdges: for a day with a clock change, a month end and 29
+// February, the settlement counts the movement at the day's first instant and at its
+// last, and neither of the instants just outside.
+func TestSettlementOnTheCalendarsEdges(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ zone, day string }{
+		{"Europe/Berlin", "2026-03-29"},    // 23 hours
+		{"Europe/Berlin", "2026-10-25"},    // 25 hours
+		{"Europe/Istanbul", "2026-01-31"},  // month end
+		{"Europe/Istanbul", "2028-02-29"},  // leap day
+		{"America/New_York", "2026-11-01"}, // 25 hours
+	} {
+		t.Run(c.zone+" "+c.day, func(t *testing.T) {
+			t.Parallel()
+			e := newSettleEnv(t, c.zone)
+			d, _ := ParseDay(c.day)
+			start, end := d.Window(e.loc)
+			e.paidAt(start.Add(-time.Microsecond), "k-before", 1)
+			e.paidAt(start, "k-first", 10)
+			e.paidAt(end.Add(-time.Microsecond), "k-last", 100)
+			e.paidAt(end, "k-after", 1000)
+			e.settleAt(end.Add(time.Hour))
+			s := e.settle(c.day)
+			if want := "TRY captured 110/2 refunded 0/0 disputed 0/0 compensated 0/0; "; totalsLine(s) != want {
+				t.Fatalf("%s: %s, want %s", c.day, totalsLine(s), want)
+			}
+			if s.StartsAt != start || s.EndsAt != end {
+				t.Fatalf("stored window %s to %s, want %s to %s", s.StartsAt, s.EndsAt, start, end)
+			}
+			e.settleAt(end.Add(-time.Microsecond))
+			if _, err := e.settler.Settle(context.Background(), e.client.ID, d.AddDays(1)); !errors.Is(err, ErrDayNotOver) {
+				t.Fatalf("settling a day that has not ended: %v, want ErrDayNotOver", err)
+			}
+		})
+	}
+}
+
+// TestSettlementDayWindows: the instants a business day covers, in zones with and without
+// clock changes, and the calendar's edges.
+func TestSettlementDayWindows(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		zone, day  string
+		start, end string
+	}{
+		{"Europe/Istanbul", "2026-03-10", "2026-03-09T21:00:00Z", "2026-03-10T21:00:00Z"},
+		{"UTC", "2026-03-10", "2026-03-10T00:00:00Z", "2026-03-11T00:00:00Z"},
+		{"Europe/Berlin", "2026-03-29", "2026-03-28T23:00:00Z", "2026-03-29T22:00:00Z"},    // 23 hours
+		{"Europe/Berlin", "2026-10-25", "2026-10-24T22:00:00Z", "2026-10-25T23:00:00Z"},    // 25 hours
+		{"America/New_York", "2026-03-08", "2026-03-08T05:00:00Z", "2026-03-09T04:00:00Z"}, // 23 hours
+		{"Europe/Istanbul", "2028-02-29", "2028-02-28T21:00:00Z", "2028-02-29T21:00:00Z"},
+		{"Europe/Istanbul", "2026-12-31", "2026-12-30T21:00:00Z", "2026-12-31T21:00:00Z"},
+	} {
+		d, err := ParseDay(c.day)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loc, _ := time.LoadLocation(c.zone)
+		start, end := d.Window(loc)
+		if start != utc(c.start) || end != utc(c.end) {
+			t.Errorf("%s in %s: %s to %s, want %s to %s", c.day, c.zone, start, end, c.start, c.end)
+		}
+		if next, _ := d.AddDays(1).Window(loc); next != end {
+			t.Errorf("%s in %s: the next day starts at %s, not where this one ends (%s)", c.day, c.zone, next, end)
+		}
+	}
+	for _, bad := range []string{"2027-02-29", "2026-04-31", "2026-13-01", "10.03.2026", ""} {
+		if _, err := ParseDay(bad); err == nil {
+			t.Errorf("ParseDay(%q) accepted", bad)
+		}
+	}
+	for from, want := range map[string]string{"2028-02-28": "2028-02-29", "2028-02-29": "2028-03-01",
+		"2027-02-28": "2027-03-01", "2026-01-31": "2026-02-01", "2026-12-31": "2027-01-01"} {
+		d, _ := ParseDay(from)
+		if got := d.AddDays(1).String(); got != want {
+			t.Errorf("the day after %s is %s, want %s", from, got, want)
+		}
+	}
+}
