@@ -14,6 +14,8 @@ import (
 
 // SweepConfig tunes the sweeper; the zero value of a field takes its default.
 type SweepConfig struct {
+	// Observe, when not nil, is told every pass of Run and its error (metrics).
+	Observe func(SweepResult, error)
 	// Interval between passes of Run.
 	Interval time.Duration
 	// Batch is how many rows one statement touches: small enough that no batch holds its
@@ -103,6 +105,9 @@ func (s *Sweeper) Run(ctx context.Context) {
 		case <-t.C:
 		}
 		res, err := s.Pass(ctx)
+		if s.cfg.Observe != nil && ctx.Err() == nil {
+			s.cfg.Observe(res, err)
+		}
 		switch {
 		case err != nil && ctx.Err() == nil:
 			s.logger.Warn("sweep failed", "err", err)

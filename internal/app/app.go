@@ -29,6 +29,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/webhook"
 	"github.com/tekrar/tekrar/internal/config"
+	"github.com/tekrar/tekrar/internal/metrics"
 	"github.com/tekrar/tekrar/internal/problem"
 	"github.com/tekrar/tekrar/internal/server"
 	"github.com/tekrar/tekrar/static"
@@ -43,6 +44,8 @@ type App struct {
 	Reconciler *checkout.Reconciler
 	// River works the outbox's jobs; Run starts and stops it.
 	River *river.Client[*sql.Tx]
+	// Metrics are the process's Prometheus metrics; Metrics.Handler serves them.
+	Metrics *metrics.Metrics
 
 	engine *gin.Engine
 	logger *slog.Logger
@@ -78,6 +81,8 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	if err != nil {
 		return nil, err
 	}
+	m := metrics.New(db.DB, logger)
+	e.Use(m.Middleware())
 	e.GET("/readyz", server.Ready(logger, readyTimeout, db.PingContext))
 	e.StaticFS("/static", server.Files(static.Files))
 	var provider psp.Provider
@@ -86,6 +91,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	} else {
 		provider = psp.NewSandbox(db, psp.SandboxOptions{SlowDelay: cfg.SandboxSlowDelay, Now: o.now, NoCancel: cfg.SandboxNoCancel})
 	}
+	provider = m.Provider(provider)
 	if o.crash == nil {
 		o.crash = CrashHook(cfg, logger)
 	}
@@ -126,7 +132,8 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	}
 	var rc *river.Client[*sql.Tx] // made below, once every consumer is known
 	deliverer := &hooks.Deliverer{DB: db, Sealer: sealer, Logger: logger,
-		Client: hooks.NewHTTPClient(policy, hooks.AttemptTimeout), Now: o.now, FirstRetry: cfg.WebhookRetryBase}
+		Client: hooks.NewHTTPClient(policy, hooks.AttemptTimeout), Now: o.now, FirstRetry: cfg.WebhookRetryBase,
+		Observe: m.Delivery}
 	deliveries := Consumer{ // client webhooks: the fan-out, and the delivery jobs on their own queue
 		Handler:    hooks.Handler{},
 		AddWorkers: func(w *river.Workers) { hooks.AddWorkers(w, deliverer) },
@@ -137,12 +144,15 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		Redeliver: func(ctx context.Context, tx *sql.Tx, id int64, nonce string) error {
 			return hooks.Redeliver(ctx, tx, rc, id, nonce)
 		}})
-	sweeper := checkout.NewSweeper(db, SweepConfig(cfg, o.now), logger)
+	sweepCfg := SweepConfig(cfg, o.now)
+	sweepCfg.Observe = m.Sweep
+	sweeper := checkout.NewSweeper(db, sweepCfg, logger)
 	completer := svc.NewCompleter(checkout.CompleterConfig{
 		Interval:       cfg.CompleterInterval,
 		Grace:          cfg.CompleterGrace,
 		AttentionAfter: cfg.AttentionAfter,
 	})
+	m.Completer(completer.Totals)
 	e.GET("/readyz/completer", func(c *gin.Context) { c.JSON(http.StatusOK, completer.Totals()) })
 	e.NoRoute(notFound(consoleNotFound))
 	rc, err = newRiver(cfg, db.DB, logger, append(append(consumers(cfg, db.DB, logger), deliveries), o.consumers...))
@@ -150,7 +160,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		return nil, err
 	}
 	return &App{Handler: server.HeadAsGet(e), Service: svc, Sweeper: sweeper, Completer: completer,
-		Reconciler: svc.NewReconciler(cfg.ReconcileEvery, cfg.ReconcileWindow), River: rc, engine: e, logger: logger}, nil
+		Reconciler: svc.NewReconciler(cfg.ReconcileEvery, cfg.ReconcileWindow), River: rc, Metrics: m, engine: e, logger: logger}, nil
 }
 
 // readyTimeout is how long /readyz waits for the database.
@@ -190,7 +200,10 @@ func wantsHTML(r *http.Request) bool {
 // the provider, the outbox's jobs) until ctx ends, and returns once River has stopped.
 func (a *App) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(4)
+	events, unsubscribe := a.River.Subscribe(metrics.JobEvents...)
+	defer unsubscribe()
+	wg.Add(5)
+	go func() { defer wg.Done(); a.Metrics.Jobs(ctx, events) }()
 	go func() { defer wg.Done(); runRiver(ctx, a.River, a.logger) }()
 	go func() { defer wg.Done(); a.Sweeper.Run(ctx) }()
 	go func() { defer wg.Done(); a.Completer.Run(ctx) }()
