@@ -81,7 +81,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	if err != nil {
 		return nil, err
 	}
-	m := metrics.New(db.DB, logger)
+	m := metrics.New(db, logger, cfg.DoubleTapWindow)
 	e.Use(m.Middleware())
 	e.GET("/readyz", server.Ready(logger, readyTimeout, db.PingContext))
 	e.StaticFS("/static", server.Files(static.Files))

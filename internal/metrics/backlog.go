@@ -2,12 +2,14 @@ package metrics
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tekrar/tekrar/checkout/report"
 )
 
 // backlogTimeout bounds the backlog queries of one scrape: a slow database costs a scrape
@@ -66,20 +68,26 @@ var (
 		"Provider webhook deliveries of an event already received (absorbed by the inbox), over the events kept.", nil, nil)
 	descReconcileLast = prometheus.NewDesc("tekrar_reconcile_last_success_timestamp_seconds",
 		"When the last successful reconciliation run finished (Unix seconds); 0 when none has.", nil, nil)
+	descDoubleTaps = prometheus.NewDesc("tekrar_suspected_double_taps",
+		"Pairs of paid orders of the last hour that look like one purchase charged twice under two keys (the console's suspected double taps); what idempotency keys cannot catch.", nil, nil)
 	descReconcileFailed = prometheus.NewDesc("tekrar_reconcile_last_run_failed",
 		"1 when the newest reconciliation run failed.", nil, nil)
 )
 
 // backlog is a Collector that reads the backlogs from Postgres at scrape time.
 type backlog struct {
-	db      *sql.DB
-	logger  *slog.Logger
-	timeout time.Duration
+	db        *sqlx.DB
+	logger    *slog.Logger
+	timeout   time.Duration
+	doubleTap time.Duration // the console's double-tap window
 }
+
+// doubleTapHour is how far back tekrar_suspected_double_taps looks.
+const doubleTapHour = time.Hour
 
 func (b *backlog) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUp, descUnknown, descUnknownAge, descAttention, descOutboxPending,
-		descOutboxLag, descOutboxDiscarded, descDeliveries, descInboxDup, descReconcileLast, descReconcileFailed} {
+		descOutboxLag, descOutboxDiscarded, descDeliveries, descInboxDup, descReconcileLast, descReconcileFailed, descDoubleTaps} {
 		ch <- d
 	}
 }
@@ -113,4 +121,11 @@ func (b *backlog) Collect(ch chan<- prometheus.Metric) {
 	gauge(descInboxDup, float64(v.dup))
 	gauge(descReconcileLast, v.reconciled)
 	gauge(descReconcileFailed, float64(v.failed))
+	now := time.Now()
+	taps, err := report.SuspectedDoubleTaps(ctx, b.db, report.OrderFilter{From: now.Add(-doubleTapHour), To: now}, b.doubleTap)
+	if err != nil {
+		b.logger.Warn("metrics: double-tap query failed", "err", err)
+		return // the gauge is absent: an alert on it does not fire on a failed query
+	}
+	gauge(descDoubleTaps, float64(len(taps)))
 }

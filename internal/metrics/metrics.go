@@ -10,7 +10,6 @@
 package metrics
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -38,7 +38,8 @@ type Metrics struct {
 
 // New registers tekrar's metrics, the Go runtime's and the process's, db's pool statistics
 // and the backlogs read from db at scrape time.
-func New(db *sql.DB, logger *slog.Logger) *Metrics {
+// doubleTap is the console's double-tap window (TEKRAR_DOUBLE_TAP_WINDOW).
+func New(db *sqlx.DB, logger *slog.Logger, doubleTap time.Duration) *Metrics {
 	r := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry: r,
@@ -76,8 +77,8 @@ func New(db *sql.DB, logger *slog.Logger) *Metrics {
 	r.MustRegister(m.requests, m.idempotency, m.provider, m.sweeps, m.swept, m.jobs, m.deliveries,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		collectors.NewDBStatsCollector(db, "tekrar"),
-		&backlog{db: db, logger: logger, timeout: backlogTimeout},
+		collectors.NewDBStatsCollector(db.DB, "tekrar"),
+		&backlog{db: db, logger: logger, timeout: backlogTimeout, doubleTap: doubleTap},
 	)
 	return m
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/tekrar/tekrar/internal/apptest"
+	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
@@ -90,7 +91,8 @@ func orderBody(amount int, token string) []byte {
 // checks each outcome's counter moved by exactly what was sent: a replay counts as a replay
 // and not as a second first execution.
 func TestIdempotencyOutcomes(t *testing.T) {
-	e := apptest.New(t)
+	// tok_slow holds its key this long: the in_use and waited requests arrive well within it.
+	e := apptest.New(t, func(c *config.Server) { c.SandboxSlowDelay = 3 * time.Second })
 	client := fmt.Sprint(e.ClientID)
 	post := func(key string, body []byte, headers ...string) apptest.Response {
 		t.Helper()
@@ -139,6 +141,15 @@ func TestIdempotencyOutcomes(t *testing.T) {
 	}
 	<-slow
 
+	// The same purchase again under another key: keys cannot catch it, the double-tap
+	// gauge does.
+	if r := post("k-tap", orderBody(500, "tok_visa")); r.Status != http.StatusCreated {
+		t.Fatalf("second tap: %d %s", r.Status, r.Body)
+	}
+	if _, fams := scrape(t, e); value(fams, "tekrar_suspected_double_taps") != 1 {
+		t.Errorf("tekrar_suspected_double_taps = %v, want 1", value(fams, "tekrar_suspected_double_taps"))
+	}
+
 	// Past the key's retention: the same request is a late retry, another one is a new
 	// purchase under an expired key.
 	e.Clock.Advance(72 * time.Hour)
@@ -150,18 +161,18 @@ func TestIdempotencyOutcomes(t *testing.T) {
 	}
 
 	text, fams := scrape(t, e)
-	want := map[string]float64{"first_execution": 2, "replay": 2, "reused": 1, "refused": 1, "in_use": 1,
+	want := map[string]float64{"first_execution": 3, "replay": 2, "reused": 1, "refused": 1, "in_use": 1,
 		"waited": 1, "late_retry": 1, "expired": 1}
 	for o, n := range want {
 		if got := outcome(fams, o); got != n {
 			t.Errorf("outcome %s = %v, want %v", o, got, n)
 		}
 	}
-	if got := value(fams, "tekrar_http_request_duration_seconds", "route", "/v1/orders", "method", "POST", "status", "201"); got != 5 {
-		t.Errorf("POST /v1/orders 201 = %v, want 5 (two first executions, two replays, the waited one)", got)
+	if got := value(fams, "tekrar_http_request_duration_seconds", "route", "/v1/orders", "method", "POST", "status", "201"); got != 6 {
+		t.Errorf("POST /v1/orders 201 = %v, want 6 (three first executions, two replays, the waited one)", got)
 	}
-	if got := value(fams, "tekrar_provider_call_duration_seconds", "operation", "charge", "outcome", "succeeded"); got != 2 {
-		t.Errorf("provider charges succeeded = %v, want 2 (replays do not call the provider)", got)
+	if got := value(fams, "tekrar_provider_call_duration_seconds", "operation", "charge", "outcome", "succeeded"); got != 3 {
+		t.Errorf("provider charges succeeded = %v, want 3 (replays do not call the provider)", got)
 	}
 	if got := value(fams, "tekrar_backlog_up"); got != 1 {
 		t.Errorf("tekrar_backlog_up = %v", got)
@@ -169,7 +180,7 @@ func TestIdempotencyOutcomes(t *testing.T) {
 	if fams["go_sql_max_open_connections"] == nil {
 		t.Error("no pool statistics (go_sql_max_open_connections)")
 	}
-	for _, secret := range []string{"k-first", "k-slow", e.Secret, "cus_42", "ord_"} {
+	for _, secret := range []string{"k-first", "k-slow", "k-tap", e.Secret, "cus_42", "ord_"} {
 		if strings.Contains(text, secret) {
 			t.Errorf("the scrape contains %q", secret)
 		}
