@@ -74,6 +74,20 @@ func New(db *sqlx.DB, logger *slog.Logger, doubleTap time.Duration) *Metrics {
 			Help: "Client webhook delivery attempts by what they left the delivery as: succeeded, retry, dead, skipped, error.",
 		}, []string{"outcome"}),
 	}
+	// Outcomes known in advance start at 0, so that rate() and increase() see their first
+	// event and the alert rules' series exist before anything happened.
+	for _, o := range []string{"succeeded", "retry", "dead", "skipped", "error"} {
+		m.deliveries.WithLabelValues(o)
+	}
+	for _, r := range []string{"swept", "skipped", "failed"} {
+		m.sweeps.WithLabelValues(r)
+	}
+	for _, a := range []string{"keys_tombstoned", "keys_deleted", "tombstones_forgotten", "events_deleted"} {
+		m.swept.WithLabelValues(a)
+	}
+	for _, o := range []string{"completed", "failed", "cancelled", "snoozed"} {
+		m.jobs.WithLabelValues("outbox_dispatch", o) // the job every process works
+	}
 	r.MustRegister(m.requests, m.idempotency, m.provider, m.sweeps, m.swept, m.jobs, m.deliveries,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -180,6 +180,7 @@ func TestIdempotencyOutcomes(t *testing.T) {
 	if fams["go_sql_max_open_connections"] == nil {
 		t.Error("no pool statistics (go_sql_max_open_connections)")
 	}
+	checkNamesExist(t, fams)
 	for _, secret := range []string{"k-first", "k-slow", "k-tap", e.Secret, "cus_42", "ord_"} {
 		if strings.Contains(text, secret) {
 			t.Errorf("the scrape contains %q", secret)
