@@ -308,3 +308,42 @@ func newSeries(before, after map[string]*dto.MetricFamily) []string {
 	}
 	return out
 }
+
+// TestBacklogsFromPostgres checks the scrape-time gauges against the rows they count: the
+// outbox events nobody dispatched (this test runs no River), two keys handed to an
+// operator, and one key whose payment outcome is unknown (and one completed key, which
+// is neither).
+func TestBacklogsFromPostgres(t *testing.T) {
+	e := apptest.New(t)
+	for _, key := range []string{"b-attention-1", "b-attention-2", "b-unknown", "b-paid"} {
+		if r := e.Do(t, "POST", "/v1/orders", e.Secret, orderBody(300, "tok_visa"), "Idempotency-Key", key); r.Status != http.StatusCreated {
+			t.Fatalf("order %s: %d %s", key, r.Status, r.Body)
+		}
+	}
+	e.DB.MustExec(`UPDATE idempotency_keys SET state = 'needs_attention', response_status = NULL, response_body = NULL,
+	                      response_headers = NULL WHERE key LIKE 'b-attention-%'`)
+	e.DB.MustExec(`UPDATE idempotency_keys SET state = 'in_progress', response_status = NULL, response_body = NULL,
+	                      response_headers = NULL, lease_expires_at = now() - interval '10 minutes',
+	                      created_at = now() - interval '20 minutes'
+	                WHERE key = 'b-unknown'`)
+	var events int
+	if err := e.DB.Get(&events, `SELECT count(*) FROM outbox_events`); err != nil {
+		t.Fatal(err)
+	}
+	_, fams := scrape(t, e)
+	if events == 0 || value(fams, "tekrar_outbox_pending_events") != float64(events) {
+		t.Errorf("tekrar_outbox_pending_events = %v, want the %d undispatched events", value(fams, "tekrar_outbox_pending_events"), events)
+	}
+	if value(fams, "tekrar_outbox_lag_seconds") <= 0 {
+		t.Error("tekrar_outbox_lag_seconds is 0 with events waiting")
+	}
+	if got := value(fams, "tekrar_attention_backlog"); got != 2 {
+		t.Errorf("tekrar_attention_backlog = %v, want 2", got)
+	}
+	if got := value(fams, "tekrar_payments_outcome_unknown"); got != 1 {
+		t.Errorf("tekrar_payments_outcome_unknown = %v, want 1", got)
+	}
+	if got := value(fams, "tekrar_payments_outcome_unknown_oldest_seconds"); got < 20*60 {
+		t.Errorf("tekrar_payments_outcome_unknown_oldest_seconds = %v, want at least 20 minutes", got)
+	}
+}
