@@ -77,12 +77,11 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		opt(&o)
 	}
 	gin.SetMode(gin.ReleaseMode)
-	e, err := server.NewEngine(logger, server.TrustedProxies(cfg.TrustedProxies))
+	m := metrics.New(db, logger, cfg.DoubleTapWindow)
+	e, err := server.NewEngine(logger, server.TrustedProxies(cfg.TrustedProxies), server.Outermost(m.Middleware()))
 	if err != nil {
 		return nil, err
 	}
-	m := metrics.New(db, logger, cfg.DoubleTapWindow)
-	e.Use(m.Middleware())
 	e.GET("/readyz", server.Ready(logger, readyTimeout, db.PingContext))
 	e.StaticFS("/static", server.Files(static.Files))
 	var provider psp.Provider

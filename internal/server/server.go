@@ -34,6 +34,15 @@ func TrustedProxies(cidrs []string) Option {
 	}
 }
 
+// Outermost puts h before the shared middleware, around everything else: the request
+// metrics use it so that they also see the 500 the panic recovery writes.
+func Outermost(h gin.HandlerFunc) Option {
+	return func(e *gin.Engine) error {
+		e.Use(h)
+		return nil
+	}
+}
+
 // NewEngine returns a gin engine with the shared middleware, /healthz, and problem answers
 // for unknown routes and methods. What an app serves besides (its routes, static files,
 // readiness, gin's mode) is the app's to add where it is assembled.
