@@ -14,6 +14,8 @@ import (
 
 // SweepConfig tunes the sweeper; the zero value of a field takes its default.
 type SweepConfig struct {
+	// Observe, when not nil, is told every pass of Run and its error (metrics).
+	Observe func(SweepResult, error)
 	// Batch is how many rows one statement touches: small enough that no batch holds its
 	// row locks for long or makes checkout wait.
 	Batch int
@@ -97,6 +99,14 @@ func (s *Sweeper) Pass(ctx context.Context) (SweepResult, error) { return s.Pass
 // the scheduled task "sweep" and `tekrar sweep` through the same task, whose lock lets one
 // pass run at a time (internal/schedule).
 func (s *Sweeper) PassAt(ctx context.Context, now time.Time) (SweepResult, error) {
+	res, err := s.passAt(ctx, now)
+	if s.cfg.Observe != nil && ctx.Err() == nil {
+		s.cfg.Observe(res, err)
+	}
+	return res, err
+}
+
+func (s *Sweeper) passAt(ctx context.Context, now time.Time) (SweepResult, error) {
 	conn, err := s.db.Connx(ctx)
 	if err != nil {
 		return SweepResult{}, fmt.Errorf("sweep: %w", err)

@@ -58,6 +58,11 @@ type input[T any] interface {
 	Validate() []checkout.FieldError
 }
 
+// ExecutedKey is set on a keyed request that reached the idempotency algorithm (after its
+// key, body and validation were accepted): the request metrics tell a request refused
+// before it from one the algorithm answered.
+const ExecutedKey = "tekrar.keyed_executed"
+
 // keyedPost is the protocol of every keyed POST, written once: begin (the key, then the
 // body), replay, decode, validate, execute, write. A repeat of a completed request is
 // answered from the replay before its body is decoded: one fingerprint and one SELECT.
@@ -94,6 +99,7 @@ func keyedPost[T any, P input[T]](a *handlers, c *gin.Context, bind func(ctx con
 		a.fail(c, k, checkout.ValidationFailed(errs))
 		return
 	}
+	c.Set(ExecutedKey, true)
 	res, err := execute(ctx, req, lk, in)
 	if err != nil {
 		a.fail(c, k, err)

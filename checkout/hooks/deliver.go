@@ -58,6 +58,8 @@ type Deliverer struct {
 	Jitter  func() float64
 	// FirstRetry is the first delay of the schedule (zero: FirstRetry); tests shorten it.
 	FirstRetry time.Duration
+	// Observe, when not nil, is told every scheduled or manual attempt's outcome (metrics).
+	Observe func(Outcome, error)
 }
 
 func (d *Deliverer) now() time.Time {

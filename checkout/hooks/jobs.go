@@ -49,6 +49,9 @@ type DeliverWorker struct {
 // Work makes one attempt.
 func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
 	out, err := w.Deliverer.Attempt(ctx, job.Args.DeliveryID, job.Args.Manual)
+	if w.Deliverer.Observe != nil {
+		w.Deliverer.Observe(out, err)
+	}
 	if errors.Is(err, ErrDeliveryNotFound) {
 		return river.JobCancel(err)
 	}

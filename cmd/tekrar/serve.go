@@ -49,6 +49,14 @@ func runServer(ctx context.Context, cfg config.Server, logger *slog.Logger, read
 		return err
 	}
 	defer a.Close()
+	if cfg.MetricsAddr != "" {
+		bound, stop, err := a.Metrics.Listen(cfg.MetricsAddr, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		logger.Info("metrics serving", "addr", bound.String())
+	}
 	bgCtx, stopBackground := context.WithCancel(ctx)
 	background := make(chan struct{})
 	go func() {

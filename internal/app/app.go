@@ -29,6 +29,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/webhook"
 	"github.com/tekrar/tekrar/internal/config"
+	"github.com/tekrar/tekrar/internal/metrics"
 	"github.com/tekrar/tekrar/internal/problem"
 	"github.com/tekrar/tekrar/internal/schedule"
 	"github.com/tekrar/tekrar/internal/server"
@@ -48,6 +49,8 @@ type App struct {
 	Settler *checkout.Settler
 	// River works the outbox's jobs; Run starts and stops it.
 	River *river.Client[*sql.Tx]
+	// Metrics are the process's Prometheus metrics; Metrics.Handler serves them.
+	Metrics *metrics.Metrics
 
 	engine *gin.Engine
 	logger *slog.Logger
@@ -79,7 +82,8 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		opt(&o)
 	}
 	gin.SetMode(gin.ReleaseMode)
-	e, err := server.NewEngine(logger, server.TrustedProxies(cfg.TrustedProxies))
+	m := metrics.New(db, logger, cfg.DoubleTapWindow)
+	e, err := server.NewEngine(logger, server.TrustedProxies(cfg.TrustedProxies), server.Outermost(m.Middleware()))
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +95,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	} else {
 		provider = psp.NewSandbox(db, psp.SandboxOptions{SlowDelay: cfg.SandboxSlowDelay, Now: o.now, NoCancel: cfg.SandboxNoCancel})
 	}
+	provider = m.Provider(provider)
 	if o.crash == nil {
 		o.crash = CrashHook(cfg, logger)
 	}
@@ -131,13 +136,16 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	}
 	var rc *river.Client[*sql.Tx] // made below, once every consumer is known
 	deliverer := &hooks.Deliverer{DB: db, Sealer: sealer, Logger: logger,
-		Client: hooks.NewHTTPClient(policy, hooks.AttemptTimeout), Now: o.now, FirstRetry: cfg.WebhookRetryBase}
+		Client: hooks.NewHTTPClient(policy, hooks.AttemptTimeout), Now: o.now, FirstRetry: cfg.WebhookRetryBase,
+		Observe: m.Delivery}
 	deliveries := Consumer{ // client webhooks: the fan-out, and the delivery jobs on their own queue
 		Handler:    hooks.Handler{},
 		AddWorkers: func(w *river.Workers) { hooks.AddWorkers(w, deliverer) },
 		Queues:     map[string]river.QueueConfig{hooks.Queue: {MaxWorkers: 20}},
 	}
-	sweeper := checkout.NewSweeper(db, SweepConfig(cfg, o.now), logger)
+	sweepCfg := SweepConfig(cfg, o.now)
+	sweepCfg.Observe = m.Sweep
+	sweeper := checkout.NewSweeper(db, sweepCfg, logger)
 	settler := checkout.NewSettler(db, checkout.SettlerOptions{Now: o.now, Logger: logger})
 	sched, err := newScheduler(cfg, db.DB, svc, sweeper, settler, o.now, logger)
 	if err != nil {
@@ -153,6 +161,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		Grace:          cfg.CompleterGrace,
 		AttentionAfter: cfg.AttentionAfter,
 	})
+	m.Completer(completer.Totals)
 	e.GET("/readyz/completer", func(c *gin.Context) { c.JSON(http.StatusOK, completer.Totals()) })
 	e.NoRoute(notFound(consoleNotFound))
 	rc, err = newRiver(cfg, db.DB, logger, append(append(consumers(cfg, db.DB, logger), deliveries, scheduleConsumer(sched)), o.consumers...))
@@ -160,7 +169,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		return nil, err
 	}
 	return &App{Handler: server.HeadAsGet(e), Service: svc, Sweeper: sweeper, Completer: completer,
-		Scheduler: sched, Settler: settler, River: rc, engine: e, logger: logger}, nil
+		Scheduler: sched, Settler: settler, River: rc, Metrics: m, engine: e, logger: logger}, nil
 }
 
 // readyTimeout is how long /readyz waits for the database.
@@ -201,7 +210,10 @@ func wantsHTML(r *http.Request) bool {
 // provider), and the completer completes abandoned keys in every process.
 func (a *App) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	events, unsubscribe := a.River.Subscribe(metrics.JobEvents...)
+	defer unsubscribe()
+	wg.Add(3)
+	go func() { defer wg.Done(); a.Metrics.Jobs(ctx, events) }()
 	go func() { defer wg.Done(); runRiver(ctx, a.River, a.logger) }()
 	go func() { defer wg.Done(); a.Completer.Run(ctx) }()
 	wg.Wait()

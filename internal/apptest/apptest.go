@@ -26,12 +26,14 @@ import (
 
 // Env is one running tekrar and its database.
 type Env struct {
-	URL    string
-	DB     *sqlx.DB
-	DBURL  string
-	Config config.Server
-	Clock  *Clock
-	App    *app.App
+	URL string
+	// MetricsURL serves the app's Prometheus metrics (/metrics), as TEKRAR_METRICS_ADDR does.
+	MetricsURL string
+	DB         *sqlx.DB
+	DBURL      string
+	Config     config.Server
+	Clock      *Clock
+	App        *app.App
 	// Secret authenticates as ClientID, a client created for the test.
 	Secret   string
 	ClientID int64
@@ -99,11 +101,13 @@ func serve(t testing.TB, cfg config.Server, url string, clock *Clock, crash func
 	srv.Config = server.NewHTTPServer(a.Handler)
 	srv.Listener = server.WrapListener(srv.Listener)
 	srv.Start()
+	msrv := httptest.NewServer(a.Metrics.Mux())
 	t.Cleanup(func() {
+		msrv.Close()
 		srv.Close()
 		a.Close()
 	})
-	return &Env{URL: srv.URL, DB: db, DBURL: url, Config: cfg, Clock: clock, App: a}
+	return &Env{URL: srv.URL, MetricsURL: msrv.URL, DB: db, DBURL: url, Config: cfg, Clock: clock, App: a}
 }
 
 // NewClient creates another API client and returns its secret and id.

@@ -10,8 +10,10 @@ import (
 
 // Server is the configuration of `tekrar serve` and `tekrar dev`.
 type Server struct {
-	DatabaseURL     string
-	Addr            string
+	DatabaseURL string
+	Addr        string
+	// MetricsAddr is where Prometheus metrics are served (/metrics); empty: not served.
+	MetricsAddr     string
 	LogFormat       string
 	LogLevel        slog.Level
 	ShutdownTimeout time.Duration
@@ -105,6 +107,7 @@ func BindServer(s *Set, command string, c *Server) {
 	}
 	s.DatabaseURL(&c.DatabaseURL, "Postgres connection string"+map[bool]string{true: "; unset: start a private Postgres", false: " (required)"}[dev])
 	s.String(&c.Addr, "addr", "TEKRAR_ADDR", addr, "HTTP listen address")
+	s.String(&c.MetricsAddr, "metrics-addr", "TEKRAR_METRICS_ADDR", "", "listen address of the Prometheus metrics (/metrics), apart from the API so that it need not face the internet (e.g. 127.0.0.1:9464); unset: not served")
 	bindLog(s, c, format)
 	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", "TEKRAR_SHUTDOWN_TIMEOUT", "15s", "how long in-flight requests may finish after SIGTERM", 0, 10*time.Minute)
 	s.Int(&c.DBMaxConns, "db-max-conns", "TEKRAR_DB_MAX_CONNS", "32", "most open Postgres connections", 2, 1000)

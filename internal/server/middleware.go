@@ -16,6 +16,7 @@ import (
 const (
 	requestIDKey  = "tekrar.request_id"
 	logProblemKey = "tekrar.problem_code"
+	problemKey    = "tekrar.problem"
 	// LogClientKey is set by authentication so that the access log names the client.
 	LogClientKey = "tekrar.client_id"
 )

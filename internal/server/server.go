@@ -34,6 +34,15 @@ func TrustedProxies(cidrs []string) Option {
 	}
 }
 
+// Outermost puts h before the shared middleware, around everything else: the request
+// metrics use it so that they also see the 500 the panic recovery writes.
+func Outermost(h gin.HandlerFunc) Option {
+	return func(e *gin.Engine) error {
+		e.Use(h)
+		return nil
+	}
+}
+
 // NewEngine returns a gin engine with the shared middleware, /healthz, and problem answers
 // for unknown routes and methods. What an app serves besides (its routes, static files,
 // readiness, gin's mode) is the app's to add where it is assembled.
@@ -134,10 +143,19 @@ func noStore(c *gin.Context) {
 // Abort writes p as the response and stops the handler chain.
 func Abort(c *gin.Context, p *problem.Problem) {
 	c.Abort()
+	c.Set(problemKey, p)
 	if p.Status >= 500 {
 		c.Set(logProblemKey, string(p.Code)) // a string: the access log reads it with GetString
 	}
 	problem.Write(c.Writer, c.Request, p)
+}
+
+// ProblemOf is the problem the request was answered with (by Abort), or nil: what the
+// request metrics read a refusal's code from.
+func ProblemOf(c *gin.Context) *problem.Problem {
+	p, _ := c.Get(problemKey)
+	pr, _ := p.(*problem.Problem)
+	return pr
 }
 
 // Run serves h on addr until ctx is cancelled, then stops accepting, lets in-flight requests

@@ -1,0 +1,89 @@
+package metrics
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+
+	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/hooks"
+)
+
+// Completer exposes what this process's completer has done (checkout.Completer.Totals),
+// read at scrape time: keys driven to an outcome and the compensations of given-up keys.
+func (m *Metrics) Completer(totals func() checkout.CompleterResult) {
+	counter := func(name, help string, labels prometheus.Labels, read func(checkout.CompleterResult) int) {
+		m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
+			func() float64 { return float64(read(totals())) }))
+	}
+	const keys = "tekrar_completer_keys_total"
+	const keysHelp = "Abandoned keys this process's completer took on, by result: completed (settled from the provider), canceled, attention (handed to an operator), retry (the provider could not answer)."
+	counter(keys, keysHelp, prometheus.Labels{"result": "completed"}, func(r checkout.CompleterResult) int { return r.Completed })
+	counter(keys, keysHelp, prometheus.Labels{"result": "canceled"}, func(r checkout.CompleterResult) int { return r.Canceled })
+	counter(keys, keysHelp, prometheus.Labels{"result": "attention"}, func(r checkout.CompleterResult) int { return r.Attention })
+	counter(keys, keysHelp, prometheus.Labels{"result": "retry"}, func(r checkout.CompleterResult) int { return r.Retry })
+	const comp = "tekrar_compensations_total"
+	const compHelp = "Compensations of given-up keys this process settled, by result: refunded (a late charge was found and refunded), no_charge (none was made)."
+	counter(comp, compHelp, prometheus.Labels{"result": "refunded"}, func(r checkout.CompleterResult) int { return r.Compensated })
+	counter(comp, compHelp, prometheus.Labels{"result": "no_charge"}, func(r checkout.CompleterResult) int { return r.CompensationsOK })
+}
+
+// Sweep counts one sweeper pass (checkout.SweepConfig.Observe).
+func (m *Metrics) Sweep(res checkout.SweepResult, err error) {
+	switch {
+	case err != nil:
+		m.sweeps.WithLabelValues("failed").Inc()
+	default:
+		m.sweeps.WithLabelValues("swept").Inc()
+	}
+	m.swept.WithLabelValues("keys_tombstoned").Add(float64(res.KeysTombstoned))
+	m.swept.WithLabelValues("keys_deleted").Add(float64(res.KeysDeleted))
+	m.swept.WithLabelValues("tombstones_forgotten").Add(float64(res.TombstonesForgotten))
+	m.swept.WithLabelValues("events_deleted").Add(float64(res.EventsDeleted))
+}
+
+// Delivery counts one client webhook delivery attempt (hooks.Deliverer.Observe).
+func (m *Metrics) Delivery(out hooks.Outcome, err error) {
+	outcome := "error" // tekrar's own failure (the database): River retries the job
+	switch {
+	case err != nil:
+	case !out.Attempted:
+		outcome = "skipped"
+	case out.State == hooks.StateSucceeded:
+		outcome = "succeeded"
+	case out.State == hooks.StatePending:
+		outcome = "retry"
+	default:
+		outcome = "dead"
+	}
+	m.deliveries.WithLabelValues(outcome).Inc()
+}
+
+// JobEvents are the River events Jobs counts.
+var JobEvents = []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed,
+	river.EventKindJobCancelled, river.EventKindJobSnoozed}
+
+// Jobs counts the jobs this process works, by kind and outcome, from River's events until
+// ctx ends or events is closed.
+func (m *Metrics) Jobs(ctx context.Context, events <-chan *river.Event) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			if ev == nil || ev.Job == nil {
+				continue
+			}
+			outcome := map[river.EventKind]string{river.EventKindJobCompleted: "completed", river.EventKindJobFailed: "failed",
+				river.EventKindJobCancelled: "cancelled", river.EventKindJobSnoozed: "snoozed"}[ev.Kind]
+			if outcome == "" {
+				continue
+			}
+			m.jobs.WithLabelValues(ev.Job.Kind, outcome).Inc()
+		}
+	}
+}
