@@ -68,8 +68,15 @@ func (e *Error) Is(target error) bool {
 	return ok && t != nil && t.Code == e.Code
 }
 
+// sentinels are the errors of the codes this package knows, by code.
+var sentinels = map[Code]*Error{}
+
 // sentinel is the error a caller compares with errors.Is; only its code matters.
-func sentinel(c Code) *Error { return &Error{Code: c} }
+func sentinel(c Code) *Error {
+	e := &Error{Code: c}
+	sentinels[c] = e
+	return e
+}
 
 // The codes tekrar answers, each with its sentinel. A code not listed here (from a newer
 // tekrar) still arrives as an *Error with its code, and is retried as it says.
