@@ -37,6 +37,7 @@ func TestLostAnswersChargeOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			charged(t, r.e, 1, 1)
 			sent := r.tr.attempts()
 			if len(sent) != len(tc.steps)+1 || k.Attempts != len(sent) {
 				t.Fatalf("%d attempts (client says %d), want %d", len(sent), k.Attempts, len(tc.steps)+1)
@@ -46,7 +47,6 @@ func TestLostAnswersChargeOnce(t *testing.T) {
 				t.Errorf("order %s, replayed %v, key %q: want the first attempt's paid order, replayed, under %q", o.Status, k.Replayed, k.Key, key)
 			}
 			backoffWithin(t, p, r.waits())
-			charged(t, r.e, 1, 1)
 			if got, err := r.c.GetOrder(context.Background(), o.ID); err != nil || got.ID != o.ID || got.Status != "paid" {
 				t.Fatalf("get order: %+v %v", got, err)
 			}
