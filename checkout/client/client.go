@@ -21,8 +21,8 @@ type Policy struct {
 	// MaxAttempts is how many requests one call sends at most, the first included.
 	MaxAttempts int
 	// BaseDelay is the wait before the second attempt; each further one doubles it, up to
-	// MaxDelay. The wait is drawn at random from its upper half (jitter), so that clients
-	// that failed together do not retry together.
+	// MaxDelay (0: up to an hour). The wait is drawn at random from its upper half (jitter),
+	// so that clients that failed together do not retry together.
 	BaseDelay time.Duration
 	MaxDelay  time.Duration
 	// AttemptTimeout bounds one attempt. An attempt that times out is a lost answer: the

@@ -107,9 +107,12 @@ func (c *Client) do(ctx context.Context, r request) (answer, error) {
 // than the answer's Retry-After.
 func (c *Client) delay(attempt int, retryAfter time.Duration) time.Duration {
 	p := c.policy
-	d := p.MaxDelay
-	if shift := attempt - 1; shift < 30 && p.BaseDelay<<shift < p.MaxDelay {
-		d = p.BaseDelay << shift
+	d := p.BaseDelay
+	for i := 1; i < attempt && d < time.Hour && (p.MaxDelay <= 0 || d < p.MaxDelay); i++ {
+		d *= 2
+	}
+	if p.MaxDelay > 0 {
+		d = min(d, p.MaxDelay)
 	}
 	if d > 1 {
 		d = d/2 + rand.N(d/2+1)
