@@ -103,6 +103,16 @@ func (c *Client) GetCart(ctx context.Context, id string) (*Cart, error) {
 	return &ct, nil
 }
 
+// GetKey says what became of one of the client's keys: GET /v1/idempotency-keys/{key}. A
+// key tekrar never saw (the first attempt never arrived) is ErrIdempotencyKeyNotFound.
+func (c *Client) GetKey(ctx context.Context, key string) (*KeyStatus, error) {
+	var k KeyStatus
+	if err := c.read(ctx, http.MethodGet, "/v1/idempotency-keys/", key, nil, &k); err != nil {
+		return nil, err
+	}
+	return &k, nil
+}
+
 // keyedPost sends a keyed POST with in as its body and decodes the answer into out.
 func (c *Client) keyedPost(ctx context.Context, key, path string, in, out any) (Keyed, error) {
 	if key == "" {

@@ -1,8 +1,10 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,19 +85,86 @@ func TestResources(t *testing.T) {
 		t.Fatalf("over-refund: %v", err)
 	}
 
+	ks, err := r.c.GetKey(ctx, k.Key)
+	if err != nil || ks.State != "completed" || ks.RefundID != rf.ID || ks.Expired {
+		t.Fatalf("key of the refund: %+v %v", ks, err)
+	}
+
+	if _, err := r.c.GetKey(ctx, "never/sent"); !errors.Is(err, client.ErrIdempotencyKeyNotFound) {
+		t.Fatalf("a key never sent: %v", err)
+	}
+
 	before := len(r.tr.attempts())
 	for _, err := range []error{
 		func() error { _, err := r.c.GetOrder(ctx, "ord_"+"00000000000000000000000000000000"); return err }(),
 		func() error { _, err := r.c.GetProduct(ctx, "NOPE"); return err }(),
 		func() error { _, err := r.c.GetCart(ctx, "nope"); return err }(),
+		func() error { _, err := r.c.GetKey(ctx, "never/sent"); return err }(),
 	} {
 		var p *client.Error
 		if !errors.As(err, &p) || p.Status != 404 || p.Attempts != 1 {
 			t.Errorf("not found: %v", err)
 		}
 	}
-	if n := len(r.tr.attempts()) - before; n != 3 {
-		t.Errorf("%d requests for 3 reads of nothing", n)
+	if n := len(r.tr.attempts()) - before; n != 4 {
+		t.Errorf("%d requests for 4 reads of nothing", n)
 	}
 	charged(t, r.e, 1, 1)
+}
+
+// TestOneKeyManyCallers: one intent sent at once from many goroutines through one client (a
+// pay button tapped again and again, a job run twice) is one order and one charge; with
+// Prefer: wait every caller gets that order.
+func TestOneKeyManyCallers(t *testing.T) {
+	p := policy(5)
+	p.Wait = 8 * time.Second
+	r := newRig(t, p)
+	key := client.NewKey()
+	const n = 30
+	ids := make([]string, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			o, _, err := r.c.CreateOrder(context.Background(), key, order(9000, "tok_visa"))
+			if err == nil {
+				ids[i] = o.ID
+			}
+			errs[i] = err
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || ids[i] != ids[0] {
+			t.Fatalf("caller %d: order %q, error %v; caller 0: %q", i, ids[i], errs[i], ids[0])
+		}
+	}
+	charged(t, r.e, 1, 1)
+}
+
+// TestReadsRetriedAfterLostAnswers: a GET or a whole-resource PUT whose answer is lost is
+// sent again as it is.
+func TestReadsRetriedAfterLostAnswers(t *testing.T) {
+	p := policy(3)
+	p.AttemptTimeout = time.Second // the late answer is held past it
+	r := newRig(t, p)
+	ctx := context.Background()
+	r.tr.on(1, lose)
+	r.tr.on(3, late)
+	if _, err := r.c.PutProduct(ctx, "TEA", client.ProductInput{Name: "Tea", Price: 3000, Currency: "TRY", Stock: 5}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.c.GetProduct(ctx, "TEA")
+	if err != nil || got.Stock != 5 {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	sent := r.tr.attempts()
+	if len(sent) != 4 || !bytes.Equal(sent[0].body, sent[1].body) || sent[0].key != "" {
+		t.Fatalf("%d requests, want 2 PUTs (the same body, no key) and 2 GETs", len(sent))
+	}
 }

@@ -123,3 +123,26 @@ type Keyed struct {
 	// Attempts is how many requests the call sent.
 	Attempts int
 }
+
+// KeyStatus is what became of a key (GET /v1/idempotency-keys/{key}): for a service that
+// restarted with an intent whose outcome it does not know.
+type KeyStatus struct {
+	Key   string `json:"key"`
+	State string `json:"state"` // in_progress, completed, needs_attention
+	// RecoveryPoint is how far the request got (docs/recovery.md).
+	RecoveryPoint string `json:"recovery_point"`
+	Method        string `json:"method"`
+	Path          string `json:"path"`
+	// Fingerprint (hex) is what the stored request hashes to, by FingerprintAlgorithm: a
+	// retry with another body would be refused as idempotency_key_reused.
+	Fingerprint          string    `json:"fingerprint"`
+	FingerprintAlgorithm string    `json:"fingerprint_algorithm"`
+	OrderID              string    `json:"order_id,omitempty"`
+	RefundID             string    `json:"refund_id,omitempty"`
+	ResponseStatus       *int      `json:"response_status,omitempty"`
+	Expired              bool      `json:"expired"`
+	CreatedAt            time.Time `json:"created_at"`
+	ExpiresAt            time.Time `json:"expires_at"`
+	// Next says, for people, what a retry with this key would do.
+	Next string `json:"next"`
+}
