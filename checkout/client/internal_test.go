@@ -69,10 +69,16 @@ func TestDelay(t *testing.T) {
 		{1, 2 * time.Second, 2 * time.Second, 2 * time.Second},
 		{5, 100 * time.Millisecond, 500 * time.Millisecond, time.Second},
 	} {
+		seen := map[time.Duration]bool{}
 		for range 50 {
-			if d := c.delay(tc.attempt, tc.retryAfter); d < tc.lo || d > tc.hi {
+			d := c.delay(tc.attempt, tc.retryAfter)
+			if d < tc.lo || d > tc.hi {
 				t.Fatalf("attempt %d, Retry-After %v: %v, want %v to %v", tc.attempt, tc.retryAfter, d, tc.lo, tc.hi)
 			}
+			seen[d] = true
+		}
+		if tc.lo < tc.hi && len(seen) < 2 {
+			t.Errorf("attempt %d: always %v: no jitter", tc.attempt, tc.lo)
 		}
 	}
 }
