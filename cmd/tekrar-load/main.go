@@ -10,6 +10,8 @@
 // It prints one line: "load <mode> clients=<c> requests=<n> rps=<r> p50_ms=<> p99_ms=<> errors=<n>".
 // In replay mode an answer that is not marked Idempotent-Replayed counts as an error.
 // Each client keeps one keep-alive connection (see conn.go for why it is not net/http's).
+// The replay keys are seeded through tekrar's Go client (checkout/client), which retries what
+// a loaded server answers with 503s or loses; only the measured requests use conn.go.
 package main
 
 import (
@@ -23,6 +25,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tekrar/tekrar/checkout/client"
 )
 
 func main() {
@@ -46,7 +50,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "tekrar-load:", err)
 		os.Exit(2)
 	}
-	l := &loader{target: *target, secret: *secret, run: *run, replay: *mode == "replay"}
+	l := &loader{target: *target, url: *url, secret: *secret, run: *run, replay: *mode == "replay"}
 	var next func(worker int) int64
 	// First-time keys are numbered from a random point, so that runs sharing -run do not
 	// meet each other's keys.
@@ -74,12 +78,26 @@ func main() {
 }
 
 type loader struct {
-	target      conn // where to send, not connected: each worker gets its own copy
-	secret, run string
-	replay      bool // every answer must be a replay
+	target           conn // where to send, not connected: each worker gets its own copy
+	url, secret, run string
+	replay           bool // every answer must be a replay
 }
 
-// body is the same for a key on every send, so that repeats are replays.
+// key is the Idempotency-Key of intent n.
+func (l *loader) key(n int64) string { return fmt.Sprintf("load-%s-%d", l.run, n) }
+
+// order is intent n as the seeding client sends it: the same JSON, byte for byte, as body(n)
+// (TestSeedBodyIsTheMeasuredBody), so that the measured requests replay the seeded keys.
+func (l *loader) order(n int64) client.OrderInput {
+	amount := 100 + n%100000
+	return client.OrderInput{Currency: "TRY", Amount: amount,
+		Items:    []client.Item{{SKU: "LATTE", Name: "Latte", Quantity: 1, UnitAmount: amount}},
+		Payment:  client.Payment{CardToken: "tok_visa"},
+		Customer: &client.Customer{ID: fmt.Sprintf("cus_%d", n%1000)}}
+}
+
+// body is the same for a key on every send, so that repeats are replays. It is written by
+// hand rather than encoded, to keep the measured loop cheap.
 func (l *loader) body(n int64) []byte {
 	amount := 100 + n%100000
 	return fmt.Appendf(nil, `{"currency":"TRY","items":[{"sku":"LATTE","name":"Latte","quantity":1,"unit_amount":%d}],"amount":%d,"payment":{"card_token":"tok_visa"},"customer":{"id":"cus_%d"}}`,
@@ -88,7 +106,7 @@ func (l *loader) body(n int64) []byte {
 
 // send posts the order of key n on the worker's connection.
 func (l *loader) send(c *conn, n int64) (reply, error) {
-	return c.post(l.secret, fmt.Sprintf("load-%s-%d", l.run, n), l.body(n))
+	return c.post(l.secret, l.key(n), l.body(n))
 }
 
 // worker is one client's connection.
@@ -97,8 +115,12 @@ func (l *loader) worker() *conn {
 	return &c
 }
 
-// seed creates the keys that replay mode repeats.
+// seed creates the keys that replay mode repeats, workers at a time, through the Go client:
+// a seed that meets a lost answer or a retryable problem retries it under the same key.
 func (l *loader) seed(n, workers int) error {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = workers
+	c := client.New(l.url, l.secret, client.WithHTTPClient(&http.Client{Transport: tr}))
 	var next atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
@@ -106,15 +128,13 @@ func (l *loader) seed(n, workers int) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := l.worker()
-			defer c.close()
 			for {
 				i := next.Add(1) - 1
 				if i >= int64(n) {
 					return
 				}
-				if rep, err := l.send(c, i); err != nil || rep.status != http.StatusCreated {
-					firstErr.CompareAndSwap(nil, fmt.Errorf("key %d: status %d, %v", i, rep.status, err))
+				if _, _, err := c.CreateOrder(context.Background(), l.key(i), l.order(i)); err != nil {
+					firstErr.CompareAndSwap(nil, fmt.Errorf("key %d: %w", i, err))
 					return
 				}
 			}
