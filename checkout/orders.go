@@ -220,6 +220,8 @@ type orderOp struct {
 	in OrderInput
 }
 
+func (o *orderOp) spec() FingerprintSpec { return fingerprintSpec("POST", "/v1/orders") }
+
 // claim creates the key row and the pending order in one statement.
 func (o *orderOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
 	items, err := json.Marshal(o.in.Items)
@@ -234,6 +236,7 @@ func (o *orderOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
 	}
 	lines := stockLines(o.in.Items)
 	p := orderClaim{ClientID: k.ClientID, Key: k.Key, Fingerprint: k.Fingerprint, Method: k.Method, Path: k.Path,
+		ScopeFingerprint: k.ScopeFingerprint, CardFingerprint: k.CardFingerprint,
 		LeaseExpiresAt: k.LeaseExpiresAt, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt,
 		Amount: o.in.Amount, Currency: o.in.Currency, Items: string(items), Metadata: nullJSON(metadata)}
 	stockParams(&p, lines)
