@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -119,15 +120,19 @@ func TestKeysWithoutScopeMatchExactly(t *testing.T) {
 	if first.Status != 201 {
 		t.Fatalf("first: %d %s", first.Status, first.Body)
 	}
-	fp, err := checkout.Fingerprint("POST", "/v1/orders", body)
+	// The exact fingerprint's definition, written out: what keys stored before hold.
+	canon, err := checkout.CanonicalJSON(body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What a key written before migration 00031 holds.
-	res, err := e.DB.Exec(`UPDATE idempotency_keys SET scope_fingerprint = NULL, card_fingerprint = NULL
-		WHERE client_id = $1 AND key = 'k-old' AND fingerprint = $2`, e.ClientID, fp[:])
-	if n, _ := res.RowsAffected(); err != nil || n != 1 {
-		t.Fatalf("the stored fingerprint is not the exact one of the body (%v)", err)
+	fp := sha256.Sum256(append([]byte("POST\n/v1/orders\n"), canon...))
+	if n := count(t, e, `SELECT count(*) FROM idempotency_keys WHERE key = 'k-old' AND fingerprint = $1`, fp[:]); n != 1 {
+		t.Error("the stored fingerprint is not the exact one of the body as it was always defined")
+	}
+	// What a key written before migration 00031 holds: the exact fingerprint alone.
+	if _, err := e.DB.Exec(`UPDATE idempotency_keys SET fingerprint = $2, scope_fingerprint = NULL, card_fingerprint = NULL
+		WHERE client_id = $1 AND key = 'k-old'`, e.ClientID, fp[:]); err != nil {
+		t.Fatal(err)
 	}
 	replayOf(t, postOrder(t, e, e.Secret, "k-old", body), first)
 	problemOf(t, postOrder(t, e, e.Secret, "k-old", orderBody(9000, "tok_visa_new")), 422, "idempotency_key_reused")
@@ -221,13 +226,13 @@ func TestRetokenizedLateRetry(t *testing.T) {
 	}
 	check("expired")
 	sweepAll(t, e)
-	if n := count(t, e, `SELECT count(*) FROM key_tombstones WHERE key = 'k-late' AND card_fingerprint IS NOT NULL`); n != 1 {
-		t.Fatalf("the tombstone does not keep the card (%d rows)", n)
-	}
 	if n := count(t, e, `SELECT count(*) FROM idempotency_keys WHERE key = 'k-late'`); n != 0 {
 		t.Fatalf("the key row was not swept")
 	}
 	check("swept")
+	if n := count(t, e, `SELECT count(*) FROM key_tombstones WHERE key = 'k-late' AND card_fingerprint IS NOT NULL`); n != 1 {
+		t.Fatalf("the tombstone does not keep the card (%d rows)", n)
+	}
 }
 
 // sweepAll runs the sweeper until the expired keys are tombstones only.
