@@ -242,3 +242,22 @@ func sweepAll(t *testing.T, e *apptest.Env) {
 	e.Clock.Advance(2 * time.Minute)
 	sweep(t, e)
 }
+
+// TestRetokenizedRetryResumes: the first attempt's charge was made but its answer lost;
+// the retry, with a new token of the same card, resumes the key, finds the charge by the
+// derived provider key and charges nothing again.
+func TestRetokenizedRetryResumes(t *testing.T) {
+	e := apptest.New(t, func(c *config.Server) { c.ProviderTimeout = 200 * time.Millisecond })
+	problemOf(t, postOrder(t, e, e.Secret, "k-resume", orderBody(9000, "tok_timeout_1")), 503, "payment_pending")
+	if n := charged(t, e); n != 1 {
+		t.Fatalf("%d charges after the lost answer, want 1", n)
+	}
+	again := postOrder(t, e, e.Secret, "k-resume", orderBody(9000, "tok_timeout_2"))
+	if again.Status != 201 || decodeOrder(t, again).Status != "paid" || again.Header.Get("Idempotent-Replayed") != "false" {
+		t.Fatalf("retry: %d %s", again.Status, again.Body)
+	}
+	replayOf(t, postOrder(t, e, e.Secret, "k-resume", orderBody(9000, "tok_timeout_3")), again)
+	if c, o := charged(t, e), clientOrders(t, e); c != 1 || o != 1 {
+		t.Fatalf("%d charges and %d orders, want 1 and 1", c, o)
+	}
+}
