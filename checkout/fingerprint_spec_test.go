@@ -192,3 +192,28 @@ func TestFingerprintSpecsMatchTheDocs(t *testing.T) {
 		t.Errorf("docs/fingerprints.md's table is\n%s\nFingerprintSpecs says\n%s", got, want.String())
 	}
 }
+
+// BenchmarkScopeFingerprint is what the scope costs a first order beyond its exact
+// fingerprint (the card lookup at the provider aside), beside the exact fingerprint:
+//
+//	go test -run '^$' -bench 'ScopeFingerprint' ./checkout/
+func BenchmarkScopeFingerprint(b *testing.B) {
+	body := []byte(canonicalSeeds[0])
+	spec := fingerprintSpec("POST", "/v1/orders")
+	b.Run("exact", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := Fingerprint("POST", "/v1/orders", body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("scope", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := spec.scope("/v1/orders", body, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
