@@ -71,6 +71,11 @@ type Key struct {
 	// and publicIDs reads them for a key that came from elsewhere. "" when not read.
 	OrderPublicID  string `db:"order_public_id"`
 	RefundPublicID string `db:"refund_public_id"`
+	// ScopeFingerprint and CardFingerprint are what the claim stores of the request's
+	// scope (fingerprint_scope.go). Not in keyColumns: they are read (storedScope) only
+	// when a request's exact fingerprint differs from the key's.
+	ScopeFingerprint []byte         `db:"-"`
+	CardFingerprint  sql.NullString `db:"-"`
 }
 
 // keyColumns is the select list that fills a Key.

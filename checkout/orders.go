@@ -308,6 +308,8 @@ type orderOp struct {
 	in OrderInput
 }
 
+func (o *orderOp) spec() FingerprintSpec { return fingerprintSpec("POST", "/v1/orders") }
+
 // claim creates the key row and the pending order in one statement.
 func (o *orderOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
 	items, err := json.Marshal(o.in.Items)
@@ -322,6 +324,7 @@ func (o *orderOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
 	}
 	lines := stockLines(o.in.Items)
 	p := orderClaim{ClientID: k.ClientID, Key: k.Key, Fingerprint: k.Fingerprint, Method: k.Method, Path: k.Path,
+		ScopeFingerprint: k.ScopeFingerprint, CardFingerprint: k.CardFingerprint,
 		LeaseExpiresAt: k.LeaseExpiresAt, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt,
 		Amount: o.in.Amount, Currency: o.in.Currency, Items: string(items), Metadata: nullJSON(metadata)}
 	stockParams(&p, lines)
@@ -387,6 +390,17 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 			Customer: o.in.Payment.Customer, PaymentMethod: o.in.Payment.PaymentMethod,
 			Description: chargeDescription(k.OrderID.Int64),
 		})
+	}
+	if resumed && errors.Is(err, psp.ErrKeyReused) {
+		// A retry may pay with a new token of the key's card (docs/fingerprints.md). If the
+		// first attempt was still being charged when this one looked, its charge has since
+		// been made under the same provider key with the first token, and the provider
+		// refuses this token there: that charge is the order's, if it is for the order's
+		// amount. Anything else stays a bug for an operator.
+		ch, err = o.s.provider.LookupCharge(pctx, pk)
+		if err == nil && (ch.Amount != o.in.Amount || ch.Currency != o.in.Currency) {
+			err = fmt.Errorf("%w: charge %s under the order's provider key is for %d %s", psp.ErrKeyReused, ch.ID, ch.Amount, ch.Currency)
+		}
 	}
 	if errors.Is(err, psp.ErrKeyCanceled) || (err == nil && ch.Status == psp.StatusCanceled) {
 		// The key was given up on and fenced at the provider while this worker was away

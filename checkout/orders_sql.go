@@ -31,20 +31,23 @@ func providerKey(step string, k *Key) string {
 // orderClaim is the parameters of claimOrder: the key row it inserts, the pending order,
 // and now, which a tombstone must outlive to refuse the claim.
 type orderClaim struct {
-	ClientID       int64          `db:"client_id"`
-	Key            string         `db:"key"`
-	Fingerprint    []byte         `db:"fingerprint"`
-	Method         string         `db:"method"`
-	Path           string         `db:"path"`
-	LeaseExpiresAt sql.NullTime   `db:"lease_expires_at"`
-	CreatedAt      time.Time      `db:"created_at"` // also now
-	ExpiresAt      time.Time      `db:"expires_at"`
-	Amount         int64          `db:"amount"`
-	Currency       string         `db:"currency"`
-	Items          string         `db:"items"` // JSON, as text: see nullJSON
-	CustomerID     sql.NullString `db:"customer_id"`
-	CustomerEmail  sql.NullString `db:"customer_email"`
-	Metadata       sql.NullString `db:"metadata"` // JSON, as text
+	ClientID    int64  `db:"client_id"`
+	Key         string `db:"key"`
+	Fingerprint []byte `db:"fingerprint"`
+	// What the route's spec covers (fingerprint_scope.go); nil and NULL for none.
+	ScopeFingerprint []byte         `db:"scope_fingerprint"`
+	CardFingerprint  sql.NullString `db:"card_fingerprint"`
+	Method           string         `db:"method"`
+	Path             string         `db:"path"`
+	LeaseExpiresAt   sql.NullTime   `db:"lease_expires_at"`
+	CreatedAt        time.Time      `db:"created_at"` // also now
+	ExpiresAt        time.Time      `db:"expires_at"`
+	Amount           int64          `db:"amount"`
+	Currency         string         `db:"currency"`
+	Items            string         `db:"items"` // JSON, as text: see nullJSON
+	CustomerID       sql.NullString `db:"customer_id"`
+	CustomerEmail    sql.NullString `db:"customer_email"`
+	Metadata         sql.NullString `db:"metadata"` // JSON, as text
 	// The stockLines, column by column; nil (NULL) for none.
 	StockSKUs       pq.StringArray `db:"stock_skus"`
 	StockQuantities pq.Int64Array  `db:"stock_quantities"`
@@ -75,9 +78,10 @@ var claimOrderSQL = named[orderClaim](`
 	), k AS (
 	    INSERT INTO idempotency_keys
 	           (client_id, key, fingerprint, method, path, state, recovery_point,
-	            lease_expires_at, order_id, created_at, expires_at)
+	            lease_expires_at, order_id, created_at, expires_at, scope_fingerprint, card_fingerprint)
 	    SELECT :client_id, :key, CAST(:fingerprint AS bytea), :method, :path, 'in_progress', 'order_created',
-	           :lease_expires_at, nextval('orders_id_seq'), :created_at, :expires_at
+	           :lease_expires_at, nextval('orders_id_seq'), :created_at, :expires_at,
+	           CAST(:scope_fingerprint AS bytea), :card_fingerprint
 	     WHERE NOT EXISTS (SELECT 1 FROM t)
 	    ON CONFLICT (client_id, key) DO NOTHING
 	    RETURNING ` + keyColumns + `

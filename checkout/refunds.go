@@ -101,6 +101,8 @@ type refundOp struct {
 	in      RefundInput
 }
 
+func (r *refundOp) spec() FingerprintSpec { return fingerprintSpec("POST", "/v1/orders/{id}/refunds") }
+
 // claim runs in a transaction: refunds are not the hot path, and their claim has checks
 // (the order exists, is paid, has room) that one statement would make hard to read.
 func (r *refundOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {

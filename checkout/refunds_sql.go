@@ -17,21 +17,24 @@ import (
 // refundClaim is the parameters of the statements of claimRefund: the key row, the order
 // (its public id) and the amount to reserve on it.
 type refundClaim struct {
-	ClientID       int64          `db:"client_id"`
-	Key            string         `db:"key"`
-	Fingerprint    []byte         `db:"fingerprint"`
-	Method         string         `db:"method"`
-	Path           string         `db:"path"`
-	LeaseExpiresAt sql.NullTime   `db:"lease_expires_at"`
-	CreatedAt      time.Time      `db:"created_at"` // also now
-	ExpiresAt      time.Time      `db:"expires_at"`
-	OrderPublicID  string         `db:"order_public_id"`
-	Amount         int64          `db:"amount"`
-	Reason         sql.NullString `db:"reason"`
-	RefundID       int64          `db:"refund_id"`    // made by claimRefundKeySQL
-	OrderID        int64          `db:"order_id"`     // and the order's, by reserveRefundSQL
-	Currency       string         `db:"currency"`     // the order's
-	ProviderKey    string         `db:"provider_key"` // providerKey("refund", the key row)
+	ClientID    int64  `db:"client_id"`
+	Key         string `db:"key"`
+	Fingerprint []byte `db:"fingerprint"`
+	// What the route's spec covers (fingerprint_scope.go); nil and NULL for none.
+	ScopeFingerprint []byte         `db:"scope_fingerprint"`
+	CardFingerprint  sql.NullString `db:"card_fingerprint"`
+	Method           string         `db:"method"`
+	Path             string         `db:"path"`
+	LeaseExpiresAt   sql.NullTime   `db:"lease_expires_at"`
+	CreatedAt        time.Time      `db:"created_at"` // also now
+	ExpiresAt        time.Time      `db:"expires_at"`
+	OrderPublicID    string         `db:"order_public_id"`
+	Amount           int64          `db:"amount"`
+	Reason           sql.NullString `db:"reason"`
+	RefundID         int64          `db:"refund_id"`    // made by claimRefundKeySQL
+	OrderID          int64          `db:"order_id"`     // and the order's, by reserveRefundSQL
+	Currency         string         `db:"currency"`     // the order's
+	ProviderKey      string         `db:"provider_key"` // providerKey("refund", the key row)
 }
 
 // refundTombstoneSQL selects a live tombstone of the key, in keyColumns' shape, with the
@@ -52,9 +55,10 @@ var refundTombstoneSQL = named[refundClaim](`
 var claimRefundKeySQL = named[refundClaim](`
 	INSERT INTO idempotency_keys
 	       (client_id, key, fingerprint, method, path, state, recovery_point,
-	        lease_expires_at, refund_id, created_at, expires_at)
+	        lease_expires_at, refund_id, created_at, expires_at, scope_fingerprint, card_fingerprint)
 	VALUES (:client_id, :key, CAST(:fingerprint AS bytea), :method, :path, 'in_progress', 'refund_created', -- bytea, see claimOrder
-	        :lease_expires_at, nextval('refunds_id_seq'), :created_at, :expires_at)
+	        :lease_expires_at, nextval('refunds_id_seq'), :created_at, :expires_at,
+	        CAST(:scope_fingerprint AS bytea), :card_fingerprint)
 	ON CONFLICT (client_id, key) DO NOTHING
 	RETURNING ` + keyColumns)
 
@@ -100,6 +104,7 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderPublicID string, 
 		return nil, false, ErrOrderNotFound
 	}
 	p := refundClaim{ClientID: k.ClientID, Key: k.Key, Fingerprint: k.Fingerprint, Method: k.Method, Path: k.Path,
+		ScopeFingerprint: k.ScopeFingerprint, CardFingerprint: k.CardFingerprint,
 		LeaseExpiresAt: k.LeaseExpiresAt, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt,
 		OrderPublicID: orderPublicID, Amount: in.Amount, Reason: nullString(in.Reason)}
 	var out *Key

@@ -170,6 +170,8 @@ type operation interface {
 	// run drives a claimed key from its recovery point to a response. resumed is false on
 	// the first arrival, when nothing can have reached the provider yet.
 	run(ctx context.Context, k *Key, resumed bool) (Response, error)
+	// spec is what the route's fingerprint covers (FingerprintSpecs).
+	spec() FingerprintSpec
 }
 
 // execute is the idempotency algorithm shared by every keyed request. Each pass through
@@ -195,6 +197,7 @@ func (s *Service) execute(ctx context.Context, req Request, lk Lookup, op operat
 	// Look first: a repeat is one indexed SELECT. Replay may have just looked and found
 	// nothing; then claim at once.
 	lookup := !lk.absent
+	in := &intent{spec: op.spec()}
 	for {
 		now := s.cfg.Now()
 		k, claimed, err := (*Key)(nil), false, errNoKey
@@ -203,7 +206,7 @@ func (s *Service) execute(ctx context.Context, req Request, lk Lookup, op operat
 		}
 		lookup = true
 		if errors.Is(err, errNoKey) {
-			k, claimed, err = op.claim(ctx, &Key{
+			nk := &Key{
 				ClientID:       req.Client.ID,
 				Key:            req.Key,
 				Fingerprint:    fp[:],
@@ -212,7 +215,11 @@ func (s *Service) execute(ctx context.Context, req Request, lk Lookup, op operat
 				CreatedAt:      now,
 				ExpiresAt:      now.Add(req.Client.KeyTTL),
 				LeaseExpiresAt: nullTime(now.Add(s.cfg.Lease)),
-			})
+			}
+			if err := s.claimScope(ctx, req, in, nk); err != nil {
+				return Result{}, err
+			}
+			k, claimed, err = op.claim(ctx, nk)
 		}
 		switch {
 		case errors.Is(err, errNoKey):
@@ -224,7 +231,19 @@ func (s *Service) execute(ctx context.Context, req Request, lk Lookup, op operat
 			s.recordRun(req, k, EventCreated, res, err)
 			return res, err
 		}
+		// The same request: the exact fingerprint, or (on the same route) what the route's
+		// spec covers, a new token of the same card included (sameScope).
 		sameRequest := bytes.Equal(k.Fingerprint, fp[:])
+		var matched map[string]any
+		var differs string
+		if !sameRequest && k.Method == req.Method && k.Path == req.Path {
+			if sameRequest, differs, err = s.sameScope(ctx, req, k, in); err != nil {
+				return Result{}, err
+			}
+			if sameRequest {
+				matched = map[string]any{"matched": "scope"}
+			}
+		}
 		if k.Expired(now) {
 			if err := publicIDs(ctx, s.q, k); err != nil {
 				return Result{}, err
@@ -235,8 +254,12 @@ func (s *Service) execute(ctx context.Context, req Request, lk Lookup, op operat
 		}
 		if !sameRequest {
 			p := keyReused(k, req.Method, req.Path)
+			d := []string{differs}
+			if differs == "" {
+				d = s.conflictDifferences(ctx, k, req, op)
+			}
 			s.record(req, k, EventReusedConflict, p.Status, fp[:], map[string]any{"method": req.Method, "path": req.Path,
-				"differs": s.conflictDifferences(ctx, k, req, op)})
+				"differs": d})
 			return Result{}, p
 		}
 		switch k.State {
@@ -245,7 +268,7 @@ func (s *Service) execute(ctx context.Context, req Request, lk Lookup, op operat
 			if err != nil {
 				return Result{}, err
 			}
-			s.record(req, k, EventReplayed, r.Status, nil, nil)
+			s.record(req, k, EventReplayed, r.Status, nil, matched)
 			return Result{Response: r, Replayed: true, ExpiresAt: k.ExpiresAt, WaitedFor: waited}, nil
 		case StateNeedsAttention:
 			p := keyNeedsAttention(k)

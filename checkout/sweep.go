@@ -217,7 +217,7 @@ func (s *Sweeper) pause(ctx context.Context, took time.Duration) error {
 const tombstoneBatchSQL = `
 	WITH batch AS (
 	    SELECT k.id, k.client_id, k.key, k.fingerprint, k.method, k.path, k.order_id, k.refund_id,
-	           k.created_at, k.expires_at
+	           k.created_at, k.expires_at, k.scope_fingerprint, k.card_fingerprint
 	      FROM idempotency_keys k
 	     WHERE k.expires_at <= $1 AND (k.expires_at, k.id) > ($3, $4) AND k.state = 'completed'
 	       AND NOT EXISTS (SELECT 1 FROM key_tombstones t WHERE t.key_id = k.id)
@@ -225,15 +225,18 @@ const tombstoneBatchSQL = `
 	     LIMIT $2
 	), ins AS (
 	    INSERT INTO key_tombstones (client_id, key, key_id, fingerprint, method, path, order_id,
-	                                refund_id, first_seen, expired_at, forget_at, created_at)
+	                                refund_id, first_seen, expired_at, forget_at, created_at,
+	                                scope_fingerprint, card_fingerprint)
 	    SELECT b.client_id, b.key, b.id, b.fingerprint, b.method, b.path, b.order_id, b.refund_id,
-	           b.created_at, b.expires_at, b.expires_at + c.tombstone_grace, $1
+	           b.created_at, b.expires_at, b.expires_at + c.tombstone_grace, $1,
+	           b.scope_fingerprint, b.card_fingerprint
 	      FROM batch b JOIN clients c ON c.id = b.client_id
 	    ON CONFLICT (client_id, key) DO UPDATE
 	       SET key_id = excluded.key_id, fingerprint = excluded.fingerprint, method = excluded.method,
 	           path = excluded.path, order_id = excluded.order_id, refund_id = excluded.refund_id,
 	           first_seen = excluded.first_seen, expired_at = excluded.expired_at,
-	           forget_at = excluded.forget_at, created_at = excluded.created_at
+	           forget_at = excluded.forget_at, created_at = excluded.created_at,
+	           scope_fingerprint = excluded.scope_fingerprint, card_fingerprint = excluded.card_fingerprint
 	    RETURNING 1
 	), last AS (
 	    SELECT expires_at, id FROM batch ORDER BY expires_at DESC, id DESC LIMIT 1

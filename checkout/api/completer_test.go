@@ -3,14 +3,17 @@ package api_test
 import (
 	"bytes"
 	"context"
-	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/config"
+	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
 func complete(t *testing.T, e *apptest.Env) checkout.CompleterResult {
@@ -86,12 +89,20 @@ func TestCompleterSettlesChargedOrder(t *testing.T) {
 // When the provider cannot say what happened for longer than the horizon, the key goes to
 // an operator: never expired, never guessed.
 func TestUnresolvableKeyNeedsAttention(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close() // nothing listens there any more: every provider call fails
+	// The provider identifies cards, so the order is claimed (docs/fingerprints.md), and
+	// drops the connection of every other call: it cannot say what happened to the charge.
+	cards := psp.NewHandler(psp.NewSandbox(dbtest.New(t), psp.SandboxOptions{}), nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/cards/fingerprint" {
+			cards.ServeHTTP(w, r)
+			return
+		}
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			conn.Close()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	dead := srv.URL
 	e := apptest.New(t, func(c *config.Server) {
 		c.PSPURL = dead
 		c.ProviderTimeout = 200 * time.Millisecond

@@ -49,7 +49,7 @@ func TestConflictSaysWhatDiffered(t *testing.T) {
 			[]string{"currency: TRY → EUR", "amount: 45.00 TRY → 45.00 EUR"}},
 		{"customer", "/v1/orders", order(4500, "TRY", "tok_visa", "cus_2"), []string{`customer id: "cus_1" → "cus_2"`}},
 		{"card only", "/v1/orders", order(4500, "TRY", "tok_mastercard", "cus_1"),
-			[]string{"something tekrar does not keep (the card token, or how a value was written)"}},
+			[]string{"card: a token of another card (or one the provider does not know)"}},
 		{"route", "/v1/orders/" + unknownOrder + "/refunds", `{"amount":100}`, []string{"route: POST /v1/orders → POST /v1/orders/" + unknownOrder + "/refunds"}},
 	}
 	for _, tt := range tests {

@@ -25,6 +25,7 @@ import (
 //	POST /charges/{key}/cancel                        -> 200 Charge (canceled, or the charge made first)
 //	GET  /charges?since=&until=&after=&limit=         -> 200 ChargePage (RFC 3339 times; after
 //	                                                     and limit optional)
+//	POST /cards/fingerprint  {"card_token":"..."}     -> 200 {"fingerprint":"fp_..."}
 //
 // The sandbox adds its dashboard, for tests and demos (the Dashboard interface: the Sandbox
 // does it, Client asks for it):
@@ -110,6 +111,7 @@ func NewHandler(p Provider, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /refunds/{key}", h.lookupRefund)
 	mux.HandleFunc("POST /charges/{key}/cancel", h.cancelCharge)
 	mux.HandleFunc("GET /charges", h.listCharges)
+	mux.HandleFunc("POST /cards/fingerprint", h.cardFingerprint)
 	if sb, ok := p.(*Sandbox); ok {
 		// The sandbox's dashboard: what a merchant (or a test, or a demo) does at the
 		// processor outside tekrar.
@@ -171,6 +173,18 @@ func (h *handler) listCharges(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	page, err := h.p.ListCharges(ctx, q)
 	h.answer(w, r, page, err)
+}
+
+func (h *handler) cardFingerprint(w http.ResponseWriter, r *http.Request) {
+	var req CardFingerprintRequest
+	var noKey string
+	if !h.decode(w, r, &req, &noKey) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), handlerTimeout)
+	defer cancel()
+	fp, err := h.p.CardFingerprint(ctx, req.CardToken)
+	h.answer(w, r, CardFingerprintAnswer{Fingerprint: fp}, err)
 }
 
 // parseListQuery reads the query of GET /charges; a malformed one is ErrInvalidRequest.
@@ -371,6 +385,21 @@ func (c *Client) ListCharges(ctx context.Context, q ChargeListQuery) (ChargePage
 		return ChargePage{}, errors.New("psp: GET /charges: the provider answered an unreadable page")
 	}
 	return page, nil
+}
+
+// CardFingerprint implements Provider.
+func (c *Client) CardFingerprint(ctx context.Context, token string) (string, error) {
+	if err := checkCardToken(token); err != nil {
+		return "", err
+	}
+	var a CardFingerprintAnswer
+	if err := c.do(ctx, http.MethodPost, "/cards/fingerprint", CardFingerprintRequest{CardToken: token}, &a, true); err != nil {
+		return "", err
+	}
+	if a.Fingerprint == "" || len(a.Fingerprint) > MaxCardFingerprint {
+		return "", errors.New("psp: POST /cards/fingerprint: the provider answered an unreadable fingerprint")
+	}
+	return a.Fingerprint, nil
 }
 
 func validCharge(c Charge) bool {

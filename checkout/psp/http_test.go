@@ -125,6 +125,7 @@ func (f fakeProvider) CancelCharge(context.Context, string) (Charge, error)  { r
 func (f fakeProvider) ListCharges(context.Context, ChargeListQuery) (ChargePage, error) {
 	return ChargePage{}, f.err
 }
+func (f fakeProvider) CardFingerprint(context.Context, string) (string, error) { return "", f.err }
 
 // TestClientErrorMapping checks that each answer of a provider maps to the right error,
 // and that nothing but a genuine problem of the provider API reads as definitive.

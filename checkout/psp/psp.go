@@ -56,6 +56,35 @@ type Provider interface {
 	// for the next page ("" when this page is the last). A canceled key is listed too, with
 	// StatusCanceled. Reconciliation walks a window page by page with it.
 	ListCharges(ctx context.Context, q ChargeListQuery) (ChargePage, error)
+	// CardFingerprint returns the identity of the card that token stands for, as real
+	// processors expose it (Stripe's card.fingerprint): the same for every token of one card,
+	// different for different cards. Mobile SDKs make a new single-use token for each
+	// attempt, so two attempts of one purchase rarely share a token; they share this. It
+	// charges nothing and may be asked for a token that was used already. A token the
+	// provider does not know is ErrNotFound; any other error means the provider could not
+	// say.
+	CardFingerprint(ctx context.Context, token string) (string, error)
+}
+
+// CardFingerprintRequest is the body of POST /cards/fingerprint: the token goes in a body,
+// never a URL, which proxies and access logs keep.
+type CardFingerprintRequest struct {
+	CardToken string `json:"card_token"`
+}
+
+// CardFingerprintAnswer is its answer.
+type CardFingerprintAnswer struct {
+	Fingerprint string `json:"fingerprint"`
+}
+
+// MaxCardFingerprint is the longest card fingerprint tekrar accepts from a provider.
+const MaxCardFingerprint = 255
+
+func checkCardToken(token string) error {
+	if token == "" || len(token) > maxTextLen {
+		return fmt.Errorf("%w: card_token must be 1 to %d characters", ErrInvalidRequest, maxTextLen)
+	}
+	return checkText("card_token", token)
 }
 
 // ChargeListQuery selects a page of the charges of a window.
@@ -209,7 +238,10 @@ func IsOutcomeUnknown(err error) bool {
 	return true
 }
 
-// The sandbox's magic card tokens.
+// The sandbox's magic card tokens. Each names a test card of its own, and a token that
+// starts with one and an underscore ("tok_visa_7f3a", "tok_slow_2") is another single-use
+// token of that same card, with the same behaviour and the same CardFingerprint: what a
+// mobile SDK makes for each attempt.
 const (
 	TokenVisa       = "tok_visa"       // approves: visa 4242
 	TokenMastercard = "tok_mastercard" // approves: mastercard 4444

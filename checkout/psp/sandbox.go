@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -84,8 +85,23 @@ type card struct {
 	declineCode  string
 }
 
+// magicTokens are the sandbox's test cards (see the Token constants).
+var magicTokens = []string{TokenVisa, TokenMastercard, TokenDeclined, TokenFail, TokenTimeout, TokenSlow, TokenLate}
+
+// baseToken is the magic token whose card token stands for: token itself, or the magic
+// token it extends with "_" and a suffix (another token of the same card). A token of no
+// magic card comes back as it is.
+func baseToken(token string) string {
+	for _, m := range magicTokens {
+		if token == m || (len(token) > len(m)+1 && token[:len(m)+1] == m+"_") {
+			return m
+		}
+	}
+	return token
+}
+
 func cardOf(token string) card {
-	switch token {
+	switch baseToken(token) {
 	case TokenVisa, TokenSlow, TokenTimeout, TokenLate:
 		return card{brand: "visa", last4: "4242", approve: true}
 	case TokenMastercard:
@@ -166,7 +182,8 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 	// meanwhile, as a real processor's would once it has the request: the charge is made even
 	// if the caller gives up at once.
 	pctx := ctx
-	if req.CardToken == TokenTimeout || req.CardToken == TokenLate {
+	behaviour := baseToken(req.CardToken)
+	if behaviour == TokenTimeout || behaviour == TokenLate {
 		var cancel context.CancelFunc
 		pctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 		defer cancel()
@@ -187,7 +204,7 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 		}
 	}
 
-	switch req.CardToken {
+	switch behaviour {
 	case TokenFail:
 		return Charge{}, errSimulatedFailure
 	case TokenSlow:
@@ -254,7 +271,7 @@ func (s *Sandbox) insertCharge(ctx, pctx context.Context, req ChargeRequest, fp 
 	if err != nil {
 		return Charge{}, fmt.Errorf("psp sandbox: record charge: %w", err)
 	}
-	if req.CardToken == TokenTimeout {
+	if baseToken(req.CardToken) == TokenTimeout {
 		<-ctx.Done()
 		return Charge{}, fmt.Errorf("psp sandbox: charge %s was made but its answer never came (simulated timeout): %w",
 			row.ID, ctx.Err())
@@ -284,7 +301,26 @@ const chargeInsertWithEvent = `
 
 // special reports whether a token behaves other than approving or declining at once.
 func special(token string) bool {
+	token = baseToken(token)
 	return token == TokenFail || token == TokenSlow || token == TokenTimeout || token == TokenLate
+}
+
+// CardFingerprint implements Provider. The sandbox's cards are its magic tokens: every
+// token of one (the magic token itself, or it with a suffix) has that card's fingerprint,
+// "fp_" and 24 hex digits; any other token is unknown.
+func (s *Sandbox) CardFingerprint(ctx context.Context, token string) (string, error) {
+	if err := checkCardToken(token); err != nil {
+		return "", err
+	}
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("psp sandbox: card fingerprint: %w", err)
+	}
+	base := baseToken(token)
+	if base == token && !slices.Contains(magicTokens, token) {
+		return "", fmt.Errorf("%w: no card has this token", ErrNotFound)
+	}
+	h := sha256.Sum256([]byte("tekrar sandbox card\x00" + base))
+	return "fp_" + hex.EncodeToString(h[:12]), nil
 }
 
 // CancelCharge implements Provider. The canceled key is a row of psp_charges with status

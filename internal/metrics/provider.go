@@ -85,3 +85,10 @@ func (p *provider) ListCharges(ctx context.Context, q psp.ChargeListQuery) (psp.
 	p.observe("list_charges", start, "", err)
 	return page, err
 }
+
+func (p *provider) CardFingerprint(ctx context.Context, token string) (string, error) {
+	start := time.Now()
+	fp, err := p.next.CardFingerprint(ctx, token)
+	p.observe("card_fingerprint", start, "", err)
+	return fp, err
+}

@@ -52,6 +52,7 @@ const (
 	CodeBatchTooLarge                 Code = "batch_too_large"
 	CodeInstallmentInFlight           Code = "installment_in_flight"
 	CodeRefundExceedsFirstInstallment Code = "refund_exceeds_first_installment"
+	CodeCardIdentityUnavailable       Code = "card_identity_unavailable"
 )
 
 // Spec is everything about a code that does not depend on the occurrence: its status, its
@@ -163,6 +164,8 @@ var Codes = []Spec{
 		"the provider did not answer in time or failed: the charge may exist. Retry with the same key: tekrar looks the charge up before charging"},
 	{CodeStoreUnavailable, http.StatusServiceUnavailable, "Database unavailable", true, false, false, 2,
 		"the database is unreachable; tekrar failed closed and executed nothing it could not record"},
+	{CodeCardIdentityUnavailable, http.StatusServiceUnavailable, "Card could not be identified", true, false, true, 2,
+		"`POST /v1/orders`: the payment provider could not say which card `payment.card_token` is, which tekrar needs to tell a new token of the same card from another card (docs/fingerprints.md); nothing was executed. Retry with the same key. `safe_new_key` is true for a first request (nothing was stored), false for a retry of a stored key"},
 	{CodeNeedsAttention, http.StatusServiceUnavailable, "This request needs an operator", true, false, false, 1,
 		"the outcome could not be resolved automatically and an operator is on it"},
 	// The operator must configure tekrar; nothing the client changes helps.

@@ -1,0 +1,161 @@
+package checkout
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/internal/problem"
+)
+
+// intent is a request as its route's spec covers it (FingerprintSpec), worked out at most
+// once per request and only when needed: before a claim, or when a stored key's exact
+// fingerprint differs from the request's. A replay needs none of it.
+type intent struct {
+	spec FingerprintSpec
+
+	scoped bool // scope and token are computed
+	scope  [32]byte
+	token  string // the card token the spec names, "" for none
+
+	carded bool           // card is resolved
+	card   sql.NullString // the card's identity at the provider; NULL: no card, or a token the provider does not know
+}
+
+// errCardLookup is the provider failing to say which card a token is (unreachable, timed
+// out, a 5xx): the caller cannot tell a new token of the first card from another card.
+var errCardLookup = errors.New("card fingerprint lookup failed")
+
+func (in *intent) computeScope(req Request) error {
+	if in.scoped {
+		return nil
+	}
+	sum, token, err := in.spec.scope(req.Path, req.Body, req.Bound)
+	if err != nil {
+		return fmt.Errorf("scope fingerprint: %w", err)
+	}
+	in.scope, in.token, in.scoped = sum, token, true
+	return nil
+}
+
+// resolveCard asks the provider for the identity of the request's card, once. A token the
+// provider does not know (or refuses as malformed) has none: such a request matches only
+// by its exact fingerprint, and its charge is declined. Any other failure is errCardLookup.
+func (s *Service) resolveCard(ctx context.Context, in *intent) error {
+	if in.carded || in.token == "" {
+		in.carded = true
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
+	defer cancel()
+	fp, err := s.provider.CardFingerprint(pctx, in.token)
+	switch {
+	case errors.Is(err, psp.ErrNotFound), errors.Is(err, psp.ErrInvalidRequest):
+	case err != nil:
+		// The token is not logged: the error is the provider's, which never repeats it.
+		s.logger.Warn("card fingerprint lookup failed", "err", err)
+		return fmt.Errorf("%w: %w", errCardLookup, err)
+	case fp == "" || len(fp) > psp.MaxCardFingerprint:
+		return fmt.Errorf("%w: the provider answered an unusable fingerprint", errCardLookup)
+	default:
+		in.card = sql.NullString{String: fp, Valid: true}
+	}
+	in.carded = true
+	return nil
+}
+
+// claimScope fills what the key row to be claimed stores of the request's scope: nothing
+// for a route whose spec covers the exact body. The card is looked up before the claim, so
+// that a retry with another token can be compared with it from the first moment the key
+// exists; if the provider cannot say which card it is, nothing is claimed (503
+// card_identity_unavailable): storing the key without the card would make every
+// re-tokenized retry of it a conflict.
+func (s *Service) claimScope(ctx context.Context, req Request, in *intent, k *Key) error {
+	if !in.spec.scoped() {
+		return nil
+	}
+	if err := in.computeScope(req); err != nil {
+		return err
+	}
+	if err := s.resolveCard(ctx, in); err != nil {
+		return cardUnidentified(false)
+	}
+	k.ScopeFingerprint, k.CardFingerprint = in.scope[:], in.card
+	return nil
+}
+
+// sameScope decides for a request whose exact fingerprint differs from its key's (on the
+// same route) whether it is still the same request by the route's spec: its scope
+// fingerprint is the key's and, when the route takes a card, its card is the key's card.
+// The provider is asked only when everything else matched. differs, when not "", says
+// what differed for the key's history.
+//
+// A key without a scope fingerprint (stored before there was one, or on a route that
+// covers the exact body) matches exactly or not at all, as it always did; so does a key
+// whose first request had no card identity. If the provider cannot say which card the
+// request's token is, the request is answered 503 card_identity_unavailable: treating it
+// as the same could replay (or charge) a purchase of another card, and refusing it as a
+// reused key would tell the client to pay again under a new key.
+func (s *Service) sameScope(ctx context.Context, req Request, k *Key, in *intent) (same bool, differs string, _ error) {
+	if !in.spec.scoped() {
+		return false, "", nil
+	}
+	scope, card, err := storedScope(ctx, s.q, k)
+	if err != nil || scope == nil {
+		return false, "", err
+	}
+	if err := in.computeScope(req); err != nil {
+		return false, "", err
+	}
+	if !bytes.Equal(scope, in.scope[:]) {
+		return false, "", nil
+	}
+	if in.spec.CardToken == "" {
+		return true, "", nil
+	}
+	if !card.Valid {
+		return false, "", nil
+	}
+	if err := s.resolveCard(ctx, in); err != nil {
+		return false, "", cardUnidentified(true)
+	}
+	if !in.card.Valid || in.card.String != card.String {
+		return false, "card: a token of another card (or one the provider does not know)", nil
+	}
+	return true, "", nil
+}
+
+// storedScope reads what a key stores of its scope; nil when it stores none (or is gone).
+// Not part of keyColumns: it is read on this path only.
+func storedScope(ctx context.Context, db sqlx.QueryerContext, k *Key) (scope []byte, card sql.NullString, err error) {
+	if k.Tombstone {
+		err = db.QueryRowxContext(ctx, `SELECT scope_fingerprint, card_fingerprint FROM key_tombstones
+			 WHERE client_id = $1 AND key = $2`, k.ClientID, k.Key).Scan(&scope, &card)
+	} else {
+		err = db.QueryRowxContext(ctx, `SELECT scope_fingerprint, card_fingerprint FROM idempotency_keys
+			 WHERE id = $1`, k.ID).Scan(&scope, &card)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, sql.NullString{}, nil
+	}
+	if err != nil {
+		return nil, sql.NullString{}, fmt.Errorf("read key scope: %w", err)
+	}
+	return scope, card, nil
+}
+
+// cardUnidentified answers a request whose card the provider could not identify. Nothing
+// was executed; a new key is safe only when no key was stored (a first arrival).
+func cardUnidentified(keyStored bool) *problem.Problem {
+	detail := "the payment provider could not say which card the token is, so this purchase was not started; retry with the same Idempotency-Key"
+	if keyStored {
+		detail = "the payment provider could not say which card the token is, so tekrar cannot tell whether this retry pays with the same card as the key's first request; nothing was executed. Retry with the same Idempotency-Key, never a new one"
+	}
+	return problem.Of(problem.CodeCardIdentityUnavailable).WithDetail(detail).
+		With("retryable", true).With("safe_new_key", !keyStored)
+}
