@@ -61,8 +61,10 @@ func loadContract() (*contract, error) {
 		// Strict for responses: a member or header the document does not declare is a
 		// violation. X-Content-Type-Options is sent with every problem and is no part of the
 		// contract.
+		// Metadata is the client's own map: its members are not the document's to declare.
 		if c.responses, contractErr = mk(config.WithFormatAssertions(), config.WithStrictMode(),
-			config.WithStrictIgnoredHeadersExtra("x-content-type-options", "content-security-policy")); contractErr != nil {
+			config.WithStrictIgnoredHeadersExtra("x-content-type-options", "content-security-policy"),
+			config.WithStrictIgnorePaths("$.body.metadata.*", "$.body.data[*].metadata.*")); contractErr != nil {
 			return
 		}
 		if ok, errs := c.requests.ValidateDocument(); !ok {
@@ -107,15 +109,22 @@ func (c *contract) check(req *http.Request, reqBody []byte, resp *http.Response,
 				return out
 			}
 		}
-		// A request the document refuses must not succeed.
-		if resp.StatusCode < 400 {
+		// A request the document refuses must not succeed, unless the answer is a replay:
+		// a key's stored answer is replayed before the body is looked at (docs/api.md).
+		if resp.StatusCode < 400 && resp.Header.Get("Idempotent-Replayed") != "true" {
 			out = append(out, fmt.Sprintf("%s: the OpenAPI document refuses this request (%s), but the server answered %d",
 				name, joinErrors(reqErrs), resp.StatusCode))
 		}
 	}
 	r := &http.Response{StatusCode: resp.StatusCode, Header: resp.Header, Body: io.NopCloser(bytes.NewReader(respBody)),
 		ContentLength: int64(len(respBody)), Request: req}
-	if ok, errs := c.responses.ValidateHttpResponse(withBody(), r); !ok {
+	responses := c.responses
+	if req.URL.Path == "/v1/openapi.json" {
+		// The document itself: not strict, since its members are OpenAPI's, not its own
+		// (TestOpenAPIServed compares it with the embedded one byte for byte).
+		responses = c.requests
+	}
+	if ok, errs := responses.ValidateHttpResponse(withBody(), r); !ok {
 		out = append(out, fmt.Sprintf("%s: response %d does not match the OpenAPI document: %s\nbody: %s",
 			name, resp.StatusCode, joinErrors(errs), respBody))
 	}

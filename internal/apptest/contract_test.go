@@ -18,7 +18,7 @@ func TestContractCatchesDrift(t *testing.T) {
 	const client = `{"id":1,"name":"app","key_ttl_seconds":86400}`
 	const order = `{"currency":"TRY","items":[{"sku":"A","name":"A","quantity":1,"unit_amount":5}],"amount":5,"payment":{"card_token":"tok_visa"}}`
 	const created = `{"id":"ord_0123456789abcdef0123456789abcdef","status":"paid","amount":5,"currency":"TRY",` +
-		`"items":[{"sku":"A","name":"A","quantity":1,"unit_amount":5}],"refunded_amount":0,"created_at":"2026-12-02T14:00:00Z"}`
+		`"items":[{"sku":"A","name":"A","quantity":1,"unit_amount":5}],"metadata":{"device_id":"A1"},"refunded_amount":0,"created_at":"2026-12-02T14:00:00Z"}`
 	keyed := []string{"Idempotency-Key", "k1", "Content-Type", "application/json", "Authorization", "Bearer s"}
 	createdHeaders := []string{"Content-Type", "application/json", "Location", "/v1/orders/ord_0123456789abcdef0123456789abcdef",
 		"Idempotent-Replayed", "false", "Idempotency-Key", "k1", "Idempotency-Expires", "2026-12-03T14:00:00Z"}
@@ -51,6 +51,8 @@ func TestContractCatchesDrift(t *testing.T) {
 		{"undocumented route refused", "GET", "/v1/nowhere", "", nil, 404, problemHeaders, notFound, ""},
 		{"refused request accepted", "POST", "/v1/orders", order, []string{"Content-Type", "application/json", "Authorization", "Bearer s"}, 201,
 			createdHeaders, created, "refuses this request"},
+		{"refused request replayed", "POST", "/v1/orders", order, []string{"Content-Type", "application/json", "Authorization", "Bearer s"}, 201,
+			append(createdHeaders[:4:4], "Idempotent-Replayed", "true"), created, ""},
 		{"refused request refused", "POST", "/v1/orders", `{"amount":"x"}`, keyed, 422, problemHeaders,
 			`{"type":"/problems/validation_failed","title":"Validation failed","status":422,"code":"validation_failed","retryable":false,"safe_new_key":true}`, ""},
 		{"outside the API", "GET", "/admin/login", "", nil, 200, []string{"Content-Type", "text/html"}, "<html>", ""},
