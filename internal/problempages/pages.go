@@ -23,7 +23,11 @@ const contentSecurity = "default-src 'none'; style-src 'self'; img-src 'self' da
 // Register mounts the index and the pages on e.
 func Register(e *gin.Engine) {
 	e.GET(strings.TrimSuffix(problem.PagesPath, "/"), func(c *gin.Context) {
-		render(c, views.ProblemIndex(problem.Codes))
+		vs := make([]views.ProblemView, len(problem.Codes))
+		for i, s := range problem.Codes {
+			vs[i] = view(s)
+		}
+		render(c, views.ProblemIndex(vs))
 	})
 	e.GET(problem.PagesPath+":code", func(c *gin.Context) {
 		s, ok := problem.Lookup(problem.Code(c.Param("code")))
@@ -31,8 +35,15 @@ func Register(e *gin.Engine) {
 			server.Abort(c, problem.NotFound().WithDetail("no such problem code; /problems lists them"))
 			return
 		}
-		render(c, views.ProblemPage(s))
+		render(c, views.ProblemPage(view(s)))
 	})
+}
+
+// view is what a page shows of a code.
+func view(s problem.Spec) views.ProblemView {
+	return views.ProblemView{Code: string(s.Code), Title: s.Title, Status: s.Status, Href: problem.TypeURI(s.Code),
+		Doc: s.Doc, Advice: s.Advice(), Example: s.Example(), Retryable: s.Retryable, SafeNewKey: s.SafeNewKey,
+		PerOccurrence: s.PerOccurrence, RetryAfter: s.RetryAfter}
 }
 
 // render writes a page, rendered to a buffer first so that an error never sends half of
