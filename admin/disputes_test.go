@@ -82,7 +82,7 @@ func disputeEvent(t *testing.T, e *apptest.Env, k webhook.Key, order string, seq
 	req, _ := http.NewRequest("POST", e.URL+"/webhooks/psp", bytes.NewReader(body))
 	req.Header = webhook.Headers(ev.ID, time.Now(), body, k)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.HTTP.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

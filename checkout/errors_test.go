@@ -84,11 +84,11 @@ func TestStoredProblemBodiesKeepTheirBytes(t *testing.T) {
 		want string
 	}{
 		{"abandoned-fenced", canceledAnswer(id, false),
-			`{"type":"urn:tekrar:problem:payment_abandoned","title":"Payment abandoned","status":409,"detail":"the request was interrupted before the card was charged and was not retried in time; nothing was charged and the order is canceled. Pay again with a new key","instance":"/v1/orders","code":"payment_abandoned","order_id":"` + id + `","retryable":false,"safe_new_key":true}`},
+			`{"type":"/problems/payment_abandoned","title":"Payment abandoned","status":409,"detail":"the request was interrupted before the card was charged and was not retried in time; nothing was charged and the order is canceled. Pay again with a new key","instance":"/v1/orders","code":"payment_abandoned","order_id":"` + id + `","retryable":false,"safe_new_key":true}`},
 		{"abandoned-owed", canceledAnswer(id, true),
-			`{"type":"urn:tekrar:problem:payment_abandoned","title":"Payment abandoned","status":409,"detail":"the request was interrupted before the card was charged and was not retried in time; the order is canceled. If the payment provider still completes the interrupted charge, it is refunded in full automatically. Pay again with a new key","instance":"/v1/orders","code":"payment_abandoned","order_id":"` + id + `","retryable":false,"safe_new_key":true}`},
+			`{"type":"/problems/payment_abandoned","title":"Payment abandoned","status":409,"detail":"the request was interrupted before the card was charged and was not retried in time; the order is canceled. If the payment provider still completes the interrupted charge, it is refunded in full automatically. Pay again with a new key","instance":"/v1/orders","code":"payment_abandoned","order_id":"` + id + `","retryable":false,"safe_new_key":true}`},
 		{"declined", declinedAnswer(id, "card_declined"),
-			`{"type":"urn:tekrar:problem:payment_declined","title":"Payment declined","status":402,"detail":"the card was declined; the order is kept in status declined","instance":"/v1/orders","code":"payment_declined","decline_code":"card_declined","order_id":"` + id + `","retryable":false,"safe_new_key":true}`},
+			`{"type":"/problems/payment_declined","title":"Payment declined","status":402,"detail":"the card was declined; the order is kept in status declined","instance":"/v1/orders","code":"payment_declined","decline_code":"card_declined","order_id":"` + id + `","retryable":false,"safe_new_key":true}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := string(tc.p.Body("/v1/orders")); got != tc.want {

@@ -34,6 +34,9 @@ type handlers struct {
 // Register mounts the API on g (the /v1 group).
 func Register(g *gin.RouterGroup, d Deps) {
 	a := &handlers{logger: d.Logger, svc: d.Service, hooks: d.Hooks, maxBody: d.MaxBodyBytes}
+	// Registered before the group's middleware, which gin applies only to the routes
+	// registered after it: the document needs no credentials.
+	g.GET("/openapi.json", serveOpenAPI)
 	g.Use(server.PlainText(keyedAdvice), authenticate(d.Authenticator, d.Logger))
 	g.GET("/client", whoami)
 	g.POST("/orders", a.createOrder)

@@ -113,7 +113,7 @@ func timedRequest(t *testing.T, e *apptest.Env, method, path, secret string, bod
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	start := time.Now()
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.HTTP.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: no answer: %v", method, path, err)
 	}

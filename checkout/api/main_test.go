@@ -65,7 +65,7 @@ func problemOf(t testing.TB, r apptest.Response, status int, code string) map[st
 	if err := json.Unmarshal(r.Body, &p); err != nil {
 		t.Fatalf("problem body: %v: %s", err, r.Body)
 	}
-	if p["code"] != code || p["status"] != float64(status) || p["type"] != "urn:tekrar:problem:"+code || p["title"] == "" {
+	if p["code"] != code || p["status"] != float64(status) || p["type"] != "/problems/"+code || p["title"] == "" {
 		t.Fatalf("problem %s, want code %s status %d", r.Body, code, status)
 	}
 	return p

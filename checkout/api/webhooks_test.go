@@ -54,7 +54,7 @@ func deliver(e *apptest.Env, k webhook.Key, id string, body []byte, h http.Heade
 	}
 	req.Header = h
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.HTTP.Do(req)
 	if err != nil {
 		return 0, "", err
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/metrics"
 	"github.com/tekrar/tekrar/internal/problem"
+	"github.com/tekrar/tekrar/internal/problempages"
 	"github.com/tekrar/tekrar/internal/schedule"
 	"github.com/tekrar/tekrar/internal/server"
 	"github.com/tekrar/tekrar/static"
@@ -89,6 +90,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	}
 	e.GET("/readyz", server.Ready(logger, readyTimeout, db.PingContext))
 	e.StaticFS("/static", server.Files(static.Files))
+	problempages.Register(e)
 	var provider psp.Provider
 	if cfg.PSPURL != "" {
 		provider = psp.NewClient(cfg.PSPURL, &http.Client{Timeout: 2 * cfg.ProviderTimeout})

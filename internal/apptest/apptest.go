@@ -37,6 +37,10 @@ type Env struct {
 	// Secret authenticates as ClientID, a client created for the test.
 	Secret   string
 	ClientID int64
+	// HTTP is the client Do and Send use, and any test that builds its own requests should:
+	// it checks every exchange under /v1 and /webhooks against the OpenAPI document
+	// (contract.go) and fails the test on a violation.
+	HTTP *http.Client
 }
 
 // Defaults returns the configuration `tekrar serve` runs with when nothing is set.
@@ -107,7 +111,8 @@ func serve(t testing.TB, cfg config.Server, url string, clock *Clock, crash func
 		srv.Close()
 		a.Close()
 	})
-	return &Env{URL: srv.URL, MetricsURL: msrv.URL, DB: db, DBURL: url, Config: cfg, Clock: clock, App: a}
+	hc := &http.Client{Transport: &checkedTransport{next: http.DefaultTransport, report: t.Errorf}}
+	return &Env{URL: srv.URL, MetricsURL: msrv.URL, DB: db, DBURL: url, Config: cfg, Clock: clock, App: a, HTTP: hc}
 }
 
 // NewClient creates another API client and returns its secret and id.
@@ -158,7 +163,7 @@ func (e *Env) Send(method, path, secret string, body []byte, headers ...string) 
 	if body != nil && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.HTTP.Do(req)
 	if err != nil {
 		return Response{}, err
 	}

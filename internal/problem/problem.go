@@ -63,9 +63,22 @@ func (p *Problem) Error() string {
 	return string(p.Code) + ": " + p.Title
 }
 
-// TypeURI is the problem type for a code. A URN rather than a URL: it is stable, and the
-// codes are documented in docs/problems.md.
-func TypeURI(code Code) string { return "urn:tekrar:problem:" + string(code) }
+// PagesPath is where tekrar serves a page for each code of the table: PagesPath + code.
+const PagesPath = "/problems/"
+
+// TypeURI is the problem type for a code: for a code of the table, its page, a relative
+// reference (RFC 9457 section 3.1.1) that resolves against the URL the client requested, so
+// the link leads to the tekrar that answered under whatever host name the client used, and a
+// stored answer replayed later stays right without tekrar knowing its public URL. A code of
+// another service's (the payment provider's) has no page and keeps a URN. Clients branch on
+// the code, not on the type: answers stored before the pages existed are replayed byte for
+// byte with the URN they had, urn:tekrar:problem:<code>.
+func TypeURI(code Code) string {
+	if _, ok := specs[code]; ok {
+		return PagesPath + string(code)
+	}
+	return "urn:tekrar:problem:" + string(code)
+}
 
 // MarshalJSON writes type, title, status, detail, instance and code, then the extensions.
 func (p *Problem) MarshalJSON() ([]byte, error) {

@@ -14,7 +14,7 @@ func TestWrite(t *testing.T) {
 	if w.Code != 409 || w.Header().Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("status %d, content type %q", w.Code, w.Header().Get("Content-Type"))
 	}
-	want := `{"type":"urn:tekrar:problem:idempotency_key_in_use","title":"In use","status":409,"detail":"retry <later>",` +
+	want := `{"type":"/problems/idempotency_key_in_use","title":"In use","status":409,"detail":"retry <later>",` +
 		`"instance":"/v1/orders","code":"idempotency_key_in_use","a_first":1,"retryable":true}`
 	if got := w.Body.String(); got != want {
 		t.Fatalf("body\n%s\nwant\n%s", got, want)
