@@ -11,8 +11,8 @@ import (
 	"github.com/tekrar/tekrar/internal/schedule"
 )
 
-// The deployment's tasks: the sweeper always, reconciliation unless TEKRAR_RECONCILE_EVERY
-// is 0. Reconciliation as a task is recorded as scheduled, over the window that ends at the
+// The deployment's tasks: the sweeper, installments and settlement always, reconciliation
+// unless TEKRAR_RECONCILE_EVERY is 0. Reconciliation as a task is recorded as scheduled, over the window that ends at the
 // tick it was given.
 func TestScheduledTasks(t *testing.T) {
 	names := func(e *apptest.Env) (ns []string) {
@@ -21,12 +21,17 @@ func TestScheduledTasks(t *testing.T) {
 		}
 		return ns
 	}
-	if got := names(apptest.New(t, func(c *config.Server) { c.ReconcileEvery = 0 })); !slices.Equal(got, []string{"sweep"}) {
+	if got := names(apptest.New(t, func(c *config.Server) { c.ReconcileEvery = 0 })); !slices.Equal(got, []string{"sweep", "installments", "settle"}) {
 		t.Errorf("with reconciliation off: tasks %v", got)
 	}
 	e := apptest.New(t, func(c *config.Server) { c.ReconcileEvery = time.Hour; c.ReconcileWindow = 2 * time.Hour })
-	if got := names(e); !slices.Equal(got, []string{"sweep", "reconcile"}) {
+	if got := names(e); !slices.Equal(got, []string{"sweep", "installments", "settle", "reconcile"}) {
 		t.Fatalf("tasks %v", got)
+	}
+	for _, name := range []string{"installments", "settle"} {
+		if r, err := e.App.Scheduler.RunNow(context.Background(), name); err != nil || r.Outcome.String != schedule.OutcomeOK {
+			t.Fatalf("%s: %+v %v", name, r, err)
+		}
 	}
 	now := e.Clock.Stop()
 	r, err := e.App.Scheduler.RunNow(context.Background(), "reconcile")
