@@ -103,6 +103,12 @@ func (s *Sweeper) PassAt(ctx context.Context, now time.Time) (SweepResult, error
 	if s.cfg.Observe != nil && ctx.Err() == nil {
 		s.cfg.Observe(res, err)
 	}
+	// The log line the sweep loop wrote before it became a scheduled task: a pass that
+	// changed something says what, whoever ran it (a tick, or `tekrar sweep`).
+	if err == nil && res.KeysDeleted+res.KeysTombstoned+res.TombstonesForgotten+res.EventsDeleted > 0 {
+		s.logger.Info("sweep", "tombstoned", res.KeysTombstoned, "deleted", res.KeysDeleted,
+			"forgotten", res.TombstonesForgotten, "events_deleted", res.EventsDeleted, "took", res.Took.String())
+	}
 	return res, err
 }
 
