@@ -184,7 +184,7 @@ func (s *Settler) create(ctx context.Context, tx *sqlx.Tx, row settlementRow, da
 			currencies = append(currencies, c.Currency)
 		}
 		switch c.Kind {
-		case "capture":
+		case "capture", "installment": // an installment after the first is a capture of its own
 			t.CapturedAmount += c.Amount
 			t.CapturedCount++
 		case "refund":

@@ -4,7 +4,7 @@ import "time"
 
 // The statements of settlement (settle.go). It owns settlements, settlement_totals and
 // settlement_items (migration 00029), and reads the tables of the money movements:
-// payments, refunds, order_disputes and compensations.
+// payments, installments, refunds, order_disputes and compensations.
 
 // settleLockClass is the first key of the advisory lock that lets one settlement
 // transaction at a time work on a client ("se" in ASCII); the second is the client id.
@@ -52,6 +52,8 @@ type movement struct {
 // in [$2, $3) and that no settlement has claimed, oldest first. What counts when:
 //
 //   - a capture: the succeeded payment, when tekrar recorded it (payments.created_at);
+//   - an installment: an installment after the first (the first is the order's payment),
+//     when tekrar recorded it paid (installments.paid_at);
 //   - a refund: a succeeded refund, when it succeeded (refunds.updated_at, which the
 //     statement that marks it succeeded sets, and nothing changes afterwards; a refund made
 //     at the provider is recorded succeeded when its event arrives);
@@ -65,6 +67,10 @@ const unclaimedMovementsSQL = `
 	           p.order_id
 	      FROM payments p JOIN orders o ON o.id = p.order_id
 	     WHERE o.client_id = $1 AND p.status = 'succeeded' AND p.created_at >= $2 AND p.created_at < $3
+	    UNION ALL
+	    SELECT 'installment', i.id, i.paid_at, i.amount, o.currency, i.order_id
+	      FROM installments i JOIN orders o ON o.id = i.order_id
+	     WHERE o.client_id = $1 AND i.status = 'paid' AND i.n > 1 AND i.paid_at >= $2 AND i.paid_at < $3
 	    UNION ALL
 	    SELECT 'refund', r.id, r.updated_at, r.amount, r.currency, r.order_id
 	      FROM refunds r

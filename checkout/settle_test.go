@@ -443,3 +443,82 @@ func TestSettlementDayWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestInstallmentsAreSettled: the installments the scheduled job charges after the first
+// are captures of their own, each counted once on the day tekrar recorded it paid, and one
+// recorded after its day closed is an adjustment on the next settlement. Over the plan the
+// settlements add up to what the provider charged.
+func TestInstallmentsAreSettled(t *testing.T) {
+	t.Parallel()
+	e := newInstallmentEnv(t, "Europe/Istanbul", utc("2027-01-31T10:00:00Z")) // 13:00 in Istanbul
+	if _, err := e.db.Exec(`UPDATE clients SET created_at = '2020-01-01' WHERE id = $1`, e.client.ID); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	settledAt := time.Time{}
+	settler := NewSettler(e.db, SettlerOptions{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return settledAt }})
+	settle := func(now, day string) Settlement {
+		t.Helper()
+		mu.Lock()
+		settledAt = utc(now)
+		mu.Unlock()
+		d, err := ParseDay(day)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := settler.Settle(context.Background(), e.client.ID, d)
+		if err != nil {
+			t.Fatalf("settle %s: %v", day, err)
+		}
+		return s
+	}
+	chargeAt := func(at string, want int) {
+		t.Helper()
+		e.actionEnv.mu.Lock()
+		e.now = utc(at) // the instant tekrar records the charge
+		e.actionEnv.mu.Unlock()
+		if res := e.run(at); res.Charged != want {
+			t.Fatalf("installments at %s: %+v, want %d charged", at, res, want)
+		}
+	}
+	_, id := e.plan("k-sofa", 1000, 3) // 334 now, 333 on Feb 28 and on Mar 31
+
+	check := func(s Settlement, name, want string, adjusted int) {
+		t.Helper()
+		if totalsLine(s) != want || s.Adjusted != adjusted {
+			t.Fatalf("%s: %s with %d adjustments; want %s with %d", name, totalsLine(s), s.Adjusted, want, adjusted)
+		}
+	}
+	check(settle("2027-02-01T00:00:00Z", "2027-01-31"), "the order's day: its first installment",
+		"TRY captured 334/1 refunded 0/0 disputed 0/0 compensated 0/0; ", 0)
+	chargeAt("2027-02-27T21:00:30Z", 1) // Feb 28, 00:00:30 in Istanbul
+	for range 3 {
+		check(settle("2027-03-01T00:00:00Z", "2027-02-28"), "Feb 28: the second installment",
+			"TRY captured 333/1 refunded 0/0 disputed 0/0 compensated 0/0; ", 0)
+	}
+	// Mar 31 is settled before its installment is recorded; the charge is recorded a minute
+	// before that day ends there, so it belongs to Mar 31 and comes late.
+	check(settle("2027-04-01T00:00:00Z", "2027-03-31"), "Mar 31 before its installment", "", 0)
+	chargeAt("2027-03-31T20:59:00Z", 1)
+	if s := settle("2027-04-01T00:00:00Z", "2027-03-31"); totalsLine(s) != "" || s.Waiting != 1 {
+		t.Fatalf("rerun of Mar 31: %s, %d waiting; want the row as written and the installment waiting", totalsLine(s), s.Waiting)
+	}
+	check(settle("2027-04-02T00:00:00Z", "2027-04-01"), "Apr 1: the late installment as an adjustment", "", 1)
+
+	var got struct {
+		Settled  int64 `db:"settled"`
+		Items    int64 `db:"items"`
+		Provider int64 `db:"provider"`
+	}
+	if err := e.db.Get(&got, `
+		SELECT (SELECT sum(amount) FROM settlement_items WHERE order_id = $1 AND kind IN ('capture', 'installment')) AS settled,
+		       (SELECT count(*) FROM settlement_items WHERE order_id = $1) AS items,
+		       (SELECT sum(amount) FROM psp_charges WHERE status = 'succeeded'
+		         AND (description = $2 OR description LIKE $2 || ' installment %')) AS provider`,
+		id, chargeDescription(id)); err != nil {
+		t.Fatal(err)
+	}
+	if got.Settled != 1000 || got.Items != 3 || got.Provider != 1000 {
+		t.Fatalf("settled %d in %d items, the provider charged %d; want 1000 in 3, and 1000", got.Settled, got.Items, got.Provider)
+	}
+}
