@@ -11,6 +11,10 @@ type OrderInput struct {
 	Payment  Payment           `json:"payment"`
 	Customer *Customer         `json:"customer,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Installments (2 to 12) pays the order monthly on a saved card (Payment.Customer and
+	// Payment.PaymentMethod): the first now, the others on their due dates
+	// (docs/installments.md). 0 or 1 pays it at once.
+	Installments int `json:"installments,omitempty"`
 }
 
 // Item is one order or cart line; amounts are in the currency's minor unit.
@@ -22,9 +26,12 @@ type Item struct {
 	FromStock  bool   `json:"from_stock,omitempty"`
 }
 
-// Payment is how an order is paid: a card token from the payment provider's SDK.
+// Payment is how an order is paid: a single-use card token from the payment provider's
+// SDK, or a card the customer saved at the provider (Customer and PaymentMethod).
 type Payment struct {
-	CardToken string `json:"card_token"`
+	CardToken     string `json:"card_token,omitempty"`
+	Customer      string `json:"customer,omitempty"`
+	PaymentMethod string `json:"payment_method,omitempty"`
 }
 
 // Customer identifies who ordered.
@@ -45,6 +52,22 @@ type Order struct {
 	Payment        *PaymentResult    `json:"payment,omitempty"`
 	RefundedAmount int64             `json:"refunded_amount"`
 	CreatedAt      time.Time         `json:"created_at"`
+	// Installments is the plan of an order paid in installments, one entry per installment.
+	Installments []Installment `json:"installments,omitempty"`
+}
+
+// Installment is one installment of an order's plan.
+type Installment struct {
+	N      int    `json:"n"`
+	Amount int64  `json:"amount"`
+	DueOn  string `json:"due_on"` // YYYY-MM-DD, in the client's time zone
+	// Status: scheduled, paid, attention (declined on every retry; an operator's) or
+	// canceled (the order was refunded or declined first).
+	Status      string     `json:"status"`
+	Attempts    int        `json:"attempts"`
+	NextAttempt *time.Time `json:"next_attempt_at,omitempty"`
+	DeclineCode string     `json:"decline_code,omitempty"`
+	PaidAt      *time.Time `json:"paid_at,omitempty"`
 }
 
 // PaymentResult is the charge of an order.

@@ -26,7 +26,8 @@ func installmentsRunCmd(e env) *cobra.Command {
 }
 
 func runInstallments(ctx context.Context, e env, cfg config.Server, atText string) error {
-	at := time.Now()
+	clock := app.Clock(cfg)
+	at := app.Now(clock)
 	if atText != "now" {
 		t, err := time.Parse(time.RFC3339Nano, atText)
 		if err != nil {
@@ -44,12 +45,13 @@ func runInstallments(ctx context.Context, e env, cfg config.Server, atText strin
 	if cfg.PSPURL != "" {
 		provider = psp.NewClient(cfg.PSPURL, &http.Client{Timeout: 2 * cfg.ProviderTimeout})
 	} else {
-		provider = psp.NewSandbox(pool, psp.SandboxOptions{})
+		provider = psp.NewSandbox(pool, psp.SandboxOptions{Now: clock})
 	}
 	svc := checkout.NewService(pool, provider, checkout.Config{
 		Lease:           cfg.Lease,
 		ProviderTimeout: cfg.ProviderTimeout,
 		Crash:           app.CrashHook(cfg, logger),
+		Now:             clock,
 	}, logger)
 	defer svc.Close()
 	summary, err := svc.ChargeDueInstallments(ctx, at)

@@ -27,7 +27,8 @@ func reconcileCmd(e env) *cobra.Command {
 }
 
 func reconcile(ctx context.Context, e env, cfg config.Server, sinceText, untilText string) error {
-	now := time.Now()
+	clock := app.Clock(cfg)
+	now := app.Now(clock)
 	since, err := config.ParseWindowEnd(sinceText, now)
 	if err != nil {
 		return usageError("--since: %v", err)
@@ -49,13 +50,14 @@ func reconcile(ctx context.Context, e env, cfg config.Server, sinceText, untilTe
 	if cfg.PSPURL != "" {
 		provider = psp.NewClient(cfg.PSPURL, &http.Client{Timeout: 2 * cfg.ProviderTimeout})
 	} else {
-		provider = psp.NewSandbox(pool, psp.SandboxOptions{})
+		provider = psp.NewSandbox(pool, psp.SandboxOptions{Now: clock})
 	}
 	svc := checkout.NewService(pool, provider, checkout.Config{
 		Lease:           cfg.Lease,
 		ProviderTimeout: cfg.ProviderTimeout,
 		ProviderHorizon: cfg.ProviderHorizon,
 		Crash:           app.CrashHook(cfg, logger),
+		Now:             clock,
 	}, logger)
 	defer svc.Close()
 	res, err := svc.Reconcile(ctx, since, until, checkout.ReconcileOptions{})

@@ -82,6 +82,9 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.now == nil {
+		o.now = Clock(cfg)
+	}
 	gin.SetMode(gin.ReleaseMode)
 	m := metrics.New(db, logger, cfg.DoubleTapWindow)
 	e, err := server.NewEngine(logger, server.TrustedProxies(cfg.TrustedProxies), server.Outermost(m.Middleware()))
@@ -233,6 +236,22 @@ func CrashHook(cfg config.Server, logger *slog.Logger) func(string) {
 			os.Exit(3)
 		}
 	}
+}
+
+// Clock is the process's clock: nil (the wall clock) unless TEKRAR_CLOCK_SHIFT moves it.
+func Clock(cfg config.Server) func() time.Time {
+	if cfg.ClockShift == 0 {
+		return nil
+	}
+	return func() time.Time { return time.Now().Add(cfg.ClockShift) }
+}
+
+// Now reads clock, or the wall clock when it is nil.
+func Now(clock func() time.Time) time.Time {
+	if clock == nil {
+		return time.Now()
+	}
+	return clock()
 }
 
 // SweepConfig is the sweeper's part of the configuration.

@@ -77,6 +77,9 @@ type Server struct {
 	// CrashAt and CrashRate arm the crash harness's fault points; testing only.
 	CrashAt   []string
 	CrashRate float64
+	// ClockShift moves the process's clock away from the wall clock, so that a test can play
+	// out days other than today with real processes; testing only.
+	ClockShift time.Duration
 
 	// Dev only: where the private Postgres keeps its data and which TCP port it opens.
 	DevDir    string
@@ -206,11 +209,15 @@ func bindReconcileWindow(s *Set, c *Server) {
 	s.Duration(&c.ReconcileWindow, "reconcile-window", "TEKRAR_RECONCILE_WINDOW", "48h", "how far back each scheduled reconciliation looks at the provider's charges", time.Minute, 90*24*time.Hour)
 }
 
+// maxClockShift is a century either way.
+const maxClockShift = 100 * 365 * 24 * time.Hour
+
 func bindCrash(s *Set, c *Server) {
 	s.List(&c.CrashAt, "crash-at", "TEKRAR_CRASH_AT", "testing only: exit the process at these crash points (after_claim, after_provider, after_complete, inbox_before_commit, reconcile_after_orphan, compensation_after_refund, installment_after_claim, installment_after_provider)",
 		"after_claim", "after_provider", "after_complete", "inbox_before_commit", "reconcile_after_orphan", "compensation_after_refund",
 		"installment_after_claim", "installment_after_provider")
 	s.Float(&c.CrashRate, "crash-rate", "TEKRAR_CRASH_RATE", "1", "testing only: the chance of exiting at an armed crash point", 0, 1)
+	s.Duration(&c.ClockShift, "clock-shift", "TEKRAR_CLOCK_SHIFT", "0s", "testing only: run the process's clock this far from the wall clock (e.g. -24000h), to play out days other than today", -maxClockShift, maxClockShift)
 }
 
 // BindSweep registers what a one-shot `tekrar sweep` uses: the database, the log and the
