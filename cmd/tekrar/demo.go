@@ -77,6 +77,7 @@ func demoTraffic(ctx context.Context, base string, logger *slog.Logger) {
 	for i := 0; i < 6; i++ {                                             // kiosk keys expire after a minute
 		d.pay(demoKioskSecret, d.key("kiosk", i), body(20+i, "tok_visa"))
 	}
+	d.register()
 	logger.Info("demo traffic sent; kiosk keys expire in a minute, and are retried late in three")
 	select {
 	case <-ctx.Done():
@@ -95,14 +96,39 @@ type demo struct {
 
 func (d *demo) key(kind string, i int) string { return fmt.Sprintf("demo-%s-%s-%d", d.run, kind, i) }
 
-func (d *demo) pay(secret, key string, body []byte) {
-	req, err := http.NewRequest("POST", d.base+"/v1/orders", bytes.NewReader(body))
+// register is a till that was offline: it sells five bags of beans of which the shop has
+// three in stock (two are oversold), sends its queue, loses the answer and sends it again.
+func (d *demo) register() {
+	sku := "BEANS-" + d.run
+	d.send("PUT", "/v1/products/"+sku, demoClientSecret, "",
+		fmt.Appendf(nil, `{"name":"Beans","price":12000,"currency":"TRY","stock":3}`))
+	var sales []byte
+	for i := range 5 {
+		if i > 0 {
+			sales = append(sales, ',')
+		}
+		sales = fmt.Appendf(sales, `{"idempotency_key":%q,"sold_at":%q,"order":{"currency":"TRY","amount":12000,`+
+			`"items":[{"sku":%q,"name":"Beans","quantity":1,"unit_amount":12000,"from_stock":true}],"payment":{"method":"cash"}}}`,
+			d.key("till", i), time.Now().Add(-time.Duration(5-i)*time.Minute).UTC().Format(time.RFC3339), sku)
+	}
+	batch := fmt.Appendf(nil, `{"batch_key":%q,"register":{"id":"till-1","name":"Front till"},"sales":[%s]}`, d.key("queue", 0), sales)
+	d.send("POST", "/v1/pos/sales", demoClientSecret, "", batch)
+	d.send("POST", "/v1/pos/sales", demoClientSecret, "", batch)
+}
+
+func (d *demo) pay(secret, key string, body []byte) { d.send("POST", "/v1/orders", secret, key, body) }
+
+// send makes one request of the demo and drops the answer.
+func (d *demo) send(method, path, secret, key string, body []byte) {
+	req, err := http.NewRequest(method, d.base+path, bytes.NewReader(body))
 	if err != nil {
 		return
 	}
 	req.Header.Set("Authorization", "Bearer "+secret)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	req.Header.Set("User-Agent", "tekrar-demo-pos/1.0")
 	resp, err := d.hc.Do(req)
 	if err != nil {
