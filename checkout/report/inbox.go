@@ -20,7 +20,8 @@ type InboxEvent struct {
 	ReceivedAt     time.Time `db:"received_at"`
 	LastDeliveryAt time.Time `db:"last_delivery_at"`
 	// OrderPublicID is the order the event's charge paid for, when tekrar recorded that
-	// charge on an order; nil otherwise (an order still pending, an orphan charge).
+	// charge on an order, as its payment or as one of its later installments; nil otherwise
+	// (an order still pending, an orphan charge).
 	OrderPublicID *string `db:"order_public_id"`
 }
 
@@ -46,7 +47,8 @@ func Inbox(ctx context.Context, db sqlx.QueryerContext, charge string) ([]InboxE
 	             e.last_delivery_at, o.public_id::text AS order_public_id
 	        FROM provider_events e
 	        LEFT JOIN payments p ON p.provider_charge_id = e.charge_id
-	        LEFT JOIN orders o ON o.id = p.order_id`
+	        LEFT JOIN installments i ON i.provider_charge_id = e.charge_id AND i.n > 1
+	        LEFT JOIN orders o ON o.id = COALESCE(p.order_id, i.order_id)`
 	args := []any{inboxLimit}
 	if charge != "" {
 		q += ` WHERE e.charge_id = $2 ORDER BY e.sequence DESC, e.received_at DESC LIMIT $1`

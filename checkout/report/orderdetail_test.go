@@ -87,3 +87,30 @@ func TestOrderArrivals(t *testing.T) {
 		t.Errorf("no orders: %v %v", none, err)
 	}
 }
+
+// The inbox names the order of an event about an installment charged after the first, as it
+// does for an order's own charge.
+func TestInboxNamesTheOrderOfAnInstallment(t *testing.T) {
+	for name, d := range consoleDBs(t) {
+		t.Run(name, func(t *testing.T) {
+			f := seedConsole(t, d)
+			order := f.orders["a1"]
+			f.exec(`INSERT INTO installments (order_id, n, amount, due_on, due_at, status, attempts, provider_key,
+			            provider_charge_id, paid_at, updated_at)
+			        VALUES ($1, 2, 100, '2025-03-01', $2, 'paid', 1, 'tekrar_in_fixture', 'ch_installment_2', $2, $2)`, order, at0)
+			f.exec(`INSERT INTO provider_events (provider, event_id, type, charge_id, sequence, body, outcome, received_at, last_delivery_at)
+			        VALUES ('sandbox', 'evt_installment_2', 'charge.succeeded', 'ch_installment_2', 1, '{}', 'ignored', $1, $1)`, at0)
+			events, _, err := Inbox(context.Background(), d, "ch_installment_2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want string
+			if err := d.Get(&want, `SELECT public_id::text FROM orders WHERE id = $1`, order); err != nil {
+				t.Fatal(err)
+			}
+			if len(events) != 1 || events[0].OrderPublicID == nil || *events[0].OrderPublicID != want {
+				t.Fatalf("inbox of the installment's charge: %+v, want its event with order %s", events, want)
+			}
+		})
+	}
+}
