@@ -64,7 +64,7 @@ func New(db *sqlx.DB, logger *slog.Logger, doubleTap time.Duration) *Metrics {
 		}, []string{"operation", "outcome"}),
 		sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tekrar_sweeper_passes_total",
-			Help: "Sweeper passes of this process by result: swept, failed (a tick skipped because another pass held the lock shows in the schedule's run records).",
+			Help: "Sweeper passes of this process by result: swept, failed (a tick skipped because another pass held the lock is tekrar_scheduled_runs_total{task=\"sweep\",outcome=\"skipped\"}).",
 		}, []string{"result"}),
 		swept: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tekrar_sweeper_rows_total",
