@@ -47,6 +47,9 @@ func (r InstallmentRunResult) String() string {
 // came keeps its lease until it lapses, so a run does not take it twice.
 func (s *Service) ChargeDueInstallments(ctx context.Context, now time.Time) (summary string, err error) {
 	res, err := s.chargeDueInstallments(ctx, now)
+	if s.cfg.ObserveInstallments != nil {
+		s.cfg.ObserveInstallments(res, err)
+	}
 	return res.String(), err
 }
 

@@ -250,6 +250,9 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 	if err := recordArrival(ctx, s.db, registerID, b.BatchKey, out, s.cfg.Now()); err != nil {
 		s.logger.Warn("record batch arrival", "register_id", registerID, "err", err)
 	}
+	if s.cfg.ObserveSales != nil {
+		s.cfg.ObserveSales(b.Client.ID, out)
+	}
 	return out, nil
 }
 

@@ -57,6 +57,12 @@ type Config struct {
 	// Crash, if set, is called at each crash point (the Crash* constants) so that the crash
 	// harness can kill the process exactly there. Nil in production.
 	Crash func(point string)
+	// ObserveInstallments, when not nil, is told what every run of ChargeDueInstallments
+	// did, also a run that stopped on an error (metrics).
+	ObserveInstallments func(InstallmentRunResult, error)
+	// ObserveSales, when not nil, is told the outcomes of every batch of a register's sales
+	// that SellBatch answered, and the client it came from (metrics).
+	ObserveSales func(client int64, out []SaleOutcome)
 }
 
 // Crash points: the places between recovery points where a process may die.

@@ -53,6 +53,9 @@ type SettlerOptions struct {
 	LateWindow time.Duration
 	// Logger is where SettleDue reports; nothing is logged when nil.
 	Logger *slog.Logger
+	// Observe, when not nil, is told what every SettleDue pass did, also a pass that
+	// stopped on an error (metrics).
+	Observe func(DueResult, error)
 }
 
 // Settler writes settlements.

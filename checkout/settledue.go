@@ -32,6 +32,9 @@ func (r DueResult) String() string {
 // stop the others; the error names every failed client.
 func (s *Settler) SettleDue(ctx context.Context, now time.Time) (summary string, err error) {
 	res, err := s.settleDue(ctx, now)
+	if s.opts.Observe != nil {
+		s.opts.Observe(res, err)
+	}
 	if err == nil {
 		s.opts.Logger.Info("settle", "clients", res.Clients, "settled", res.Settled, "items", res.Items,
 			"adjustments", res.Adjustments)

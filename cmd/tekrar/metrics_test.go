@@ -13,12 +13,13 @@ import (
 // TestServeMetricsOnTheirOwnAddress runs `tekrar serve` with TEKRAR_METRICS_ADDR: the
 // metrics are served there and only there, the API's address does not serve them, and
 // after an order and its replay they count one first execution, one replay, and the
-// order.paid event's dispatch job that the process's River worked.
+// order.paid event's dispatch job that the process's River worked; the sweep, scheduled
+// every second, counts its ok runs and its last success.
 func TestServeMetricsOnTheirOwnAddress(t *testing.T) {
 	t.Parallel()
 	dbURL := dbtest.NewURL(t)
 	ports := freePorts(t, 2)
-	p, base := startServe(t, dbURL, ports[0], "TEKRAR_METRICS_ADDR="+addrOf(ports[1]))
+	p, base := startServe(t, dbURL, ports[0], "TEKRAR_METRICS_ADDR="+addrOf(ports[1]), "TEKRAR_SWEEP_INTERVAL=1s")
 	defer p.signal(t, os.Interrupt)
 	metrics := "http://" + addrOf(ports[1]) + "/metrics"
 	c := newHTTPClient()
@@ -44,11 +45,14 @@ func TestServeMetricsOnTheirOwnAddress(t *testing.T) {
 			t.Fatalf("scrape: %d %s", r.Status, r.Body)
 		}
 		text = string(r.Body)
-		if regexp.MustCompile(`(?m)^tekrar_jobs_total\{kind="outbox_dispatch",outcome="completed"\} [1-9]`).MatchString(text) {
+		dispatched := regexp.MustCompile(`(?m)^tekrar_jobs_total\{kind="outbox_dispatch",outcome="completed"\} [1-9]`).MatchString(text)
+		swept := regexp.MustCompile(`(?m)^tekrar_scheduled_runs_total\{outcome="ok",task="sweep"\} [1-9]`).MatchString(text)
+		if dispatched && swept {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the order.paid dispatch was never counted:\n%s", grepLines(text, "tekrar_jobs_total"))
+			t.Fatalf("the order.paid dispatch or a sweep run was never counted:\n%s\n%s", grepLines(text, "tekrar_jobs_total"),
+				grepLines(text, "tekrar_scheduled_runs_total"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -58,10 +62,15 @@ func TestServeMetricsOnTheirOwnAddress(t *testing.T) {
 		`tekrar_http_request_duration_seconds_count{method="POST",route="/v1/orders",status="201"} 2`,
 		`tekrar_provider_call_duration_seconds_count{operation="charge",outcome="succeeded"} 1`,
 		`tekrar_backlog_up 1`,
+		`tekrar_scheduled_runs_total{outcome="failed",task="settle"} 0`,
+		`tekrar_pos_sales_total{outcome="created"} 0`,
 	} {
 		if !strings.Contains(text, want+"\n") {
 			t.Errorf("the scrape lacks %s\n%s", want, grepLines(text, "tekrar_"))
 		}
+	}
+	if !regexp.MustCompile(`(?m)^tekrar_scheduled_last_success_timestamp_seconds\{task="sweep"\} [1-9]`).MatchString(text) {
+		t.Errorf("no last success of the sweep:\n%s", grepLines(text, "tekrar_scheduled_"))
 	}
 	if strings.Contains(text, secret) || strings.Contains(text, "m-1") {
 		t.Error("the scrape contains the secret or the key")

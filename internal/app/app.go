@@ -111,6 +111,9 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		ProviderHorizon: cfg.ProviderHorizon,
 		Now:             o.now,
 		Crash:           o.crash,
+
+		ObserveInstallments: m.Installments,
+		ObserveSales:        m.Sales,
 	}, logger)
 	sealer, err := hooks.NewSealer(cfg.SecretsKey)
 	if err != nil {
@@ -151,11 +154,12 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	sweepCfg := SweepConfig(cfg, o.now)
 	sweepCfg.Observe = m.Sweep
 	sweeper := checkout.NewSweeper(db, sweepCfg, logger)
-	settler := checkout.NewSettler(db, checkout.SettlerOptions{Now: o.now, Logger: logger})
-	sched, err := newScheduler(cfg, db.DB, svc, sweeper, settler, o.now, logger)
+	settler := checkout.NewSettler(db, checkout.SettlerOptions{Now: o.now, Logger: logger, Observe: m.Settlement})
+	sched, err := newScheduler(cfg, db.DB, svc, sweeper, settler, o.now, logger, m.ScheduledRun)
 	if err != nil {
 		return nil, err
 	}
+	m.ScheduledTasks(taskNames(sched))
 	consoleNotFound := admin.Register(e.Group("/admin"), admin.Deps{DB: db, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now,
 		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc, Tasks: sched.Tasks(),
 		Redeliver: func(ctx context.Context, tx *sql.Tx, id int64, nonce string) error {

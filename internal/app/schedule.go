@@ -61,7 +61,19 @@ func scheduleConsumer(s *schedule.Scheduler) Consumer {
 	}
 }
 
-// newScheduler builds the process's scheduler over the deployment's tasks.
-func newScheduler(cfg config.Server, db *sql.DB, svc *checkout.Service, sweeper *checkout.Sweeper, settler *checkout.Settler, now func() time.Time, logger *slog.Logger) (*schedule.Scheduler, error) {
-	return schedule.New(db, schedule.Config{Now: now, Logger: logger.With("component", "schedule")}, tasks(cfg, svc, sweeper, settler)...)
+// newScheduler builds the process's scheduler over the deployment's tasks; observe is told
+// of every run it finishes (metrics).
+func newScheduler(cfg config.Server, db *sql.DB, svc *checkout.Service, sweeper *checkout.Sweeper, settler *checkout.Settler, now func() time.Time, logger *slog.Logger,
+	observe func(schedule.Run, time.Duration)) (*schedule.Scheduler, error) {
+	return schedule.New(db, schedule.Config{Now: now, Logger: logger.With("component", "schedule"), Observe: observe},
+		tasks(cfg, svc, sweeper, settler)...)
+}
+
+// taskNames are the names of s's tasks.
+func taskNames(s *schedule.Scheduler) []string {
+	var names []string
+	for _, t := range s.Tasks() {
+		names = append(names, t.Name)
+	}
+	return names
 }

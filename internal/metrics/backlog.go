@@ -2,8 +2,10 @@ package metrics
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -26,7 +28,10 @@ const backlogTimeout = 2 * time.Second
 //     dispatch jobs River gave up on;
 //   - client webhook deliveries pending or dead;
 //   - provider webhooks received more than once (duplicates the inbox absorbed);
-//   - the last reconciliation run.
+//   - the last reconciliation run;
+//   - per scheduled task (over schedule_runs' (task, id) index, at most a thousand rows a
+//     task): when its newest ok run finished, and how long its newest run has gone
+//     unfinished, as JSON {task: [last_ok, unfinished]}.
 const backlogSQL = `
 SELECT
   (SELECT count(*) FROM idempotency_keys
@@ -45,7 +50,14 @@ SELECT
   (SELECT COALESCE(EXTRACT(EPOCH FROM max(finished_at)), 0)::float8 FROM reconciliation_runs
     WHERE error IS NULL AND finished_at IS NOT NULL),
   (SELECT count(*) FROM (SELECT error FROM reconciliation_runs ORDER BY started_at DESC, id DESC LIMIT 1) last
-    WHERE last.error IS NOT NULL)`
+    WHERE last.error IS NOT NULL),
+  (SELECT COALESCE(json_object_agg(t.task, json_build_array(
+      COALESCE((SELECT EXTRACT(EPOCH FROM finished_at)::float8 FROM schedule_runs
+                 WHERE task = t.task AND outcome = 'ok' ORDER BY id DESC LIMIT 1), 0),
+      COALESCE((SELECT EXTRACT(EPOCH FROM now() - started_at)::float8 FROM schedule_runs
+                 WHERE task = t.task AND finished_at IS NULL
+                   AND id = (SELECT max(id) FROM schedule_runs WHERE task = t.task)), 0))), '{}')::text
+     FROM (SELECT DISTINCT task FROM schedule_runs) t)`
 
 var (
 	descUp = prometheus.NewDesc("tekrar_backlog_up",
@@ -72,6 +84,10 @@ var (
 		"Pairs of paid orders of the last hour that look like one purchase charged twice under two keys (the console's suspected double taps); what idempotency keys cannot catch.", nil, nil)
 	descReconcileFailed = prometheus.NewDesc("tekrar_reconcile_last_run_failed",
 		"1 when the newest reconciliation run failed.", nil, nil)
+	descTaskLastOK = prometheus.NewDesc("tekrar_scheduled_last_success_timestamp_seconds",
+		"When the scheduled task's newest ok run finished, in any process or by hand (Unix seconds); 0 when none has.", []string{"task"}, nil)
+	descTaskUnfinished = prometheus.NewDesc("tekrar_scheduled_unfinished_run_seconds",
+		"How long the scheduled task's newest run has gone unfinished: a run still going, or one whose process died with no run since; 0 when the newest run finished.", []string{"task"}, nil)
 )
 
 // backlog is a Collector that reads the backlogs from Postgres at scrape time.
@@ -80,6 +96,17 @@ type backlog struct {
 	logger    *slog.Logger
 	timeout   time.Duration
 	doubleTap time.Duration // the console's double-tap window
+
+	mu    sync.Mutex
+	tasks []string // the scheduled tasks this process registers (setTasks)
+}
+
+// setTasks names the scheduled tasks whose runs the scrape reports: those registered by
+// code, a bounded set, and not whatever names older versions left in schedule_runs.
+func (b *backlog) setTasks(names []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tasks = append([]string(nil), names...)
 }
 
 // doubleTapHour is how far back tekrar_suspected_double_taps looks.
@@ -87,7 +114,8 @@ const doubleTapHour = time.Hour
 
 func (b *backlog) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUp, descUnknown, descUnknownAge, descAttention, descOutboxPending,
-		descOutboxLag, descOutboxDiscarded, descDeliveries, descInboxDup, descReconcileLast, descReconcileFailed, descDoubleTaps} {
+		descOutboxLag, descOutboxDiscarded, descDeliveries, descInboxDup, descReconcileLast, descReconcileFailed, descDoubleTaps,
+		descTaskLastOK, descTaskUnfinished} {
 		ch <- d
 	}
 }
@@ -98,9 +126,14 @@ func (b *backlog) Collect(ch chan<- prometheus.Metric) {
 	var v struct {
 		unknown, attention, outboxPending, discarded, pending, dead, dup, failed int64
 		unknownAge, outboxLag, reconciled                                        float64
+		tasks                                                                    string
 	}
 	err := b.db.QueryRowContext(ctx, backlogSQL).Scan(&v.unknown, &v.unknownAge, &v.attention, &v.outboxPending,
-		&v.outboxLag, &v.discarded, &v.pending, &v.dead, &v.dup, &v.reconciled, &v.failed)
+		&v.outboxLag, &v.discarded, &v.pending, &v.dead, &v.dup, &v.reconciled, &v.failed, &v.tasks)
+	var runs map[string][2]float64 // task → [last ok, unfinished]
+	if err == nil {
+		err = json.Unmarshal([]byte(v.tasks), &runs)
+	}
 	if err != nil {
 		b.logger.Warn("metrics: backlog queries failed", "err", fmt.Errorf("read backlogs: %w", err))
 		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0)
@@ -121,6 +154,13 @@ func (b *backlog) Collect(ch chan<- prometheus.Metric) {
 	gauge(descInboxDup, float64(v.dup))
 	gauge(descReconcileLast, v.reconciled)
 	gauge(descReconcileFailed, float64(v.failed))
+	b.mu.Lock()
+	tasks := b.tasks
+	b.mu.Unlock()
+	for _, t := range tasks {
+		gauge(descTaskLastOK, runs[t][0], t)
+		gauge(descTaskUnfinished, runs[t][1], t)
+	}
 	now := time.Now()
 	taps, err := report.SuspectedDoubleTaps(ctx, b.db, report.OrderFilter{From: now.Add(-doubleTapHour), To: now}, b.doubleTap)
 	if err != nil {

@@ -1,11 +1,13 @@
 // Package metrics exposes tekrar's Prometheus metrics: requests, idempotency outcomes,
-// payment provider calls, the background workers' work, and backlogs read from Postgres at
-// scrape time. It owns its own registry (not client_golang's global one), so that two apps
+// payment provider calls, the background workers' work, the scheduled tasks' runs and the
+// money work they do, the registers' batches, and backlogs read from Postgres at scrape
+// time. It owns its own registry (not client_golang's global one), so that two apps
 // in one test process do not share counters, and it is served on its own listener
 // (TEKRAR_METRICS_ADDR), which need not face the internet.
 //
 // Every label has a bounded set of values: route patterns (never raw paths), methods,
-// status codes, outcome names, client ids (operators create clients), job kinds. No
+// status codes, outcome names, client ids (operators create clients), job kinds, task
+// names (registered by code). No
 // idempotency key, order id or customer id is ever a label.
 package metrics
 
@@ -34,6 +36,9 @@ type Metrics struct {
 	swept       *prometheus.CounterVec
 	jobs        *prometheus.CounterVec
 	deliveries  *prometheus.CounterVec
+	sched       scheduledMetrics
+	pos         posMetrics
+	backlog     *backlog
 }
 
 // New registers tekrar's metrics, the Go runtime's and the process's, db's pool statistics
@@ -59,7 +64,7 @@ func New(db *sqlx.DB, logger *slog.Logger, doubleTap time.Duration) *Metrics {
 		}, []string{"operation", "outcome"}),
 		sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tekrar_sweeper_passes_total",
-			Help: "Sweeper passes of this process by result: swept, failed (a tick skipped because another pass held the lock shows in the schedule's run records).",
+			Help: "Sweeper passes of this process by result: swept, failed (a tick skipped because another pass held the lock is tekrar_scheduled_runs_total{task=\"sweep\",outcome=\"skipped\"}).",
 		}, []string{"result"}),
 		swept: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tekrar_sweeper_rows_total",
@@ -73,6 +78,9 @@ func New(db *sqlx.DB, logger *slog.Logger, doubleTap time.Duration) *Metrics {
 			Name: "tekrar_webhook_delivery_attempts_total",
 			Help: "Client webhook delivery attempts by what they left the delivery as: succeeded, retry, dead, skipped, error.",
 		}, []string{"outcome"}),
+		sched:   newScheduledMetrics(),
+		pos:     newPOSMetrics(),
+		backlog: &backlog{db: db, logger: logger, timeout: backlogTimeout, doubleTap: doubleTap},
 	}
 	// Outcomes known in advance start at 0, so that rate() and increase() see their first
 	// event and the alert rules' series exist before anything happened.
@@ -92,8 +100,10 @@ func New(db *sqlx.DB, logger *slog.Logger, doubleTap time.Duration) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewDBStatsCollector(db.DB, "tekrar"),
-		&backlog{db: db, logger: logger, timeout: backlogTimeout, doubleTap: doubleTap},
+		m.backlog,
 	)
+	r.MustRegister(m.sched.collectors()...)
+	r.MustRegister(m.pos.collectors()...)
 	return m
 }
 

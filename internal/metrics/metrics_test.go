@@ -208,7 +208,8 @@ func waitForKey(t *testing.T, e *apptest.Env, key string) {
 }
 
 // TestCardinalityBounded sends 10,000 requests with distinct idempotency keys, in paths,
-// headers and bodies, and with odd methods, and checks that no series was added for them:
+// headers and bodies, and with odd methods, and register batches from distinct registers
+// under distinct batch and sale keys, and checks that no series was added for them:
 // the number of series after is what it was after the first 100.
 func TestCardinalityBounded(t *testing.T) {
 	e := apptest.New(t)
@@ -223,7 +224,17 @@ func TestCardinalityBounded(t *testing.T) {
 				body = orderBody(100+i, "tok_visa")
 			}
 			r, err = e.Send("POST", "/v1/orders", e.Secret, body, "Idempotency-Key", key)
-		case 1:
+		case 1: // a register's batch every 50th request, from a register of its own
+			if i%50 == 1 {
+				sale := fmt.Sprintf(`{"idempotency_key":%q,"sold_at":"2026-05-01T09:30:00Z","order":{"currency":"TRY",
+					"items":[{"sku":"LATTE","name":"Latte","quantity":1,"unit_amount":100}],"amount":100,"payment":{"method":"cash"}}}`, key)
+				r, err = e.Send("POST", "/v1/pos/sales", e.Secret, []byte(fmt.Sprintf(
+					`{"batch_key":%q,"register":{"id":%q,"name":"Till %s"},"sales":[%s,%s]}`, key, key, key, sale, sale)))
+				if err == nil && (r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"created"`)) {
+					err = fmt.Errorf("batch: %d %s", r.Status, r.Body)
+				}
+				break
+			}
 			r, err = e.Send("GET", "/v1/idempotency-keys/"+key, e.Secret, nil)
 		case 2:
 			r, err = e.Send("GET", "/no/such/"+key, e.Secret, nil)
@@ -272,6 +283,9 @@ func TestCardinalityBounded(t *testing.T) {
 	}
 	if strings.Contains(text, "card-0") {
 		t.Error("a key appears in the scrape")
+	}
+	if got := value(after, "tekrar_pos_sales_total", "outcome", "created"); got != 202 {
+		t.Errorf("register sales created %v, want 202 (one of two in each of the 202 batches; the other replays)", got)
 	}
 }
 

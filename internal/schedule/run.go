@@ -48,6 +48,7 @@ func (s *Scheduler) run(ctx context.Context, t Task, at time.Time, jobID *int64,
 		if err := s.record(ctx, &r); err != nil {
 			return r, err
 		}
+		s.observed(r, 0)
 		return r, nil
 	}
 	defer func() {
@@ -57,7 +58,9 @@ func (s *Scheduler) run(ctx context.Context, t Task, at time.Time, jobID *int64,
 	if err := s.record(ctx, &r); err != nil {
 		return r, err
 	}
+	start := time.Now()
 	summary, runErr := call(ctx, t, at)
+	took := time.Since(start)
 	r.Summary = summary
 	r.Outcome = sql.NullString{String: OutcomeOK, Valid: true}
 	if runErr != nil {
@@ -65,10 +68,19 @@ func (s *Scheduler) run(ctx context.Context, t Task, at time.Time, jobID *int64,
 		r.Error = sql.NullString{String: runErr.Error(), Valid: true}
 		runErr = fmt.Errorf("schedule %s at %s: %w", t.Name, at.Format(time.RFC3339), runErr)
 	}
-	if err := finishRun(context.WithoutCancel(ctx), s.db, &r); err != nil {
+	err = finishRun(context.WithoutCancel(ctx), s.db, &r)
+	s.observed(r, took) // counted even when its end could not be recorded: it did its work
+	if err != nil {
 		return r, errors.Join(runErr, fmt.Errorf("schedule %s: record the run's end: %w", t.Name, err))
 	}
 	return r, runErr
+}
+
+// observed tells Config.Observe of a finished run.
+func (s *Scheduler) observed(r Run, took time.Duration) {
+	if s.observe != nil {
+		s.observe(r, took)
+	}
 }
 
 // record inserts r's row (finished already if r has an outcome) and prunes the task's

@@ -122,6 +122,7 @@ type Scheduler struct {
 	logger  *slog.Logger
 	process string
 	keep    int
+	observe func(Run, time.Duration)
 }
 
 // Config is how a Scheduler runs.
@@ -131,6 +132,10 @@ type Config struct {
 	// Keep is how many run records of each task are kept; 0 means DefaultKeep.
 	Keep   int
 	Logger *slog.Logger
+	// Observe, when not nil, is told every run this process finished (ok, failed or
+	// skipped) and how long the task's Run took (0 for a skipped run): metrics. It is
+	// called after the run's record was written, on the run's goroutine; it must be quick.
+	Observe func(r Run, took time.Duration)
 }
 
 // DefaultKeep is how many run records of each task are kept by default.
@@ -139,7 +144,7 @@ const DefaultKeep = 1000
 // New returns a scheduler of tasks over db. Names must be unique.
 func New(db *sql.DB, cfg Config, tasks ...Task) (*Scheduler, error) {
 	s := &Scheduler{db: db, tasks: tasks, byName: map[string]Task{}, now: cfg.Now, logger: cfg.Logger,
-		process: Process(), keep: cfg.Keep}
+		process: Process(), keep: cfg.Keep, observe: cfg.Observe}
 	if s.now == nil {
 		s.now = time.Now
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -145,7 +147,12 @@ func TestATickIsInsertedOnce(t *testing.T) {
 func TestRunsOfATaskDoNotOverlap(t *testing.T) {
 	db := dbtest.New(t).DB
 	calls := 0
-	s, err := New(db, Config{}, Task{Name: "alone", Every: time.Minute,
+	var observed []string
+	observe := func(r Run, took time.Duration) {
+		skippedTookNothing := r.Outcome.String != OutcomeSkipped || took == 0
+		observed = append(observed, fmt.Sprint(r.Outcome.String, " ", r.FinishedAt.Valid, " ", skippedTookNothing))
+	}
+	s, err := New(db, Config{Observe: observe}, Task{Name: "alone", Every: time.Minute,
 		Run: func(context.Context, time.Time) (string, error) { calls++; return "did it", nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -175,14 +182,19 @@ func TestRunsOfATaskDoNotOverlap(t *testing.T) {
 		rs[1].Summary != "did it" || rs[1].Trigger != TriggerHand || rs[1].JobID.Valid {
 		t.Errorf("run records %+v", rs)
 	}
+	if got := strings.Join(observed, ", "); got != "skipped true true, ok true true" {
+		t.Errorf("observed %s, want the skipped run (taking no time) and the ok one, both recorded finished", got)
+	}
 }
 
 // TestRunRecords: failures and panics are recorded as failed with their error, and only the
-// newest Keep records of a task are kept.
+// newest Keep records of a task are kept. Observe is told of every run as recorded.
 func TestRunRecords(t *testing.T) {
 	db := dbtest.New(t).DB
 	var n int
-	s, err := New(db, Config{Keep: 3},
+	var observed []string
+	observe := func(r Run, _ time.Duration) { observed = append(observed, r.Task+":"+r.Outcome.String) }
+	s, err := New(db, Config{Keep: 3, Observe: observe},
 		Task{Name: "counted", Every: time.Minute, Run: func(context.Context, time.Time) (string, error) {
 			n++
 			switch n {
@@ -214,6 +226,9 @@ func TestRunRecords(t *testing.T) {
 	if rs[0].Summary != "fine" || rs[1].Error.String != "provider down" || rs[1].Summary != "half" ||
 		rs[1].Outcome.String != OutcomeFailed || rs[2].Error.String != "panic: boom" || !rs[2].FinishedAt.Valid {
 		t.Errorf("records %+v", rs)
+	}
+	if got := strings.Join(observed, " "); got != "other:ok counted:ok counted:ok counted:ok counted:failed counted:failed" {
+		t.Errorf("observed %s", got)
 	}
 	if len(runs(t, db, "other")) != 1 {
 		t.Error("pruning one task's records touched another's")
