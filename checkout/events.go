@@ -57,9 +57,11 @@ type eventLog struct {
 	logger  *slog.Logger
 	ch      chan keyEvent
 	dropped atomic.Int64
-	flushes chan chan struct{}
-	stop    chan struct{}
-	done    sync.WaitGroup
+	// refusals are the provider inbox's refusal counts, written with the events.
+	refusals refusalTally
+	flushes  chan chan struct{}
+	stop     chan struct{}
+	done     sync.WaitGroup
 }
 
 const (
@@ -108,6 +110,7 @@ func (l *eventLog) loop() {
 			l.write(batch)
 			batch = batch[:0]
 		}
+		l.writeRefusals()
 	}
 	for {
 		select {

@@ -3,8 +3,10 @@ package checkout
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
+	tdb "github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/pgtext"
 )
 
@@ -28,29 +30,99 @@ const maxRefusalRemote = 64
 
 // CountInboxRefusal counts one refused (or failed) delivery under reason, in the current
 // minute's bucket, and remembers remote as the bucket's newest sender. Nothing of the
-// delivery itself is stored. Concurrent refusals of one bucket are counted exactly: the
-// increment is done by the upsert on the row, not read and written back.
-func (s *Service) CountInboxRefusal(ctx context.Context, reason, remote string) error {
+// delivery itself is stored.
+//
+// The count is kept in memory and written with the key events, a few times a second, as one
+// upsert per bucket and reason (refusalTally). A storm of forged deliveries therefore takes
+// no database connection per delivery and never queues on the bucket's row, and every
+// refusal is counted exactly; a process killed loses at most the counts of its last tenth
+// of a second, which the console's figures can afford.
+func (s *Service) CountInboxRefusal(reason, remote string) {
 	if len(remote) > maxRefusalRemote {
 		remote = remote[:maxRefusalRemote]
 	}
 	if !pgtext.Valid(remote) {
 		remote = "?"
 	}
-	now := s.cfg.Now().UTC()
-	_, err := s.db.ExecContext(ctx, `
-		WITH old AS (
-		    DELETE FROM provider_inbox_refusals WHERE bucket < $4
-		)
-		INSERT INTO provider_inbox_refusals AS r (bucket, reason, count, last_at, last_remote)
-		VALUES ($1, $2, 1, $3, $5)
-		ON CONFLICT (bucket, reason) DO UPDATE
-		   SET count = r.count + 1,
-		       last_at = greatest(r.last_at, excluded.last_at),
-		       last_remote = CASE WHEN excluded.last_at >= r.last_at THEN excluded.last_remote ELSE r.last_remote END`,
-		now.Truncate(time.Minute), reason, now, now.Add(-refusalsKept), remote)
-	if err != nil {
-		return fmt.Errorf("count inbox refusal %s: %w", reason, err)
+	s.events.refusals.add(s.cfg.Now().UTC(), reason, remote)
+}
+
+// refusalTally is the refusals counted since the last write, by bucket and reason.
+type refusalTally struct {
+	mu      sync.Mutex
+	pending map[refusalBucket]*refusalCount
+}
+
+type refusalBucket struct {
+	bucket time.Time // the minute
+	reason string
+}
+
+type refusalCount struct {
+	n          int64
+	lastAt     time.Time
+	lastRemote string
+}
+
+func (r *refusalTally) add(now time.Time, reason, remote string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pending == nil {
+		r.pending = map[refusalBucket]*refusalCount{}
 	}
-	return nil
+	k := refusalBucket{now.Truncate(time.Minute), reason}
+	c := r.pending[k]
+	if c == nil {
+		c = &refusalCount{}
+		r.pending[k] = c
+	}
+	c.n++
+	if !now.Before(c.lastAt) {
+		c.lastAt, c.lastRemote = now, remote
+	}
+}
+
+// take empties the tally and returns what it held.
+func (r *refusalTally) take() map[refusalBucket]*refusalCount {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.pending
+	r.pending = nil
+	return out
+}
+
+// countRefusalsSQL adds $3 refusals to the bucket of minute $1 and reason $2, whose newest
+// was at $4 from $6, and deletes the buckets older than $5: the table stays bounded
+// whatever the rate of refusals. Two processes adding to one bucket add up: the increment
+// is done by the upsert on the row, not read and written back.
+const countRefusalsSQL = `
+	WITH old AS (
+	    DELETE FROM provider_inbox_refusals WHERE bucket < $5
+	)
+	INSERT INTO provider_inbox_refusals AS r (bucket, reason, count, last_at, last_remote)
+	VALUES ($1, $2, $3, $4, $6)
+	ON CONFLICT (bucket, reason) DO UPDATE
+	   SET count = r.count + excluded.count,
+	       last_at = greatest(r.last_at, excluded.last_at),
+	       last_remote = CASE WHEN excluded.last_at >= r.last_at THEN excluded.last_remote ELSE r.last_remote END`
+
+// writeRefusals writes the tally's counts; the counts of a bucket that could not be written
+// after a few tries are dropped and logged.
+func (l *eventLog) writeRefusals() {
+	for k, c := range l.refusals.take() {
+		var err error
+		for attempt := range 3 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err = l.db.ExecContext(ctx, countRefusalsSQL, k.bucket, k.reason, c.n, c.lastAt, k.bucket.Add(-refusalsKept), c.lastRemote)
+			cancel()
+			if err == nil || !tdb.IsUnavailable(err) {
+				break
+			}
+			time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+		}
+		if err != nil {
+			l.logger.Warn("provider webhook refusals not counted", "err", fmt.Errorf("count inbox refusals: %w", err),
+				"reason", k.reason, "refusals", c.n)
+		}
+	}
 }

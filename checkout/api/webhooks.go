@@ -1,13 +1,11 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -46,7 +44,7 @@ func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logge
 		m, err := verifier.Verify(c.Request.Header, body)
 		if err != nil {
 			logger.Warn("provider webhook refused", "err", err, "request_id", server.RequestID(c))
-			countRefusal(c, svc, logger, refusalReason(err))
+			countRefusal(c, svc, refusalReason(err))
 			server.Abort(c, problem.Of(problem.CodeWebhookSignatureInvalid).WithDetail(err.Error()))
 			return
 		}
@@ -57,7 +55,7 @@ func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logge
 		}
 		if e.ID != m.ID {
 			// The id deduplication goes by must be the one the signature covers.
-			countRefusal(c, svc, logger, checkout.RefusalIDMismatch)
+			countRefusal(c, svc, checkout.RefusalIDMismatch)
 			server.Abort(c, problem.Of(problem.CodeWebhookSignatureInvalid).WithDetail("webhook-id is not the event's id"))
 			return
 		}
@@ -68,7 +66,7 @@ func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logge
 				p = checkout.StoreUnavailable()
 			}
 			logger.Warn("provider webhook not applied", "err", err, "event_id", e.ID, "request_id", server.RequestID(c))
-			countRefusal(c, svc, logger, checkout.RefusalApplyFailed)
+			countRefusal(c, svc, checkout.RefusalApplyFailed)
 			server.Abort(c, p) // the provider delivers it again
 			return
 		}
@@ -76,18 +74,10 @@ func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logge
 	}
 }
 
-// refusalCountTimeout bounds the time counting a refusal may add to its answer: a store
-// that is slow or down costs the counter, never the 400.
-const refusalCountTimeout = 500 * time.Millisecond
-
-// countRefusal counts a refused or failed delivery for the console. A failure to count is
-// logged and changes nothing of the answer.
-func countRefusal(c *gin.Context, svc *checkout.Service, logger *slog.Logger, reason string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), refusalCountTimeout)
-	defer cancel()
-	if err := svc.CountInboxRefusal(ctx, reason, c.ClientIP()); err != nil {
-		logger.Warn("provider webhook refusal not counted", "err", err, "reason", reason, "request_id", server.RequestID(c))
-	}
+// countRefusal counts a refused or failed delivery for the console. Counting never waits
+// on the database (Service.CountInboxRefusal).
+func countRefusal(c *gin.Context, svc *checkout.Service, reason string) {
+	svc.CountInboxRefusal(reason, c.ClientIP())
 }
 
 // refusalReason classes an error of the verifier.

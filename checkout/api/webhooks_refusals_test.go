@@ -15,6 +15,7 @@ import (
 // refusals is the refusal counters of every bucket, by reason.
 func refusals(t *testing.T, e *apptest.Env) map[string]int {
 	t.Helper()
+	e.App.Service.FlushEvents() // the counts are written with the key events
 	rows, err := e.DB.Query(`SELECT reason, sum(count) FROM provider_inbox_refusals GROUP BY reason`)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +94,7 @@ func TestProviderWebhookRefusalsCountedAtOnce(t *testing.T) {
 	e, k := inboxEnv(t)
 	other, _ := webhook.ParseSecret(webhook.NewSecret())
 	body := event(t, "evt_probe", psp.EventChargeSucceeded, "ch_probe", 1, 0)
-	const n = 50
+	const n = 200
 	statuses := make([]int, n)
 	codes := make([]string, n)
 	start := make(chan struct{})
