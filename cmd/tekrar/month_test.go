@@ -30,8 +30,9 @@ import (
 // sent through the Go client with its retry policy. Processes die at random: a replica
 // SIGKILLed during the day's traffic or exiting at a crash point right after the provider
 // charged, an installment run exiting right after the provider charged or SIGKILLed while a
-// second runs, a settlement SIGKILLed half way or run twice at once; and at the end of every
-// day both replicas are SIGKILLed. Cards go bad and recover, so installments are declined,
+// second runs, a settlement SIGKILLed half way or run twice at once, or run while the day's
+// traffic still arrives (its late movements are adjustments); and at the end of every day
+// both replicas are SIGKILLed. Cards go bad and recover, so installments are declined,
 // retried and handed to an operator. The period runs across 29 February, New York's
 // 23-hour 10 March and Berlin's 23-hour 31 March.
 //
@@ -120,7 +121,7 @@ type monthStats struct {
 	days, intents, doubleTaps, orders, installmentOrders, declined, refunds int
 	replicaKills, replicaCrashPoints, dayEndKills                           int
 	installmentRuns, installmentCrashPoints, installmentKills               int
-	settleRuns, settleKills, settleTwiceAtOnce                              int
+	settleRuns, settleKills, settleTwiceAtOnce, earlySettles                int
 }
 
 type month struct {
@@ -310,6 +311,17 @@ func (m *month) traffic(day time.Time) {
 			go func() { defer wg.Done(); m.send(in, bases, start) }()
 		}
 	}
+	// On some days the day is settled while its traffic still arrives (the settle command
+	// reads the wall clock, for which the day is long over): the movements recorded after
+	// the settlement are dated inside a settled day and must come as adjustments on the
+	// next day's settlement.
+	var early *proc
+	if m.rng.IntN(6) == 0 {
+		time.Sleep(time.Duration(m.rng.IntN(200)) * time.Millisecond)
+		early = startTekrar(m.t, childEnv("DATABASE_URL="+m.dbURL, "TEKRAR_LOG_LEVEL=warn"), nil,
+			"settle", "--date", day.Format(time.DateOnly))
+		m.stats.earlySettles++
+	}
 	if mode == 1 {
 		victim, delay := m.rng.IntN(2), time.Duration(m.rng.IntN(400))*time.Millisecond
 		time.Sleep(delay)
@@ -318,6 +330,11 @@ func (m *month) traffic(day time.Time) {
 		m.stats.replicaKills++
 	}
 	wg.Wait()
+	if early != nil {
+		if code := early.wait(m.t, time.Minute); code != 0 {
+			m.t.Fatalf("settle during the traffic exited %d\nstderr:\n%s", code, early.stderr)
+		}
+	}
 	if mode == 2 && procs[0].exited() && procs[0].cmd.ProcessState.ExitCode() == 3 {
 		m.stats.replicaCrashPoints++
 	}
@@ -598,9 +615,9 @@ func (m *month) check(first, last time.Time) {
 		s.days, s.intents, s.doubleTaps, s.orders, s.installmentOrders, s.declined, s.refunds, m.lost.Load(), len(m.abandoned))
 	t.Logf("installments charged by the job: %d (%d after a declined attempt); %d with an operator, %d waiting for a retry, %d canceled by refunds",
 		inst.Paid, inst.Retried, inst.Attention, inst.Waiting, inst.Canceled)
-	t.Logf("settlements: %d, with %d movements and %d adjustments",
+	t.Logf("settlements: %d, with %d movements and %d adjustments (%d days settled while their traffic still arrived)",
 		count(`SELECT count(*) FROM settlements WHERE day BETWEEN $1 AND $2`, first, last),
-		count(`SELECT count(*) FROM settlement_items WHERE NOT adjusted`), count(`SELECT count(*) FROM settlement_items WHERE adjusted`))
+		count(`SELECT count(*) FROM settlement_items WHERE NOT adjusted`), count(`SELECT count(*) FROM settlement_items WHERE adjusted`), s.earlySettles)
 	t.Logf("kills: %d replicas SIGKILLed during traffic, %d at a crash point after the provider charged, %d at the end of a day; "+
 		"%d installment runs (%d exited at a crash point, %d SIGKILLed); %d settle runs (%d SIGKILLed, %d days settled twice at once)",
 		s.replicaKills, s.replicaCrashPoints, s.dayEndKills, s.installmentRuns, s.installmentCrashPoints, s.installmentKills,
