@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tekrar/tekrar/checkout/client"
+	"github.com/tekrar/tekrar/checkout/psp"
 )
 
 // TestKeyedAnswersSayReplayAndExpiry: the first answer is not a replay, the second is, and
@@ -167,4 +170,39 @@ func TestReadsRetriedAfterLostAnswers(t *testing.T) {
 	if len(sent) != 4 || !bytes.Equal(sent[0].body, sent[1].body) || sent[0].key != "" {
 		t.Fatalf("%d requests, want 2 PUTs (the same body, no key) and 2 GETs", len(sent))
 	}
+}
+
+// TestInstallmentsOnASavedCard: an order in installments on a card the customer saved at
+// the provider, its plan as tekrar answers it, and the same plan on a replay and a read.
+func TestInstallmentsOnASavedCard(t *testing.T) {
+	r := newRig(t, policy(3))
+	ctx := context.Background()
+	pm, err := psp.NewSandbox(r.e.DB, psp.SandboxOptions{}).SavePaymentMethod(ctx, "cus_1", psp.TokenVisa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := client.OrderInput{Currency: "TRY", Amount: 1000, Installments: 3,
+		Items:   []client.Item{{SKU: "SOFA", Name: "Sofa", Quantity: 1, UnitAmount: 1000}},
+		Payment: client.Payment{Customer: pm.Customer, PaymentMethod: pm.ID}}
+	plan := func(o *client.Order) string {
+		var s []string
+		for _, i := range o.Installments {
+			s = append(s, fmt.Sprintf("%d %d %s", i.N, i.Amount, i.Status))
+		}
+		return strings.Join(s, ", ")
+	}
+	const want = "1 334 paid, 2 333 scheduled, 3 333 scheduled"
+	first, k, err := r.c.CreateOrder(ctx, "", in)
+	if err != nil || first.Status != "paid" || plan(first) != want {
+		t.Fatalf("order: %+v (plan %s), %v; want paid with %s", first, plan(first), err, want)
+	}
+	again, k2, err := r.c.CreateOrder(ctx, k.Key, in)
+	if err != nil || !k2.Replayed || again.ID != first.ID || plan(again) != want {
+		t.Fatalf("replay: %+v %+v %v", again, k2, err)
+	}
+	read, err := r.c.GetOrder(ctx, first.ID)
+	if err != nil || plan(read) != want {
+		t.Fatalf("read: %+v %v", read, err)
+	}
+	charged(t, r.e, 1, 1)
 }
