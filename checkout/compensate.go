@@ -84,6 +84,11 @@ var cancelOrderSQL = named[orderCancel](`
 	), o AS (
 	    UPDATE orders SET status = 'canceled', updated_at = :now WHERE id = (SELECT order_id FROM k)
 	    RETURNING id, client_id, public_id, status, amount, currency
+	), i AS (
+	    -- A plan whose first installment was never charged is canceled with its order; none
+	    -- of its installments can be in flight, as only a paid order's are charged.
+	    UPDATE installments SET status = 'canceled', next_attempt_at = NULL, lease_expires_at = NULL, updated_at = :now
+	     WHERE order_id = (SELECT order_id FROM k) AND status IN ('scheduled', 'attention')
 	), c AS (
 	    INSERT INTO compensations (client_id, order_id, charge_key, reason, next_attempt_at, watch_until, created_at)
 	    SELECT :client_id, k.order_id, CAST(:charge_key AS text), CAST(:reason AS text), :now,

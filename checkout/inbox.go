@@ -254,6 +254,14 @@ func (s *Service) syncRefunds(ctx context.Context, tx *sqlx.Tx, orderID int64, c
 		    INSERT INTO refunds (order_id, client_id, amount, currency, reason, status, provider_key, created_at, updated_at)
 		    SELECT id, client_id, missing, currency, 'refunded at the payment provider', 'succeeded', $3, $4, $4 FROM o
 		    RETURNING order_id, client_id, public_id, amount, currency, status
+		), i AS (
+		    -- Any refund cancels a plan's unpaid installments, as a refund through tekrar does.
+		    -- One being charged right now is canceled too: this refund cannot be refused, and
+		    -- its charge, if the provider makes it, belongs to no installment and is refunded
+		    -- by reconciliation as any orphan charge is.
+		    UPDATE installments SET status = 'canceled', in_flight = false, next_attempt_at = NULL,
+		           lease_expires_at = NULL, updated_at = $4
+		     WHERE order_id IN (SELECT order_id FROM r) AND status IN ('scheduled', 'attention')
 		), u AS (
 		    UPDATE orders SET refunded_amount = $2, updated_at = $4,
 		           status = CASE WHEN status = 'disputed' THEN 'disputed'

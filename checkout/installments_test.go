@@ -543,3 +543,65 @@ func TestInstallmentInputs(t *testing.T) {
 		t.Errorf("installment_in_flight is %+v", p)
 	}
 }
+
+// TestEndedOrdersCancelTheirPlans: every way an order in installments ends without its plan
+// being paid cancels the installments left, so that the job never charges them: an order
+// whose first charge never happened (an operator's release finds no charge), and a refund
+// made at the provider's dashboard (its webhook), as a refund through tekrar does.
+func TestEndedOrdersCancelTheirPlans(t *testing.T) {
+	plan := func(e *installmentEnv, id int64) string {
+		e.t.Helper()
+		return e.str(`SELECT string_agg(n || ' ' || status, ', ' ORDER BY n) FROM installments WHERE order_id = $1`, id)
+	}
+	t.Run("abandoned before its first charge", func(t *testing.T) {
+		t.Parallel()
+		e := newInstallmentEnv(t, "UTC", utc("2027-01-10T09:00:00Z"))
+		e.p.set("down")
+		in := OrderInput{Currency: "TRY", Amount: 900, Installments: 3,
+			Payment: PaymentInput{Customer: e.pm.Customer, PaymentMethod: e.pm.ID},
+			Items:   []Item{{SKU: "SOFA", Name: "Sofa", Quantity: 1, UnitAmount: 900}}}
+		body, _ := json.Marshal(in)
+		res, err := e.s.CreateOrder(context.Background(), Request{Client: e.client, Key: "k-plan", Method: "POST", Path: "/v1/orders", Body: body}, Lookup{}, in)
+		if err == nil || res.Status == http.StatusCreated {
+			t.Fatalf("order with the provider down: %d %s %v; want payment_pending", res.Status, res.Body, err)
+		}
+		e.p.set("")
+		e.needsAttention("k-plan")
+		r, err := e.s.ReleaseKey(context.Background(), e.client.ID, "k-plan", e.record(false))
+		if err != nil || r.Outcome != OutcomeCanceled {
+			t.Fatalf("release: %+v %v", r, err)
+		}
+		id := e.count(`SELECT id FROM orders`)
+		if got := plan(e, id); got != "1 canceled, 2 canceled, 3 canceled" {
+			t.Fatalf("plan of the canceled order: %s", got)
+		}
+		if res := e.run("2027-04-01T00:00:00Z"); res.Charged != 0 || e.count(`SELECT count(*) FROM psp_charges WHERE status = 'succeeded'`) != 0 {
+			t.Fatalf("the job charged a canceled plan: %+v", res)
+		}
+	})
+	t.Run("refunded at the provider", func(t *testing.T) {
+		t.Parallel()
+		e := newInstallmentEnv(t, "UTC", utc("2027-01-10T09:00:00Z"))
+		_, id := e.plan("k-plan", 900, 3)
+		var ch struct {
+			ID  string `db:"provider_charge_id"`
+			Key string `db:"provider_key"`
+		}
+		if err := e.db.Get(&ch, `SELECT provider_charge_id, provider_key FROM payments WHERE order_id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+		pe := psp.Event{ID: "evt_dashboard", Type: psp.EventRefundSucceeded, Created: utc("2027-01-11T09:00:00Z"),
+			Data: psp.EventData{ChargeID: ch.ID, ChargeKey: ch.Key, Sequence: 2, Amount: 300, Currency: "TRY", Description: chargeDescription(id),
+				Status: psp.StatusSucceeded, RefundedAmount: 100}}
+		body, _ := json.Marshal(pe)
+		if out, err := e.s.ReceiveProviderEvent(context.Background(), "psp", body, pe); err != nil || out != "applied" {
+			t.Fatalf("the dashboard's refund: %s %v", out, err)
+		}
+		if got := plan(e, id); got != "1 paid, 2 canceled, 3 canceled" {
+			t.Fatalf("plan after a refund at the provider: %s", got)
+		}
+		if res := e.run("2027-04-01T00:00:00Z"); res.Charged != 0 {
+			t.Fatalf("the job charged a refunded order's plan: %+v", res)
+		}
+	})
+}

@@ -248,7 +248,14 @@ func (m *month) installments(at time.Time) {
 			return
 		}
 		if round == 5 {
-			m.t.Fatalf("installments due at %s still uncharged after %d runs", atText, round+1)
+			var stuck []string
+			if err := m.db.Select(&stuck, `
+				SELECT format('order %s (%s) installment %s, %s attempts, in flight %s', o.id, o.status, i.n, i.attempts, i.in_flight)
+				  FROM installments i JOIN orders o ON o.id = i.order_id
+				 WHERE i.status = 'scheduled' AND i.next_attempt_at <= $1`, at); err != nil {
+				m.t.Fatal(err)
+			}
+			m.t.Fatalf("installments due at %s still uncharged after %d runs: %s", atText, round+1, strings.Join(stuck, "; "))
 		}
 	}
 }
