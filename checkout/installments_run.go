@@ -21,6 +21,13 @@ const (
 	CrashInstallmentAfterProvider = "installment_after_provider"
 )
 
+// Why an installment is handed to an operator: the reason of its installment.needs_attention
+// event (docs/outbox.md).
+const (
+	attentionRetriesExhausted = "retries_exhausted" // declined on its last retry
+	attentionProviderRefused  = "provider_refused"  // the provider refused the request itself
+)
+
 // InstallmentRunResult counts what one run of ChargeDueInstallments did.
 type InstallmentRunResult struct {
 	Charged   int // installments paid by this run
@@ -133,7 +140,7 @@ func (s *Service) chargeInstallment(ctx context.Context, c *installmentClaim, no
 		// request): no retry will do better. An operator looks at it.
 		s.logger.Error("installment charge refused by the provider", "order_id", c.OrderID, "n", c.N, "attempt", c.Attempts, "err", err)
 		return s.recordInstallment(ctx, c, res, &res.Attention, installmentDeclinedSQL, c.OrderID, c.N, c.LeaseToken,
-			nil, "provider_refused", s.cfg.Now())
+			nil, attentionProviderRefused, s.cfg.Now(), attentionProviderRefused)
 	}
 }
 
@@ -146,12 +153,15 @@ func (s *Service) declineInstallment(ctx context.Context, c *installmentClaim, n
 	}
 	due := civilDate{c.DueOn.Year(), c.DueOn.Month(), c.DueOn.Day()}
 	var next sql.NullTime
+	var reason sql.NullString
 	counter := &res.Attention
 	if t, ok := nextInstallmentAttempt(due, c.Attempts, now, loc); ok {
 		next, counter = nullTime(t), &res.Retry
+	} else {
+		reason = nullString(attentionRetriesExhausted)
 	}
 	return s.recordInstallment(ctx, c, res, counter, installmentDeclinedSQL, c.OrderID, c.N, c.LeaseToken,
-		next, nullString(code), s.cfg.Now())
+		next, nullString(code), s.cfg.Now(), reason)
 }
 
 // recordInstallment runs one fenced outcome statement and counts it in counter, or in
