@@ -26,7 +26,7 @@ func TestInstallmentEventsDownRefusesWhileTheyExist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.DownTo(ctx, 32); err == nil || !strings.Contains(err.Error(), "installment events exist") {
+	if _, err := p.DownTo(ctx, 32); err == nil || !strings.Contains(err.Error(), "installment events or receipts exist") {
 		t.Fatalf("down below 33 with an installment event: %v, want a refusal", err)
 	}
 	if v, err := p.GetDBVersion(ctx); err != nil || v < 33 {
