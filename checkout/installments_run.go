@@ -50,7 +50,7 @@ func (r InstallmentRunResult) String() string {
 // point: each installment is taken by one run at a time (FOR UPDATE SKIP LOCKED, then a
 // lease), every attempt is charged under its derived provider key (installmentKey), and an
 // attempt taken over after a crash is looked up at the provider before it is charged. The
-// outcome is recorded fenced by the lease token. An installment whose provider answer never
+// outcome is recorded fenced by the lease token, with its outbox event in the same statement. An installment whose provider answer never
 // came keeps its lease until it lapses, so a run does not take it twice.
 func (s *Service) ChargeDueInstallments(ctx context.Context, now time.Time) (summary string, err error) {
 	res, err := s.chargeDueInstallments(ctx, now)
