@@ -21,6 +21,13 @@ const (
 	CrashInstallmentAfterProvider = "installment_after_provider"
 )
 
+// Why an installment is handed to an operator: the reason of its installment.needs_attention
+// event (docs/outbox.md).
+const (
+	attentionRetriesExhausted = "retries_exhausted" // declined on its last retry
+	attentionProviderRefused  = "provider_refused"  // the provider refused the request itself
+)
+
 // InstallmentRunResult counts what one run of ChargeDueInstallments did.
 type InstallmentRunResult struct {
 	Charged   int // installments paid by this run
@@ -43,7 +50,7 @@ func (r InstallmentRunResult) String() string {
 // point: each installment is taken by one run at a time (FOR UPDATE SKIP LOCKED, then a
 // lease), every attempt is charged under its derived provider key (installmentKey), and an
 // attempt taken over after a crash is looked up at the provider before it is charged. The
-// outcome is recorded fenced by the lease token. An installment whose provider answer never
+// outcome is recorded fenced by the lease token, with its outbox event in the same statement. An installment whose provider answer never
 // came keeps its lease until it lapses, so a run does not take it twice.
 func (s *Service) ChargeDueInstallments(ctx context.Context, now time.Time) (summary string, err error) {
 	res, err := s.chargeDueInstallments(ctx, now)
@@ -136,7 +143,7 @@ func (s *Service) chargeInstallment(ctx context.Context, c *installmentClaim, no
 		// request): no retry will do better. An operator looks at it.
 		s.logger.Error("installment charge refused by the provider", "order_id", c.OrderID, "n", c.N, "attempt", c.Attempts, "err", err)
 		return s.recordInstallment(ctx, c, res, &res.Attention, installmentDeclinedSQL, c.OrderID, c.N, c.LeaseToken,
-			nil, "provider_refused", s.cfg.Now())
+			nil, attentionProviderRefused, s.cfg.Now(), attentionProviderRefused)
 	}
 }
 
@@ -149,12 +156,15 @@ func (s *Service) declineInstallment(ctx context.Context, c *installmentClaim, n
 	}
 	due := civilDate{c.DueOn.Year(), c.DueOn.Month(), c.DueOn.Day()}
 	var next sql.NullTime
+	var reason sql.NullString
 	counter := &res.Attention
 	if t, ok := nextInstallmentAttempt(due, c.Attempts, now, loc); ok {
 		next, counter = nullTime(t), &res.Retry
+	} else {
+		reason = nullString(attentionRetriesExhausted)
 	}
 	return s.recordInstallment(ctx, c, res, counter, installmentDeclinedSQL, c.OrderID, c.N, c.LeaseToken,
-		next, nullString(code), s.cfg.Now())
+		next, nullString(code), s.cfg.Now(), reason)
 }
 
 // recordInstallment runs one fenced outcome statement and counts it in counter, or in

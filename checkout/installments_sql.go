@@ -57,28 +57,61 @@ const takeInstallmentSQL = `
 	 WHERE order_id = $1 AND n = $2
 	RETURNING lease_token`
 
-// installmentPaidSQL records a succeeded charge, fenced by the lease token, and adds it to
-// the order's captured amount in the same statement.
+// installmentPaidSQL records a succeeded charge, fenced by the lease token, adds it to the
+// order's captured amount and writes its installment.paid event, all in one statement: a
+// run whose lease was taken over matches no row and writes nothing, no event either.
 const installmentPaidSQL = `
 	WITH i AS (
 	    UPDATE installments
 	       SET status = 'paid', in_flight = false, next_attempt_at = NULL, lease_expires_at = NULL,
 	           provider_charge_id = $4, decline_code = NULL, paid_at = $5, updated_at = $5
 	     WHERE order_id = $1 AND n = $2 AND lease_token = $3 AND in_flight AND status = 'scheduled'
-	    RETURNING order_id, amount
+	    RETURNING ` + installmentReturningSQL + `
+	), o AS (
+	    UPDATE orders o SET captured_amount = o.captured_amount + i.amount, updated_at = $5
+	      FROM i WHERE o.id = i.order_id
+	    RETURNING o.id, o.client_id, o.public_id, o.status, o.amount, o.currency, o.installments
+	), e AS (
+	    INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
+	    SELECT o.client_id, 'installment.paid', o.id, ` + installmentPayloadSQL + `, $5
+	      FROM i JOIN o ON o.id = i.order_id
 	)
-	UPDATE orders o SET captured_amount = o.captured_amount + i.amount, updated_at = $5
-	  FROM i WHERE o.id = i.order_id
-	RETURNING o.id`
+	SELECT id FROM o`
 
 // installmentDeclinedSQL records a declined attempt, fenced by the lease token: scheduled
-// again at $4, or, when $4 is NULL, for an operator (status attention).
+// again at $4, or, when $4 is NULL, for an operator (status attention) for reason $7. The
+// same statement writes its event: installment.declined (with the next attempt's time) or
+// installment.needs_attention (with the reason).
 const installmentDeclinedSQL = `
-	UPDATE installments
-	   SET status = CASE WHEN CAST($4 AS timestamptz) IS NULL THEN 'attention' ELSE 'scheduled' END,
-	       next_attempt_at = $4, in_flight = false, lease_expires_at = NULL, decline_code = $5, updated_at = $6
-	 WHERE order_id = $1 AND n = $2 AND lease_token = $3 AND in_flight AND status = 'scheduled'
-	RETURNING order_id`
+	WITH i AS (
+	    UPDATE installments
+	       SET status = CASE WHEN CAST($4 AS timestamptz) IS NULL THEN 'attention' ELSE 'scheduled' END,
+	           next_attempt_at = $4, in_flight = false, lease_expires_at = NULL, decline_code = $5, updated_at = $6
+	     WHERE order_id = $1 AND n = $2 AND lease_token = $3 AND in_flight AND status = 'scheduled'
+	    RETURNING ` + installmentReturningSQL + `
+	), e AS (
+	    INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
+	    SELECT o.client_id,
+	           CASE i.status WHEN 'attention' THEN 'installment.needs_attention' ELSE 'installment.declined' END,
+	           o.id,
+	           CASE i.status WHEN 'attention' THEN ` + installmentPayloadSQL + ` || jsonb_build_object('reason', CAST($7 AS text))
+	                ELSE ` + installmentPayloadSQL + ` END,
+	           $6
+	      FROM i JOIN orders o ON o.id = i.order_id
+	)
+	SELECT order_id FROM i`
+
+// installmentReturningSQL is what the outcome statements return of the installment, for
+// its event.
+const installmentReturningSQL = `order_id, n, amount, due_on, status, attempts, provider_charge_id, decline_code, next_attempt_at`
+
+// installmentPayloadSQL is the data of the installment events, from the order o (with its
+// installments count) and the installment i as recorded: docs/outbox.md. next_attempt_at
+// is a day's start in the client's zone, whole seconds, written in UTC.
+const installmentPayloadSQL = orderPayloadSQL + ` || jsonb_build_object('installment', jsonb_build_object(
+	    'n', i.n, 'count', o.installments, 'amount', i.amount, 'due_on', to_char(i.due_on, 'YYYY-MM-DD'),
+	    'status', i.status, 'attempts', i.attempts, 'charge', i.provider_charge_id, 'decline_code', i.decline_code,
+	    'next_attempt_at', to_char(i.next_attempt_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')))`
 
 // lockOpenInstallmentsSQL locks the installments of order $1 of client $2 that a refund
 // would cancel, and says whether a charge of one is in flight.

@@ -15,6 +15,9 @@ func ReceiptText(r ReceiptMail) string {
 		if r.Reason != "" {
 			fmt.Fprintf(&b, "Reason: %s\n", r.Reason)
 		}
+	} else if r.Installment != "" {
+		fmt.Fprintf(&b, "Thank you. %s received your payment of %s, installment %s of your order, on %s.\n",
+			r.Merchant, r.Paid, r.Installment, r.When)
 	} else {
 		fmt.Fprintf(&b, "Thank you. %s received your payment of %s on %s.\n", r.Merchant, r.Total, r.When)
 	}
@@ -25,6 +28,9 @@ func ReceiptText(r ReceiptMail) string {
 	fmt.Fprintf(&b, "\nTotal: %s\n", r.Total)
 	if r.Refund {
 		fmt.Fprintf(&b, "Refunded: %s\n", r.Refunded)
+	}
+	if r.Installment != "" {
+		fmt.Fprintf(&b, "Installment %s: %s\n", r.Installment, r.Paid)
 	}
 	if r.Card != "" {
 		fmt.Fprintf(&b, "Card: %s\n", r.Card)

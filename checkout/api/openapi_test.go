@@ -14,6 +14,7 @@ import (
 	validator "github.com/pb33f/libopenapi-validator"
 
 	"github.com/tekrar/tekrar/checkout/api"
+	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/webhook"
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/config"
@@ -28,6 +29,9 @@ type document struct {
 			ProblemCode struct {
 				Enum []string `json:"enum"`
 			} `json:"ProblemCode"`
+			EventType struct {
+				Enum []string `json:"enum"`
+			} `json:"EventType"`
 		} `json:"schemas"`
 	} `json:"components"`
 }
@@ -121,6 +125,14 @@ func TestOpenAPIProblemCodes(t *testing.T) {
 	got := loadDocument(t).Components.Schemas.ProblemCode.Enum
 	if !slices.Equal(got, want) {
 		t.Errorf("components.schemas.ProblemCode.enum in checkout/api/openapi.yaml is not problem.Codes, in its order:\ngot  %v\nwant %v", got, want)
+	}
+}
+
+// TestOpenAPIEventTypes keeps the document's list of event types an endpoint subscribes to
+// the outbox's.
+func TestOpenAPIEventTypes(t *testing.T) {
+	if got := loadDocument(t).Components.Schemas.EventType.Enum; !slices.Equal(got, outbox.Types) {
+		t.Errorf("components.schemas.EventType.enum in checkout/api/openapi.yaml is not outbox.Types, in its order:\ngot  %v\nwant %v", got, outbox.Types)
 	}
 }
 

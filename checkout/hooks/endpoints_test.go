@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/webhook"
 )
 
@@ -70,5 +72,33 @@ func TestSecretsAreSealedAtRest(t *testing.T) {
 	noKey := &hooks.Store{DB: f.db}
 	if _, err := noKey.Create(context.Background(), client, hooks.EndpointInput{URL: "https://93.184.215.14/", EventTypes: []string{"order.paid"}}); !errors.Is(err, hooks.ErrNoSecretsKey) {
 		t.Fatalf("create without a secrets key: %v", err)
+	}
+}
+
+// TestEndpointsSubscribeToEveryOutboxType: an endpoint may list any type of the outbox (the
+// installment ones too), and an event fans out only to the endpoints that list its type.
+func TestEndpointsSubscribeToEveryOutboxType(t *testing.T) {
+	f := newFixture(t)
+	client := f.client(t, "shop")
+	all := f.endpoint(t, client, "https://93.184.215.14/all", outbox.Types...)
+	cards := f.endpoint(t, client, "https://93.184.215.14/cards", outbox.InstallmentDeclined, outbox.InstallmentNeedsAttention)
+	for i, typ := range outbox.Types {
+		f.event(t, client, typ, i)
+	}
+	for _, tc := range []struct {
+		e    hooks.Endpoint
+		want []string
+	}{
+		{all, outbox.Types},
+		{cards, []string{outbox.InstallmentDeclined, outbox.InstallmentNeedsAttention}},
+	} {
+		var got []string
+		if err := f.db.Select(&got, `SELECT d.event_type FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+			 WHERE w.public_id = $1 ORDER BY d.id`, tc.e.ID); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("endpoint %s got deliveries of %v, want %v", tc.e.URL, got, tc.want)
+		}
 	}
 }

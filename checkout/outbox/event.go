@@ -17,11 +17,17 @@ const (
 	OrderDisputed       = "order.disputed"
 	OrderNeedsAttention = "order.needs_attention"
 	CompensationCreated = "compensation.created"
+	// The installments after the first, charged by the scheduled job: paid; declined and
+	// tried again on a given day; declined on the last retry or refused by the provider,
+	// for an operator.
+	InstallmentPaid           = "installment.paid"
+	InstallmentDeclined       = "installment.declined"
+	InstallmentNeedsAttention = "installment.needs_attention"
 )
 
 // Types lists every event type, in the order docs/outbox.md documents them.
 var Types = []string{OrderPaid, OrderDeclined, OrderRefunded, RefundCreated, OrderDisputed,
-	OrderNeedsAttention, CompensationCreated}
+	OrderNeedsAttention, CompensationCreated, InstallmentPaid, InstallmentDeclined, InstallmentNeedsAttention}
 
 // Event is one row of outbox_events.
 type Event struct {

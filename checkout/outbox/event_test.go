@@ -3,6 +3,8 @@ package outbox_test
 import (
 	"context"
 	"database/sql"
+	"regexp"
+	"slices"
 	"testing"
 	"time"
 
@@ -85,5 +87,37 @@ func TestAnInsertedEventHasExactlyOneDispatchJob(t *testing.T) {
 	}
 	if jobs != 1 {
 		t.Errorf("%d dispatch jobs for one event, want 1", jobs)
+	}
+}
+
+// TestTypesAreTheDomain: the event_type domain allows exactly outbox.Types, so that a new
+// type needs both its constant (which consumers and the console list) and a migration, and
+// a type the database accepts is one every consumer knows.
+func TestTypesAreTheDomain(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	var def string
+	if err := d.DB.QueryRow(`SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c
+		 WHERE c.contypid = 'event_type'::regtype AND c.contype = 'c'`).Scan(&def); err != nil {
+		t.Fatal(err)
+	}
+	var allowed []string
+	for _, m := range regexp.MustCompile(`'([^']+)'::text`).FindAllStringSubmatch(def, -1) {
+		allowed = append(allowed, m[1])
+	}
+	if !slices.Equal(allowed, outbox.Types) {
+		t.Errorf("the event_type domain allows %v (%s), outbox.Types is %v, in its order", allowed, def, outbox.Types)
+	}
+	clientID := newClientRow(t, d.DB)
+	for _, typ := range append(slices.Clone(outbox.Types), "order.shipped") {
+		tx, err := d.DB.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = outbox.Insert(context.Background(), tx, clientID, typ, sql.NullInt64{}, map[string]any{"order": "ord_x"})
+		if known := slices.Contains(outbox.Types, typ); (err == nil) != known {
+			t.Errorf("insert an event of type %s: %v", typ, err)
+		}
+		tx.Rollback() //nolint:errcheck // nothing to keep
 	}
 }

@@ -17,8 +17,8 @@ import (
 // SMTP server never holds up event dispatch.
 const Queue = "receipts"
 
-// Handler makes the receipt of order.paid and order.refunded events (outbox.Handler); it
-// ignores every other type.
+// Handler makes the receipt of order.paid, order.refunded and installment.paid events
+// (outbox.Handler); it ignores every other type.
 type Handler struct {
 	Recorder *Recorder
 	// Logger hears of events that cannot have a receipt (nil: not told).
@@ -35,17 +35,29 @@ func (h *Handler) HandleEvent(ctx context.Context, tx *sql.Tx, ev outbox.Event) 
 		kind = KindPaid
 	case outbox.OrderRefunded:
 		kind = KindRefunded
+	case outbox.InstallmentPaid:
+		kind = KindInstallment
 	default:
 		return nil
 	}
 	var data struct {
-		Order  string `json:"order"`
-		Refund string `json:"refund"`
+		Order       string `json:"order"`
+		Refund      string `json:"refund"`
+		Installment struct {
+			N int `json:"n"`
+		} `json:"installment"`
 	}
 	if err := json.Unmarshal(ev.Payload, &data); err != nil {
 		return h.skip(ev, fmt.Errorf("payload: %w: %w", errUnusable, err))
 	}
-	id, queued, err := h.Recorder.Record(ctx, tx, ev.ID, kind, data.Order, data.Refund)
+	var id int64
+	var queued bool
+	var err error
+	if kind == KindInstallment {
+		id, queued, err = h.Recorder.RecordInstallment(ctx, tx, ev.ID, data.Order, data.Installment.N)
+	} else {
+		id, queued, err = h.Recorder.Record(ctx, tx, ev.ID, kind, data.Order, data.Refund)
+	}
 	if errors.Is(err, errUnusable) {
 		return h.skip(ev, err)
 	}

@@ -1,4 +1,5 @@
-// Package receipts e-mails a customer a receipt when their order is paid or refunded.
+// Package receipts e-mails a customer a receipt when their order is paid or refunded, and
+// for each later installment charged of an order paid in installments.
 //
 // A receipt is made by an outbox event's handler, inside the event's dispatch transaction:
 // it is rendered (views.ReceiptHTML and views.ReceiptText), stored in the receipts table
@@ -22,8 +23,9 @@ import (
 
 // Kinds of receipt, by the event that makes them.
 const (
-	KindPaid     = "paid"     // order.paid
-	KindRefunded = "refunded" // order.refunded
+	KindPaid        = "paid"        // order.paid
+	KindRefunded    = "refunded"    // order.refunded
+	KindInstallment = "installment" // installment.paid: a later installment of an order, charged
 )
 
 // States of a receipt.

@@ -80,6 +80,29 @@ func loadRefund(ctx context.Context, tx *sql.Tx, orderID int64, publicID string)
 	return r, nil
 }
 
+// installmentFacts is what an installment's receipt says about the installment.
+type installmentFacts struct {
+	N, Count int
+	Amount   int64
+	PaidAt   time.Time
+}
+
+// loadInstallment reads installment n of the order, paid.
+func loadInstallment(ctx context.Context, tx *sql.Tx, orderID int64, n int) (installmentFacts, error) {
+	f := installmentFacts{N: n}
+	err := tx.QueryRowContext(ctx, `
+		SELECT o.installments, i.amount, i.paid_at
+		  FROM installments i JOIN orders o ON o.id = i.order_id
+		 WHERE i.order_id = $1 AND i.n = $2 AND i.status = 'paid'`, orderID, n).Scan(&f.Count, &f.Amount, &f.PaidAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return f, fmt.Errorf("order %d has no paid installment %d: %w", orderID, n, errUnusable)
+	}
+	if err != nil {
+		return f, fmt.Errorf("load installment: %w", err)
+	}
+	return f, nil
+}
+
 // newReceipt is a rendered receipt to insert.
 type newReceipt struct {
 	EventID, Kind, Recipient, Subject, MessageID, Text, HTML, State string

@@ -31,6 +31,19 @@ func (rc *Recorder) Record(ctx context.Context, tx *sql.Tx, eventID, kind, order
 	if kind != KindPaid && kind != KindRefunded {
 		return 0, false, fmt.Errorf("receipt kind %q", kind)
 	}
+	return rc.record(ctx, tx, eventID, kind, orderPublicID, refundPublicID, 0)
+}
+
+// RecordInstallment is Record for the receipt of installment n (2 or later) of the order,
+// paid: KindInstallment, for an installment.paid event.
+func (rc *Recorder) RecordInstallment(ctx context.Context, tx *sql.Tx, eventID, orderPublicID string, n int) (id int64, queued bool, _ error) {
+	if n < 2 {
+		return 0, false, fmt.Errorf("installment %d: %w (the first is the order's own payment)", n, errUnusable)
+	}
+	return rc.record(ctx, tx, eventID, KindInstallment, orderPublicID, "", n)
+}
+
+func (rc *Recorder) record(ctx context.Context, tx *sql.Tx, eventID, kind, orderPublicID, refundPublicID string, installment int) (id int64, queued bool, _ error) {
 	messageID, err := MessageID(eventID, rc.From)
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: %w", errUnusable, err)
@@ -52,7 +65,15 @@ func (rc *Recorder) Record(ctx context.Context, tx *sql.Tx, eventID, kind, order
 		}
 		rf, n.RefundID = &r, sql.NullInt64{Int64: r.ID, Valid: true}
 	}
-	m, err := compose(o, rf, messageID)
+	var inst *installmentFacts
+	if kind == KindInstallment {
+		in, err := loadInstallment(ctx, tx, o.ID, installment)
+		if err != nil {
+			return 0, false, err
+		}
+		inst = &in
+	}
+	m, err := compose(o, rf, inst, messageID)
 	if err != nil {
 		return 0, false, err
 	}

@@ -14,8 +14,9 @@ import (
 // receiptTime is how a receipt writes a time: UTC, since the customer's zone is unknown.
 const receiptTime = "2 January 2006 15:04 UTC"
 
-// compose fills the receipt's view from the order (and, for a refund, the refund).
-func compose(o orderFacts, rf *refundFacts, messageID string) (views.ReceiptMail, error) {
+// compose fills the receipt's view from the order (and, for a refund, the refund; for an
+// installment, the installment).
+func compose(o orderFacts, rf *refundFacts, in *installmentFacts, messageID string) (views.ReceiptMail, error) {
 	var items []struct {
 		Name       string `json:"name"`
 		Quantity   int64  `json:"quantity"`
@@ -35,6 +36,13 @@ func compose(o orderFacts, rf *refundFacts, messageID string) (views.ReceiptMail
 	}
 	if o.PaidAt.Valid {
 		m.When = o.PaidAt.Time.UTC().Format(receiptTime)
+	}
+	if in != nil {
+		// The card of a later installment is the customer's saved card as the provider held it
+		// then, which tekrar does not record: no card rather than the first charge's.
+		m.Installment = strconv.Itoa(in.N) + " of " + strconv.Itoa(in.Count)
+		m.Paid, m.Card = money.Format(in.Amount, o.Currency), ""
+		m.When = in.PaidAt.UTC().Format(receiptTime)
 	}
 	if rf != nil {
 		m.Refund, m.RefundID, m.Reason = true, rf.PublicID, rf.Reason

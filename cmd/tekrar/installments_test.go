@@ -22,7 +22,8 @@ import (
 // run` dies right after the provider charged its first installment, before tekrar recorded
 // it; a second is SIGKILLed as soon as it has charged one; then two run at once to the end.
 // Each due installment must be charged exactly once at the provider, recorded paid with
-// that charge, and nothing not yet due charged.
+// that charge and with one installment.paid event naming it, and nothing not yet due
+// charged.
 func TestInstallmentsRunTwiceAtOnceAndKilledHalfWay(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -103,7 +104,7 @@ func TestInstallmentsRunTwiceAtOnceAndKilledHalfWay(t *testing.T) {
 	}
 	wg.Wait()
 
-	type ledger struct{ Charges, Succeeded, Recorded, Third int }
+	type ledger struct{ Charges, Succeeded, Recorded, Events, Third int }
 	var ids []int64
 	if err := db.Select(&ids, `SELECT id FROM orders ORDER BY id`); err != nil {
 		t.Fatal(err)
@@ -116,11 +117,17 @@ func TestInstallmentsRunTwiceAtOnceAndKilledHalfWay(t *testing.T) {
 			Recorded: countRows(t, db, `SELECT count(*) FROM installments i JOIN psp_charges c
 				 ON c.id = i.provider_charge_id AND c.key = i.provider_key AND c.amount = i.amount
 				 WHERE i.order_id = $1 AND i.n = 2 AND i.status = 'paid' AND c.description = $2`, id, desc),
+			Events: countRows(t, db, `SELECT count(*) FROM outbox_events e JOIN installments i
+				 ON i.order_id = e.order_id AND i.n = 2 AND e.payload->'installment'->>'charge' = i.provider_charge_id
+				 WHERE e.order_id = $1 AND e.type = 'installment.paid' AND e.payload->'installment'->>'n' = '2'`, id),
 			Third: countRows(t, db, `SELECT count(*) FROM psp_charges WHERE description = $1`, fmt.Sprintf("order %d installment 3", id)),
 		}
-		if want := (ledger{1, 1, 1, 0}); got != want {
+		if want := (ledger{1, 1, 1, 1, 0}); got != want {
 			t.Errorf("order %d: %+v, want %+v", id, got, want)
 		}
+	}
+	if n := countRows(t, db, `SELECT count(*) FROM outbox_events WHERE type LIKE 'installment.%'`); n != orders {
+		t.Errorf("%d installment events, want one per paid installment (%d)", n, orders)
 	}
 	if n := countRows(t, db, `SELECT count(*) FROM orders o WHERE captured_amount <> (SELECT sum(amount) FROM installments WHERE order_id = o.id AND status = 'paid')`); n != 0 {
 		t.Errorf("%d orders whose captured amount is not what their paid installments add up to", n)
