@@ -544,6 +544,16 @@ func (m *month) check(first, last time.Time) {
 			`SELECT count(*) FROM settlements s WHERE
 			   (SELECT COALESCE(sum(captured_amount) + sum(refunded_amount), 0) FROM settlement_totals WHERE settlement_id = s.id)
 			   <> (SELECT COALESCE(sum(amount), 0) FROM settlement_items WHERE settlement_id = s.id AND NOT adjusted)`, nil},
+		{"installments charged without exactly one installment.paid event naming their charge",
+			`SELECT count(*) FROM installments i WHERE i.status = 'paid' AND i.n > 1
+			   AND (SELECT count(*) FROM outbox_events e WHERE e.type = 'installment.paid' AND e.order_id = i.order_id
+			          AND e.payload->'installment'->>'n' = i.n::text
+			          AND e.payload->'installment'->>'charge' = i.provider_charge_id) <> 1`, nil},
+		{"installment events of installments that are not so",
+			`SELECT count(*) FROM outbox_events e JOIN installments i
+			    ON i.order_id = e.order_id AND i.n::text = e.payload->'installment'->>'n'
+			 WHERE (e.type = 'installment.paid' AND i.status <> 'paid')
+			    OR (e.type = 'installment.needs_attention' AND i.status NOT IN ('attention', 'canceled'))`, nil},
 		{"compensations (nothing was given up on)", `SELECT count(*) FROM compensations`, nil},
 	}
 	for _, c := range checks {
