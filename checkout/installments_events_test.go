@@ -56,11 +56,7 @@ func TestInstallmentOutcomesWriteTheirEvents(t *testing.T) {
 		}
 	}
 	run := func(at string) func() { return func() { e.run(at) } }
-	steps := []struct {
-		name string
-		do   func()
-		want map[string]int64 // events added by the step
-	}{
+	steps := []eventStep{
 		{"A's second installment is paid", run("2027-02-14T21:00:00Z"), map[string]int64{outbox.InstallmentPaid: 1}},
 		{"a rerun", run("2027-02-14T21:00:00Z"), nil},
 		{"B's second is declined", func() { card(psp.TokenDeclined); e.run("2027-02-19T21:00:00Z") },
@@ -85,23 +81,7 @@ func TestInstallmentOutcomesWriteTheirEvents(t *testing.T) {
 		}, map[string]int64{outbox.InstallmentNeedsAttention: 1}},
 		{"nothing left", run("2027-12-31T00:00:00Z"), nil},
 	}
-	have := e.eventCounts() // the orders' own order.paid
-	for _, s := range steps {
-		s.do()
-		want := maps.Clone(have)
-		for typ, n := range s.want {
-			want[typ] += n
-		}
-		got := e.eventCounts()
-		if !maps.Equal(got, want) {
-			t.Fatalf("after %q: events %v, want %v", s.name, got, want)
-		}
-		have = got
-	}
-	if n := e.count(`SELECT count(*) FROM outbox_events ev
-		 WHERE NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = $1 AND j.args->>'event_id' = ev.id)`, outbox.KindDispatch); n != 0 {
-		t.Errorf("%d events without their dispatch job", n)
-	}
+	e.checkEventSteps(e.eventCounts(), steps) // from the orders' own order.paid
 
 	chargeA2 := e.str(`SELECT provider_charge_id FROM installments WHERE order_id = $1 AND n = 2`, idA)
 	check := func(name string, got []map[string]any, want ...map[string]any) {

@@ -13,6 +13,35 @@ import (
 )
 
 // eventCounts counts the client's events by type.
+// eventStep is a step of a test and the events it must add, by type.
+type eventStep struct {
+	name string
+	do   func()
+	want map[string]int64 // events added by the step
+}
+
+// checkEventSteps runs the steps in order from the event counts have, checking after each
+// that it added exactly its events, and at the end that every event has its dispatch job.
+func (e *actionEnv) checkEventSteps(have map[string]int64, steps []eventStep) {
+	e.t.Helper()
+	for _, s := range steps {
+		s.do()
+		want := maps.Clone(have)
+		for typ, n := range s.want {
+			want[typ] += n
+		}
+		got := e.eventCounts()
+		if !maps.Equal(got, want) {
+			e.t.Fatalf("after %q: events %v, want %v", s.name, got, want)
+		}
+		have = got
+	}
+	if n := e.count(`SELECT count(*) FROM outbox_events ev
+		 WHERE NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = $1 AND j.args->>'event_id' = ev.id)`, outbox.KindDispatch); n != 0 {
+		e.t.Errorf("%d events without their dispatch job", n)
+	}
+}
+
 func (e *actionEnv) eventCounts() map[string]int64 {
 	e.t.Helper()
 	rows, err := e.db.Query(`SELECT type, count(*) FROM outbox_events WHERE client_id = $1 GROUP BY type`, e.client.ID)
@@ -50,11 +79,7 @@ func TestEachChangeWritesItsEventOnce(t *testing.T) {
 		}
 	}
 	var paid string
-	steps := []struct {
-		name string
-		do   func()
-		want map[string]int64 // events added by the step
-	}{
+	steps := []eventStep{
 		{"pay", func() {
 			var st int
 			if paid, st = e.order("k-paid", psp.TokenVisa, 5000); st != http.StatusCreated {
@@ -95,23 +120,7 @@ func TestEachChangeWritesItsEventOnce(t *testing.T) {
 			map[string]int64{outbox.CompensationCreated: 1}},
 		{"completer: nothing more owed", func() { e.advance(2 * time.Minute); pass() }, nil},
 	}
-	have := map[string]int64{}
-	for _, s := range steps {
-		s.do()
-		want := maps.Clone(have)
-		for typ, n := range s.want {
-			want[typ] += n
-		}
-		got := e.eventCounts()
-		if !maps.Equal(got, want) {
-			t.Fatalf("after %q: events %v, want %v", s.name, got, want)
-		}
-		have = got
-	}
-	if n := e.count(`SELECT count(*) FROM outbox_events ev
-		 WHERE NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = $1 AND j.args->>'event_id' = ev.id)`, outbox.KindDispatch); n != 0 {
-		t.Errorf("%d events without their dispatch job", n)
-	}
+	e.checkEventSteps(map[string]int64{}, steps)
 
 	// The payload is the documented one.
 	var data map[string]any
