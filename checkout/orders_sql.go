@@ -28,9 +28,10 @@ func providerKey(step string, k *Key) string {
 	return "tekrar_" + step[:2] + "_" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// orderClaim is the parameters of claimOrder: the key row it inserts, the pending order,
-// and now, which a tombstone must outlive to refuse the claim.
-type orderClaim struct {
+// keyClaim is the key row a claim inserts (or finds a tombstone for), the part of its
+// parameters that every keyed claim shares: now is CreatedAt, which a tombstone must outlive
+// to refuse the claim.
+type keyClaim struct {
 	ClientID    int64  `db:"client_id"`
 	Key         string `db:"key"`
 	Fingerprint []byte `db:"fingerprint"`
@@ -42,12 +43,24 @@ type orderClaim struct {
 	LeaseExpiresAt   sql.NullTime   `db:"lease_expires_at"`
 	CreatedAt        time.Time      `db:"created_at"` // also now
 	ExpiresAt        time.Time      `db:"expires_at"`
-	Amount           int64          `db:"amount"`
-	Currency         string         `db:"currency"`
-	Items            string         `db:"items"` // JSON, as text: see nullJSON
-	CustomerID       sql.NullString `db:"customer_id"`
-	CustomerEmail    sql.NullString `db:"customer_email"`
-	Metadata         sql.NullString `db:"metadata"` // JSON, as text
+}
+
+// claimOf is the key row of k as a claim inserts it.
+func claimOf(k *Key) keyClaim {
+	return keyClaim{ClientID: k.ClientID, Key: k.Key, Fingerprint: k.Fingerprint, Method: k.Method, Path: k.Path,
+		ScopeFingerprint: k.ScopeFingerprint, CardFingerprint: k.CardFingerprint,
+		LeaseExpiresAt: k.LeaseExpiresAt, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt}
+}
+
+// orderClaim is the parameters of claimOrder: the key row it inserts and the pending order.
+type orderClaim struct {
+	keyClaim
+	Amount        int64          `db:"amount"`
+	Currency      string         `db:"currency"`
+	Items         string         `db:"items"` // JSON, as text: see nullJSON
+	CustomerID    sql.NullString `db:"customer_id"`
+	CustomerEmail sql.NullString `db:"customer_email"`
+	Metadata      sql.NullString `db:"metadata"` // JSON, as text
 	// The stockLines, column by column; nil (NULL) for none.
 	StockSKUs       pq.StringArray `db:"stock_skus"`
 	StockQuantities pq.Int64Array  `db:"stock_quantities"`

@@ -17,24 +17,14 @@ import (
 // refundClaim is the parameters of the statements of claimRefund: the key row, the order
 // (its public id) and the amount to reserve on it.
 type refundClaim struct {
-	ClientID    int64  `db:"client_id"`
-	Key         string `db:"key"`
-	Fingerprint []byte `db:"fingerprint"`
-	// What the route's spec covers (fingerprint_scope.go); nil and NULL for none.
-	ScopeFingerprint []byte         `db:"scope_fingerprint"`
-	CardFingerprint  sql.NullString `db:"card_fingerprint"`
-	Method           string         `db:"method"`
-	Path             string         `db:"path"`
-	LeaseExpiresAt   sql.NullTime   `db:"lease_expires_at"`
-	CreatedAt        time.Time      `db:"created_at"` // also now
-	ExpiresAt        time.Time      `db:"expires_at"`
-	OrderPublicID    string         `db:"order_public_id"`
-	Amount           int64          `db:"amount"`
-	Reason           sql.NullString `db:"reason"`
-	RefundID         int64          `db:"refund_id"`    // made by claimRefundKeySQL
-	OrderID          int64          `db:"order_id"`     // and the order's, by reserveRefundSQL
-	Currency         string         `db:"currency"`     // the order's
-	ProviderKey      string         `db:"provider_key"` // providerKey("refund", the key row)
+	keyClaim
+	OrderPublicID string         `db:"order_public_id"`
+	Amount        int64          `db:"amount"`
+	Reason        sql.NullString `db:"reason"`
+	RefundID      int64          `db:"refund_id"`    // made by claimRefundKeySQL
+	OrderID       int64          `db:"order_id"`     // and the order's, by reserveRefundSQL
+	Currency      string         `db:"currency"`     // the order's
+	ProviderKey   string         `db:"provider_key"` // providerKey("refund", the key row)
 }
 
 // refundTombstoneSQL selects a live tombstone of the key, in keyColumns' shape, with the
@@ -103,10 +93,7 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderPublicID string, 
 	if !ValidOrderID(orderPublicID) {
 		return nil, false, ErrOrderNotFound
 	}
-	p := refundClaim{ClientID: k.ClientID, Key: k.Key, Fingerprint: k.Fingerprint, Method: k.Method, Path: k.Path,
-		ScopeFingerprint: k.ScopeFingerprint, CardFingerprint: k.CardFingerprint,
-		LeaseExpiresAt: k.LeaseExpiresAt, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt,
-		OrderPublicID: orderPublicID, Amount: in.Amount, Reason: nullString(in.Reason)}
+	p := refundClaim{keyClaim: claimOf(k), OrderPublicID: orderPublicID, Amount: in.Amount, Reason: nullString(in.Reason)}
 	var out *Key
 	err := inTx(ctx, d, "claim refund", func(tx *sqlx.Tx) error {
 		var tomb Key

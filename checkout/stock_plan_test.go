@@ -45,8 +45,8 @@ func TestStockClaimUsesTheProductKey(t *testing.T) {
 		t.Fatalf("prepare: %v", err)
 	}
 	now := time.Now()
-	p := orderClaim{ClientID: 1, Key: "plan", Fingerprint: make([]byte, 32), Method: "POST", Path: "/v1/orders",
-		LeaseExpiresAt: sql.NullTime{Time: now, Valid: true}, CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+	p := orderClaim{keyClaim: keyClaim{ClientID: 1, Key: "plan", Fingerprint: make([]byte, 32), Method: "POST", Path: "/v1/orders",
+		LeaseExpiresAt: sql.NullTime{Time: now, Valid: true}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)},
 		Amount: 100, Currency: "TRY", Items: `[]`}
 	stockParams(&p, []stockLine{{SKU: "SKU-6", Quantity: 1, UnitAmount: 100}, {SKU: "SKU-12", Quantity: 2, UnitAmount: 100}})
 	args := claimOrderSQL.args(&p)
