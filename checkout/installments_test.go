@@ -2,6 +2,7 @@ package checkout
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -590,6 +591,12 @@ func TestEndedOrdersCancelTheirPlans(t *testing.T) {
 		if err := e.db.Get(&ch, `SELECT provider_charge_id, provider_key FROM payments WHERE order_id = $1`, id); err != nil {
 			t.Fatal(err)
 		}
+		// Installment 2 is being charged when the refund arrives: its holder's record must
+		// then match nothing (its charge, if made, is an orphan for reconciliation).
+		if _, err := e.db.Exec(`UPDATE installments SET in_flight = true, attempts = 1, lease_token = 7,
+			    lease_expires_at = '2027-01-11T10:00:00Z' WHERE order_id = $1 AND n = 2`, id); err != nil {
+			t.Fatal(err)
+		}
 		pe := psp.Event{ID: "evt_dashboard", Type: psp.EventRefundSucceeded, Created: utc("2027-01-11T09:00:00Z"),
 			Data: psp.EventData{ChargeID: ch.ID, ChargeKey: ch.Key, Sequence: 2, Amount: 300, Currency: "TRY", Description: chargeDescription(id),
 				Status: psp.StatusSucceeded, RefundedAmount: 100}}
@@ -599,6 +606,10 @@ func TestEndedOrdersCancelTheirPlans(t *testing.T) {
 		}
 		if got := plan(e, id); got != "1 paid, 2 canceled, 3 canceled" {
 			t.Fatalf("plan after a refund at the provider: %s", got)
+		}
+		var recorded int64
+		if err := e.db.Get(&recorded, installmentPaidSQL, id, 2, 7, "ch_late", utc("2027-01-11T09:30:00Z")); !errors.Is(err, sql.ErrNoRows) {
+			t.Fatalf("the in-flight installment's holder recorded its charge after the refund canceled it: %v", err)
 		}
 		if res := e.run("2027-04-01T00:00:00Z"); res.Charged != 0 {
 			t.Fatalf("the job charged a refunded order's plan: %+v", res)
