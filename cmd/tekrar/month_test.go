@@ -113,7 +113,6 @@ type monthAnswer struct {
 	refund   *client.Refund
 	code     client.Code // of a problem
 	problem  string
-	replayed bool
 }
 
 // monthStats are the figures the test reports.
@@ -415,13 +414,11 @@ func (m *month) send(in *monthIntent, bases [2]string, start int) {
 		c := client.New(bases[attempt%2], in.c.secret, client.WithHTTPClient(m.http), client.WithPolicy(policy))
 		var a monthAnswer
 		var err error
-		var keyed client.Keyed
 		if in.order != nil {
-			a.order, keyed, err = c.CreateOrder(context.Background(), key, *in.order)
+			a.order, _, err = c.CreateOrder(context.Background(), key, *in.order)
 		} else {
-			a.refund, keyed, err = c.CreateRefund(context.Background(), key, in.refund.id, client.RefundInput{Amount: in.amount})
+			a.refund, _, err = c.CreateRefund(context.Background(), key, in.refund.id, client.RefundInput{Amount: in.amount})
 		}
-		a.replayed = keyed.Replayed
 		var lost *client.UnknownOutcome
 		var problem *client.Error
 		switch {
