@@ -109,10 +109,10 @@ type monthIntent struct {
 
 // monthAnswer is the final answer of one copy of an intent.
 type monthAnswer struct {
-	order    *client.Order
-	refund   *client.Refund
-	code     client.Code // of a problem
-	problem  string
+	order   *client.Order
+	refund  *client.Refund
+	code    client.Code // of a problem
+	problem string
 }
 
 // monthStats are the figures the test reports.
