@@ -179,8 +179,12 @@ func (a tapAdvice) refundForm(id string) (prefill int64, warning string, confirm
 	prefill = min(self.left(), max(a.Left, 0))
 	var done []string
 	for _, o := range a.orders {
-		if o.PublicID != id && o.Refunded > 0 {
-			done = append(done, fmt.Sprintf("order %s (%s refunded of %s charged)", o.PublicID, format(o.Refunded), format(o.Charged.Total())))
+		switch {
+		case o.PublicID == id || o.Refunded <= 0:
+		case o.Refunded >= o.Charged.Total():
+			done = append(done, fmt.Sprintf("order %s, in full (%s)", o.PublicID, format(o.Refunded)))
+		default:
+			done = append(done, fmt.Sprintf("order %s, in part (%s of the %s charged)", o.PublicID, format(o.Refunded), format(o.Charged.Total())))
 		}
 	}
 	confirm = prefill < self.left()
@@ -193,8 +197,12 @@ func (a tapAdvice) refundForm(id string) (prefill int64, warning string, confirm
 			others = append(others, "order "+o.PublicID)
 		}
 	}
+	keys := "another key"
+	if len(others) > 1 {
+		keys = "other keys"
+	}
 	w := "This order looks like a double tap of " + strings.Join(others, " and ") +
-		": the same customer, amount, items and card, under another key. The customer was charged " + a.Times + " for one purchase."
+		": the same customer, amount, items and card, under " + keys + ". The customer was charged " + a.Times + " for one purchase."
 	if len(done) > 0 {
 		w += " Refunded already: " + strings.Join(done, " and ") + "."
 	}

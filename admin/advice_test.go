@@ -32,7 +32,7 @@ func TestRefundFormAfterAPartialRefund(t *testing.T) {
 		t.Errorf("the second order's refund form prefills %q, want 10.00", got)
 	}
 	w := form.doc.Find(".confirm .warning").Text()
-	for _, want := range []string{"order " + first + " (10.00 TRY refunded of 20.00 TRY charged)", "10.00 TRY is left to refund"} {
+	for _, want := range []string{"Refunded already: order " + first + ", in part (10.00 TRY of the 20.00 TRY charged)", "10.00 TRY is left to refund"} {
 		if !strings.Contains(w, want) {
 			t.Errorf("the warning lacks %q: %s", want, w)
 		}
