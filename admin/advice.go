@@ -219,7 +219,7 @@ func (a tapAdvice) refundForm(id string) (prefill int64, warning string, confirm
 }
 
 // chargesText says what an order was charged: "charge ch_1 of 45.00 TRY", or for a plan
-// "2 of its 3 installments: charge ch_1 of 15.00 TRY and charge ch_2 of 15.00 TRY, 30.00
+// "2 of its 3 installments charged: charge ch_1 of 15.00 TRY and charge ch_2 of 15.00 TRY, 30.00
 // TRY of 45.00 TRY so far".
 func chargesText(o tapOrder) string {
 	format := func(n int64) string { return money.Format(n, o.Currency) }
@@ -233,7 +233,7 @@ func chargesText(o tapOrder) string {
 	case o.Charged.Installments <= 1:
 		return strings.Join(each, " and ")
 	}
-	return fmt.Sprintf("%d of its %d installments: %s, %s of %s so far", len(each), o.Charged.Installments,
+	return fmt.Sprintf("%d of its %d installments charged: %s, %s of %s so far", len(each), o.Charged.Installments,
 		strings.Join(each, " and "), format(o.Charged.Total()), format(o.Amount))
 }
 

@@ -99,7 +99,8 @@ func TestInstallmentOrderVerdict(t *testing.T) {
 	v := b.do("GET", "/admin/orders/"+id, nil).doc.Find(".verdict")
 	text := v.Text()
 	for _, want := range []string{
-		"2 of its 3 installments",
+		"2 of its 3 installments charged",
+		"one charge per paid installment (2 so far",
 		"charge " + charges[0] + " of 1500.00 TRY and charge " + charges[1] + " of 1500.00 TRY",
 		"3000.00 TRY of 4500.00 TRY so far",
 	} {

@@ -97,10 +97,18 @@ func orderVerdict(s orderStory) views.Verdict {
 		default:
 			v.Headline = "One key, one payment request: the customer was charged once for this order."
 		}
-		v.Facts = append(v.Facts, fmt.Sprintf("The first request with key %s made this order and %s.", orderKey(d), adv.Charges[d.PublicID]))
+		if s.charges.Installments > 1 {
+			v.Facts = append(v.Facts, fmt.Sprintf("The first request with key %s made this order; %s.", orderKey(d), adv.Charges[d.PublicID]))
+		} else {
+			v.Facts = append(v.Facts, fmt.Sprintf("The first request with key %s made this order and %s.", orderKey(d), adv.Charges[d.PublicID]))
+		}
 		if n.replays > 0 {
 			v.Facts = append(v.Facts, fmt.Sprintf("%s with the same key got the stored answer of the first: no new order, no new charge.",
 				capitalise(plural(n.replays, "repeat", "repeats"))))
+		}
+		if n := len(s.charges.Charges); s.charges.Installments > 1 && n > 1 {
+			// Each paid installment is a charge of its own: the plan, not a double charge.
+			v.Advice = append(v.Advice, fmt.Sprintf("The customer sees one charge per paid installment (%d so far, as listed above): that is the plan, not a double charge. If they see more, search their card's last 4 digits over a wider time window.", n))
 		}
 		v.Advice = append(v.Advice, "If the customer sees two charges, search their card's last 4 digits and this amount over a wider time window: another order made the other charge, and the search flags it if it looks like a double tap.")
 	case d.Payment != nil:

@@ -40,18 +40,18 @@ func (c OrderCharges) Total() int64 {
 	return n
 }
 
-// orderChargesSQL reads the charges of the orders $1: the paid installments of a plan (the
-// first is the order's payment, under the order's provider key), else the order's one
-// succeeded payment. Read by the orders' primary keys and installments' (order_id, n).
+// orderChargesSQL reads the charges of the orders $1: the paid installments of an order with
+// a plan (the first is the order's payment, under the order's provider key), else the
+// order's one succeeded payment. Read by the orders' primary key, payments' order_id and
+// installments' (order_id, n).
 const orderChargesSQL = `
 	SELECT i.order_id, i.n, i.provider_charge_id AS charge_id, i.amount, i.paid_at AS at
-	  FROM installments i
-	 WHERE i.order_id = ANY ($1::bigint[]) AND i.status = 'paid'
+	  FROM orders o JOIN installments i ON i.order_id = o.id
+	 WHERE o.id = ANY ($1::bigint[]) AND o.installments > 1 AND i.status = 'paid'
 	 UNION ALL
 	SELECT p.order_id, 0, p.provider_charge_id, p.amount, p.created_at
-	  FROM payments p
-	 WHERE p.order_id = ANY ($1::bigint[]) AND p.status = 'succeeded'
-	   AND NOT EXISTS (SELECT 1 FROM installments i WHERE i.order_id = p.order_id)
+	  FROM orders o JOIN payments p ON p.order_id = o.id
+	 WHERE o.id = ANY ($1::bigint[]) AND o.installments = 1 AND p.status = 'succeeded'
 	 ORDER BY order_id, at, n`
 
 const orderPlansSQL = `SELECT id, installments FROM orders WHERE id = ANY ($1::bigint[])`
