@@ -100,17 +100,25 @@ func (a *console) refundForm(c *gin.Context) error {
 }
 
 // refundAdvice is adviseTap of the suspected double tap of order id (see
-// report.DoubleTapsOf), if it is part of one: the refund form prefills what is left to
-// refund of the purchase, at most this order's, and warns before more is refunded. The
-// zero tapAdvice when the order is no part of one.
+// report.DoubleTapsOf), if it is part of one, else of the order alone: the refund form
+// prefills what is left to refund of the purchase, at most what this order can be
+// refunded, and warns before more is refunded.
 func (a *console) refundAdvice(ctx context.Context, id int64) (tapAdvice, error) {
 	d, err := report.GetOrderDetail(ctx, a.DB, id)
 	if err != nil {
 		return tapAdvice{}, fmt.Errorf("refund: %w", err)
 	}
 	_, group, err := a.doubleTapOf(ctx, d.OrderRow)
-	if err != nil || len(group) == 0 {
+	if err != nil {
 		return tapAdvice{}, err
+	}
+	if len(group) == 0 {
+		// The order alone: what of it may be refunded (an installment order's first charge).
+		charges, err := report.ChargesOf(ctx, a.DB, []int64{id})
+		if err != nil {
+			return tapAdvice{}, fmt.Errorf("refund: %w", err)
+		}
+		group = []tapOrder{tapOrderOf(d.OrderRow, charges[id])}
 	}
 	return adviseTap(group), nil
 }
@@ -229,8 +237,12 @@ func refundPage(c *gin.Context, t checkout.RefundTarget, adv tapAdvice, amount, 
 	}
 	prefill := left
 	confirmID := ""
-	if p, warning, confirm := adv.refundForm(t.PublicID); warning != "" {
-		prefill, v.Warning = min(p, left), warning
+	p, warning, confirm := adv.refundForm(t.PublicID)
+	if len(adv.orders) > 0 {
+		prefill = min(p, left)
+	}
+	if warning != "" {
+		v.Warning = warning
 		if confirm {
 			confirmID = t.PublicID
 		}

@@ -30,8 +30,21 @@ func tapOrderOf(o report.OrderRow, c report.OrderCharges) tapOrder {
 	return tapOrder{PublicID: o.PublicID, Amount: o.Amount, Currency: o.Currency, Charged: c, Refunded: o.RefundedAmount}
 }
 
-// left is what may still be refunded of the order: its charges less its refunds.
-func (o tapOrder) left() int64 { return max(o.Charged.Total()-o.Refunded, 0) }
+// left is what may still be refunded of the order: its charges less its refunds. An order
+// in installments is refunded from its first installment's charge only (checkout refuses
+// more: refund_exceeds_first_installment), so at most that charge less its refunds.
+func (o tapOrder) left() int64 {
+	refundable := o.Charged.Total()
+	if o.Charged.Installments > 1 {
+		refundable = 0
+		for _, ch := range o.Charged.Charges {
+			if ch.N == 1 {
+				refundable = ch.Amount
+			}
+		}
+	}
+	return max(refundable-o.Refunded, 0)
+}
 
 // refundStep is a refund the advice asks for: amount from order.
 type refundStep struct {
@@ -43,6 +56,7 @@ type refundStep struct {
 // tapAdvice is what adviseTap makes of the orders of one purchase.
 type tapAdvice struct {
 	orders []tapOrder
+	kept   int // the index of the order that stands
 	// Times says how many times the purchase was charged, as a sentence ends it: "once",
 	// "twice", "3 times" (orders that were charged, each its own payment).
 	Times string
@@ -54,6 +68,9 @@ type tapAdvice struct {
 	Left int64
 	// Steps are the refunds that leave the customer paying once, oldest order first.
 	Steps []refundStep
+	// Stuck is what of Left no refund here can return: charges of later installments, beyond
+	// what their orders' first installments can be refunded.
+	Stuck int64
 	// Advice is what to do, in sentences; Named are the orders it asks to refund, in order.
 	Advice []string
 	Named  []string
@@ -62,11 +79,12 @@ type tapAdvice struct {
 // adviseTap works out, from what every order of a suspected double tap (oldest first; a
 // single order works too) was charged and refunded, how many times the customer paid and
 // what is left to refund. One purchase stands: the customer is to keep paying for one order
-// (the one charged the most so far, whose plan, if it has one, goes on charging its later
-// installments), and every other charge is refunded. Refunds already made count wherever
-// they were made; the rest comes from the newest orders first, as much of each as is left.
+// (the oldest of those charged the most so far, whose plan, if it has one, goes on charging
+// its later installments), and every other charge is refunded. Refunds already made count
+// wherever they were made; the rest comes from the newest other orders first, as much of
+// each as can be refunded.
 func adviseTap(group []tapOrder) tapAdvice {
-	a := tapAdvice{orders: group, Charges: map[string]string{}}
+	a := tapAdvice{orders: group, Charges: map[string]string{}, kept: -1}
 	if len(group) == 0 {
 		return a
 	}
@@ -84,14 +102,22 @@ func adviseTap(group []tapOrder) tapAdvice {
 	}
 	a.Times = timesText(paid)
 	a.Left = charged - refunded - keep
+	// The order that stands is the oldest of those charged the most; it is not refunded
+	// from, since any refund of an order in installments cancels the rest of its plan.
+	a.kept = slices.IndexFunc(group, func(o tapOrder) bool { return o.Charged.Total() == keep })
 	rest := a.Left
 	for i := len(group) - 1; i >= 0 && rest > 0; i-- {
+		if i == a.kept {
+			continue
+		}
 		if n := min(group[i].left(), rest); n > 0 {
-			a.Steps = append(a.Steps, refundStep{Order: group[i].PublicID, Amount: n, Full: n == group[i].left()})
+			o := group[i]
+			a.Steps = append(a.Steps, refundStep{Order: o.PublicID, Amount: n, Full: n == o.left() && n == o.Charged.Total()-o.Refunded})
 			rest -= n
 		}
 	}
 	slices.Reverse(a.Steps) // oldest first, as the orders are named everywhere else
+	a.Stuck = max(rest, 0)
 	if len(group) >= 2 && paid >= 2 {
 		a.Advice = a.refundSentences(refunded)
 	}
@@ -111,12 +137,16 @@ func (a *tapAdvice) refundSentences(refunded int64) []string {
 			allFull = allFull && s.Full
 		}
 		switch {
+		case a.Stuck > 0:
 		case len(a.Steps) == 1 && allFull && len(a.orders) == 2 && a.Steps[0].Order == a.orders[1].PublicID:
 			return []string{fmt.Sprintf("If the customer meant to pay once, refund the second order (%s) in full, from its page.", a.Steps[0].Order)}
 		case allFull && len(a.Steps) == len(a.orders)-1:
 			return []string{fmt.Sprintf("If the customer meant to pay once, refund every order but the first in full (%s), each from its page.", strings.Join(a.Named, ", "))}
 		}
-		return []string{"If the customer meant to pay once, " + a.stepsText(format) + "."}
+		if len(a.Steps) == 0 {
+			return a.withStuck(nil, format)
+		}
+		return a.withStuck([]string{"If the customer meant to pay once, " + a.stepsText(format) + "."}, format)
 	}
 	var parts []string
 	for _, o := range a.orders {
@@ -131,7 +161,19 @@ func (a *tapAdvice) refundSentences(refunded int64) []string {
 	case a.Left < 0:
 		return []string{so + fmt.Sprintf(" That is %s more than the charges beyond the first: the customer has been refunded for the purchase itself. Do not refund again; ask the customer whether they meant to buy it.", format(-a.Left))}
 	}
-	return []string{so + " If the customer meant to pay once, " + a.stepsText(format) + "."}
+	return a.withStuck([]string{so + " If the customer meant to pay once, " + a.stepsText(format) + "."}, format)
+}
+
+// withStuck adds to the advice what cannot be refunded from the console, if anything.
+func (a *tapAdvice) withStuck(advice []string, format func(int64) string) []string {
+	if a.Stuck <= 0 {
+		return advice
+	}
+	s := fmt.Sprintf("%s of the charges beyond one purchase cannot be refunded here: an order in installments is refunded from its first installment's charge only. Refund it at the payment provider, from the later installments' charges.", format(a.Stuck))
+	if len(a.Steps) == 0 {
+		return append(advice[:0:0], s)
+	}
+	return append(advice, s)
 }
 
 // stepsText says the refunds left to make: "refund 10.00 TRY more (not a full refund),
@@ -177,6 +219,12 @@ func (a tapAdvice) refundForm(id string) (prefill int64, warning string, confirm
 	cur := self.Currency
 	format := func(n int64) string { return money.Format(n, cur) }
 	prefill = min(self.left(), max(a.Left, 0))
+	keptPlan := a.kept >= 0 && a.orders[a.kept].PublicID == id && self.Charged.Installments > 1
+	if keptPlan {
+		// Refunding the order that stands cancels the rest of its plan, while the others'
+		// plans go on: the refunds are for the other orders.
+		prefill = 0
+	}
 	var done []string
 	for _, o := range a.orders {
 		switch {
@@ -207,6 +255,13 @@ func (a tapAdvice) refundForm(id string) (prefill int64, warning string, confirm
 		w += " Refunded already: " + strings.Join(done, " and ") + "."
 	}
 	switch {
+	case keptPlan && a.Left > 0:
+		var named []string
+		for _, st := range a.Steps {
+			named = append(named, "order "+st.Order)
+		}
+		w += fmt.Sprintf(" %s is left to refund, but not from this order: it is the one to keep, and a refund of it would cancel the rest of its plan while the other plans go on charging. Refund %s instead; to refund this one anyway, type this order's id (%s).",
+			format(a.Left), strings.Join(named, " and "), id)
 	case a.Left <= 0:
 		w += " The customer has paid once already: nothing is left to refund, and refunding this order as well refunds the customer twice for one purchase. Compare the orders first; to refund anyway, type this order's id (" + id + ")."
 	case confirm:

@@ -83,10 +83,11 @@ func planOrder(t *testing.T, e *apptest.Env, key, customer string, amount int64,
 }
 
 // A 4500.00 order in three installments, two paid: the verdict counts two charges of
-// 1500.00 each. Before, it said "charge ... of 4500.00", the order's total.
+// 1500.00 each, and the refund form offers the first installment's charge. Before, the
+// verdict said "charge ... of 4500.00", the order's total.
 func TestInstallmentOrderVerdict(t *testing.T) {
 	e := apptest.New(t)
-	b := actSignIn(t, e, "viewer@example.com", admin.RoleViewer)
+	b := actSignIn(t, e, "admin@example.com", admin.RoleAdmin)
 	id := planOrder(t, e, "k-sofa", "cus_sofa", 450000, 3)
 	if _, err := e.App.Service.ChargeDueInstallments(context.Background(), e.Clock.Now().AddDate(0, 1, 1)); err != nil {
 		t.Fatal(err)
@@ -110,6 +111,12 @@ func TestInstallmentOrderVerdict(t *testing.T) {
 	}
 	if strings.Contains(text, "of 4500.00 TRY.") || strings.Contains(v.Find(".headline").Text(), "charged once") {
 		t.Errorf("the verdict takes the total for one charge: %s", text)
+	}
+	// Its refund form offers what may be refunded: the first installment's charge, not the
+	// 3000.00 charged (a refund of more is refused, refund_exceeds_first_installment).
+	form := b.do("GET", "/admin/orders/"+id+"/refund", nil)
+	if got, _ := form.doc.Find(`input[name=amount]`).Attr("value"); got != "1500.00" {
+		t.Errorf("the refund form of an order in installments offers %q, want 1500.00", got)
 	}
 }
 

@@ -252,14 +252,14 @@ func orderCard(d report.OrderDetail, charges report.OrderCharges) views.OrderCar
 	format := func(n int64) string { return money.Format(n, d.Currency) }
 	o := views.OrderCard{ID: d.PublicID, Status: d.Status}
 	// What may be refunded is what was charged: an order in installments is charged
-	// installment by installment, not its amount at once (checkout.RefundTarget has the
-	// capture for the refund). A register's sale has no charge, and is refused by the
-	// refund with its own reason.
-	captured := d.Amount
+	// installment by installment, and refunded from its first installment's charge only
+	// (tapOrder.left). A register's sale has no charge, and is refused by the refund with
+	// its own reason.
+	left := d.Amount - d.RefundedAmount
 	if charges.Installments > 1 {
-		captured = charges.Total()
+		left = tapOrderOf(d.OrderRow, charges).left()
 	}
-	switch left := captured - d.RefundedAmount; {
+	switch {
 	case !checkout.WasPaid(d.Status):
 		o.NotRefundable = "Only a paid order can be refunded; this one is " + statusWords(d.Status) + "."
 	case d.Status == checkout.StatusDisputed:

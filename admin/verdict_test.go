@@ -209,11 +209,18 @@ func TestAdviseTap(t *testing.T) {
 		{name: "installments, two paid on one and one on the other", group: []tapOrder{tap("A", 450000, 3, 0, 150000, 150000), tap("B", 450000, 3, 0, 150000)},
 			times: "twice", left: 150000, steps: []refundStep{{"B", 150000, true}},
 			advice: []string{"refund the second order (B) in full"},
-			forms:  []form{{"A", 150000, []string{"1500.00 TRY is left to refund, not this order's 3000.00 TRY"}, true}}},
+			forms: []form{{"A", 0, []string{"not from this order: it is the one to keep", "Refund order B instead"}, true},
+				{"B", 150000, []string{""}, false}}},
+		{name: "installments, two paid on each", group: []tapOrder{tap("A", 450000, 3, 0, 150000, 150000), tap("B", 450000, 3, 0, 150000, 150000)},
+			times: "twice", left: 300000, steps: []refundStep{{"B", 150000, false}},
+			advice: []string{"refund 1500.00 TRY more (not a full refund), from order B",
+				"1500.00 TRY of the charges beyond one purchase cannot be refunded here", "at the payment provider"},
+			notIn: []string{"in full"},
+			forms: []form{{"B", 150000, []string{""}, false}}},
 		{name: "one order in installments, two of three paid", group: []tapOrder{tap("A", 450000, 3, 0, 150000, 150000)},
 			times: "once", left: 0,
 			charges: map[string]string{"A": "2 of its 3 installments charged: charge ch_A1 of 1500.00 TRY and charge ch_A2 of 1500.00 TRY, 3000.00 TRY of 4500.00 TRY so far"},
-			forms:   []form{{"A", 300000, []string{""}, false}}},
+			forms:   []form{{"A", 150000, []string{""}, false}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
