@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/a-h/templ"
@@ -91,33 +92,35 @@ func (a *console) refundForm(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	partners, err := a.refundedPartners(c.Request.Context(), t.OrderID)
+	adv, err := a.refundAdvice(c.Request.Context(), t.OrderID)
 	if err != nil {
 		return err
 	}
-	return a.render(c, http.StatusOK, refundPage(c, t, partners, "", "", ""))
+	return a.render(c, http.StatusOK, refundPage(c, t, adv, "", "", ""))
 }
 
-// refundedPartners are the orders of the suspected double tap of order id (see
-// report.DoubleTapsOf) that are refunded already, in part or in full. Refunding this
-// order as well may refund the customer for the purchase twice: the refund page says so
-// and asks for the order's id typed out.
-func (a *console) refundedPartners(ctx context.Context, id int64) ([]report.OrderRow, error) {
+// refundAdvice is adviseTap of the suspected double tap of order id (see
+// report.DoubleTapsOf), if it is part of one, else of the order alone: the refund form
+// prefills what is left to refund of the purchase, at most what this order can be
+// refunded, and warns before more is refunded.
+func (a *console) refundAdvice(ctx context.Context, id int64) (tapAdvice, error) {
 	d, err := report.GetOrderDetail(ctx, a.DB, id)
 	if err != nil {
-		return nil, fmt.Errorf("refund: %w", err)
+		return tapAdvice{}, fmt.Errorf("refund: %w", err)
 	}
-	g, ok, err := report.DoubleTapsOf(ctx, a.DB, d.OrderRow, a.DoubleTapWindow)
-	if err != nil || !ok {
-		return nil, err
+	_, group, err := a.doubleTapOf(ctx, d.OrderRow)
+	if err != nil {
+		return tapAdvice{}, err
 	}
-	var out []report.OrderRow
-	for _, o := range g.Orders {
-		if o.ID != id && o.RefundedAmount > 0 {
-			out = append(out, o)
+	if len(group) == 0 {
+		// The order alone: what of it may be refunded (an installment order's first charge).
+		charges, err := report.ChargesOf(ctx, a.DB, []int64{id})
+		if err != nil {
+			return tapAdvice{}, fmt.Errorf("refund: %w", err)
 		}
+		group = []tapOrder{tapOrderOf(d.OrderRow, charges[id])}
 	}
-	return out, nil
+	return adviseTap(group), nil
 }
 
 func (a *console) refund(c *gin.Context) error {
@@ -125,18 +128,21 @@ func (a *console) refund(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	partners, err := a.refundedPartners(c.Request.Context(), t.OrderID)
+	adv, err := a.refundAdvice(c.Request.Context(), t.OrderID)
 	if err != nil {
 		return err
 	}
 	amountText, reason := strings.TrimSpace(c.PostForm("amount")), strings.TrimSpace(c.PostForm("reason"))
 	amount, err := money.Parse(amountText, t.Currency)
 	if err != nil {
-		return a.render(c, http.StatusUnprocessableEntity, refundPage(c, t, partners, amountText, reason, err.Error()))
+		return a.render(c, http.StatusUnprocessableEntity, refundPage(c, t, adv, amountText, reason, err.Error()))
 	}
-	if len(partners) > 0 && strings.TrimSpace(c.PostForm("confirm")) != t.PublicID {
-		return a.render(c, http.StatusUnprocessableEntity, refundPage(c, t, partners, amountText, reason,
-			"Nothing was refunded: type this order's id to confirm that the customer is to be refunded again."))
+	// More than is left of the purchase refunds the customer twice: only with the id typed.
+	if prefill, _, confirm := adv.refundForm(t.PublicID); confirm && amount > prefill &&
+		strings.TrimSpace(c.PostForm("confirm")) != t.PublicID {
+		return a.render(c, http.StatusUnprocessableEntity, refundPage(c, t, adv, amountText, reason,
+			fmt.Sprintf("Nothing was refunded: %s is more than is left to refund for the customer to pay once (%s); type this order's id to confirm that the customer is to be refunded more.",
+				money.Format(amount, t.Currency), money.Format(prefill, t.Currency))))
 	}
 	nonce := c.PostForm("nonce")
 	res, err := a.Service.RefundAsOperator(c.Request.Context(), checkout.OperatorRefund{
@@ -146,14 +152,14 @@ func (a *console) refund(c *gin.Context) error {
 	var p *problem.Problem
 	switch {
 	case errors.Is(err, checkout.ErrInvalidNonce):
-		return a.render(c, http.StatusBadRequest, refundPage(c, t, partners, amountText, reason, "The form was incomplete; check it and confirm again."))
+		return a.render(c, http.StatusBadRequest, refundPage(c, t, adv, amountText, reason, "The form was incomplete; check it and confirm again."))
 	case errors.As(err, &p):
 		// Refused before anything was stored (over-refund, not refundable, a changed form):
 		// the page comes back with a new nonce, for a new attempt.
 		if fresh, err := checkout.GetRefundTarget(c.Request.Context(), a.DB, t.PublicID); err == nil {
 			t = fresh
 		}
-		return a.render(c, p.Status, refundPage(c, t, partners, amountText, reason, problemText(p)))
+		return a.render(c, p.Status, refundPage(c, t, adv, amountText, reason, problemText(p)))
 	case err != nil:
 		return err
 	}
@@ -194,10 +200,11 @@ func (a *console) refundTarget(c *gin.Context) (checkout.RefundTarget, error) {
 }
 
 // refundPage is the refund's confirmation page, with a new nonce. amount and reason are
-// what the operator typed ("" on a first visit: a full refund of what is left). partners
-// are the refunded orders of the order's suspected double tap: the page warns and asks for
-// the order's id typed out.
-func refundPage(c *gin.Context, t checkout.RefundTarget, partners []report.OrderRow, amount, reason, errText string) templ.Component {
+// what the operator typed ("" on a first visit: what is left to refund). adv is the advice
+// of the order's suspected double tap, if it is part of one: the page prefills at most what
+// is left to refund of the purchase, warns, and asks for the order's id typed out to refund
+// more.
+func refundPage(c *gin.Context, t checkout.RefundTarget, adv tapAdvice, amount, reason, errText string) templ.Component {
 	left := t.Refundable()
 	v := views.ConfirmView{
 		Nav:   nav(c, "Orders"),
@@ -228,20 +235,33 @@ func refundPage(c *gin.Context, t checkout.RefundTarget, partners []report.Order
 	case left <= 0:
 		v.Refused = "This order is refunded in full: nothing is left to refund."
 	}
+	prefill := left
 	confirmID := ""
-	if len(partners) > 0 {
-		confirmID = t.PublicID
-		var done []string
-		for _, o := range partners {
-			done = append(done, fmt.Sprintf("order %s (%s refunded of %s)", o.PublicID,
-				money.Format(o.RefundedAmount, o.Currency), money.Format(o.Amount, o.Currency)))
-			v.Links = append(v.Links, views.Link{Label: "Compare with order " + o.PublicID, Href: pairHref(o.PublicID, t.PublicID)})
-		}
-		v.Warning = "This order looks like a double tap of " + strings.Join(done, " and ") +
-			": the same customer, amount, items and card, under another key. That order is refunded already, so refunding this one as well may refund the customer for the purchase twice. Compare the orders first; to refund anyway, type this order's id (" + confirmID + ")."
+	p, warning, confirm := adv.refundForm(t.PublicID)
+	if len(adv.orders) > 0 {
+		prefill = min(p, left)
 	}
-	if amount == "" {
-		amount = strings.TrimSuffix(money.Format(left, t.Currency), " "+t.Currency)
+	if warning != "" {
+		v.Warning = warning
+		if confirm {
+			confirmID = t.PublicID
+		}
+		for _, o := range adv.orders {
+			if o.PublicID == t.PublicID {
+				continue
+			}
+			first, second := o.PublicID, t.PublicID
+			if slices.IndexFunc(adv.orders, func(x tapOrder) bool { return x.PublicID == t.PublicID }) <
+				slices.IndexFunc(adv.orders, func(x tapOrder) bool { return x.PublicID == o.PublicID }) {
+				first, second = second, first
+			}
+			v.Links = append(v.Links, views.Link{Label: "Compare with order " + o.PublicID, Href: pairHref(first, second)})
+		}
+	}
+	if amount == "" && prefill > 0 {
+		// Nothing left of the purchase to refund: no amount is offered; one refunding anyway
+		// types it, as well as the order's id.
+		amount = strings.TrimSuffix(money.Format(prefill, t.Currency), " "+t.Currency)
 	}
 	return views.RefundConfirmPage(v, amount, t.Currency, reason, confirmID)
 }

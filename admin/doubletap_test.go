@@ -81,13 +81,17 @@ func TestDoubleTapRefundedOnce(t *testing.T) {
 		}
 	}
 
-	// Refunding the second anyway: warned, and refused until its id is typed.
+	// Refunding the second anyway: warned, offered no amount (nothing is left to refund of
+	// the purchase), and refused until its id is typed.
 	confirm = b.do("GET", secondPage+"/refund", nil)
 	if w := confirm.doc.Find(".confirm .warning").Text(); !strings.Contains(w, "order "+ids(first)) || !strings.Contains(w, "twice") {
 		t.Fatalf("no warning on the second's refund page: %q", w)
 	}
+	if got, _ := confirm.doc.Find(`input[name=amount]`).Attr("value"); got != "" {
+		t.Errorf("the second's refund form offers %q with nothing left to refund", got)
+	}
 	for _, typed := range []string{"", ids(first), "yes"} {
-		p := b.do("POST", secondPage+"/refund", actForm(t, confirm, secondPage+"/refund", "confirm", typed))
+		p := b.do("POST", secondPage+"/refund", actForm(t, confirm, secondPage+"/refund", "confirm", typed, "amount", "45.00"))
 		if p.status != http.StatusUnprocessableEntity {
 			t.Errorf("confirm %q: %d, want 422", typed, p.status)
 		}
@@ -96,7 +100,7 @@ func TestDoubleTapRefundedOnce(t *testing.T) {
 		}
 		confirm = p
 	}
-	p := b.do("POST", secondPage+"/refund", actForm(t, confirm, secondPage+"/refund", "confirm", ids(second)))
+	p := b.do("POST", secondPage+"/refund", actForm(t, confirm, secondPage+"/refund", "confirm", ids(second), "amount", "45.00"))
 	if p.status != http.StatusSeeOther {
 		t.Fatalf("refund the second with its id typed: %d %s", p.status, p.body)
 	}

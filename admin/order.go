@@ -29,29 +29,53 @@ func (a *console) order(c *gin.Context) error {
 		return err // checkout.ErrOrderNotFound: a 404
 	}
 	v := orderVerdict(s)
-	g, ok, err := report.DoubleTapsOf(c.Request.Context(), a.DB, s.d.OrderRow, a.DoubleTapWindow)
+	g, group, err := a.doubleTapOf(c.Request.Context(), s.d.OrderRow)
 	if err != nil {
 		return err
 	}
-	if ok {
-		v = withDoubleTap(v, s.d, g)
+	if len(group) > 0 {
+		v = withDoubleTap(v, s.d, g, group)
 	}
 	n := nav(c, "Orders")
 	return a.render(c, http.StatusOK, views.OrderDetailPage(views.OrderPage{Nav: n, Verdict: forRole(v, n), Order: s.card}))
 }
 
+// doubleTapOf returns the suspected double tap order o is part of (see
+// report.DoubleTapsOf), with what each of its orders was charged and refunded for
+// adviseTap; none when there is none.
+func (a *console) doubleTapOf(ctx context.Context, o report.OrderRow) (report.DoubleTap, []tapOrder, error) {
+	g, ok, err := report.DoubleTapsOf(ctx, a.DB, o, a.DoubleTapWindow)
+	if err != nil || !ok {
+		return g, nil, err
+	}
+	ids := make([]int64, len(g.Orders))
+	for i, x := range g.Orders {
+		ids[i] = x.ID
+	}
+	charges, err := report.ChargesOf(ctx, a.DB, ids)
+	if err != nil {
+		return g, nil, fmt.Errorf("double tap of order %s: %w", o.PublicID, err)
+	}
+	group := make([]tapOrder, len(g.Orders))
+	for i, x := range g.Orders {
+		group[i] = tapOrderOf(x, charges[x.ID])
+	}
+	return g, group, nil
+}
+
 // withDoubleTap adds to an order's verdict the other orders of its suspected double tap: on
 // its own the order was "charged once", and the operator was not told of the charge beside
-// it.
-func withDoubleTap(v views.Verdict, d report.OrderDetail, g report.DoubleTap) views.Verdict {
+// it. group is g as adviseTap reads it.
+func withDoubleTap(v views.Verdict, d report.OrderDetail, g report.DoubleTap, group []tapOrder) views.Verdict {
 	v.Kind = verdictTwice
 	others := len(g.Orders) - 1
-	v.Headline = fmt.Sprintf("Charged once for this order, but %s of the same customer, amount, items and card %s charged too, under %s: a suspected double tap.",
-		plural(others, "other order", "other orders"), map[bool]string{true: "was", false: "were"}[others == 1],
-		map[bool]string{true: "another key", false: "other keys"}[others == 1])
-	group := make([]report.OrderDetail, len(g.Orders))
-	for i, o := range g.Orders {
-		group[i] = report.OrderDetail{OrderRow: o}
+	adv := adviseTap(group)
+	v.Headline = fmt.Sprintf("This order is one of %d orders of the same customer, amount, items and card, each under its own key: a suspected double tap; the customer was charged %s for one purchase.",
+		len(g.Orders), adv.Times)
+	if others == 1 {
+		v.Headline = fmt.Sprintf("This order and another of the same customer, amount, items and card were both charged, under another key: a suspected double tap; the customer was charged %s for one purchase.", adv.Times)
+	}
+	for _, o := range g.Orders {
 		if o.ID == d.ID {
 			continue
 		}
@@ -59,21 +83,22 @@ func withDoubleTap(v views.Verdict, d report.OrderDetail, g report.DoubleTap) vi
 		if o.CreatedAt.Before(d.CreatedAt) {
 			when = "before"
 		}
-		v.Facts = append(v.Facts, fmt.Sprintf("Order %s was charged %s %s this one (%s, key %s).",
-			o.PublicID, gapText(o.CreatedAt.Sub(d.CreatedAt)), when, statusWords(o.Status), strings.Join(o.Keys, ", ")))
+		v.Facts = append(v.Facts, fmt.Sprintf("Order %s was made %s %s this one (%s, key %s): %s.",
+			o.PublicID, gapText(o.CreatedAt.Sub(d.CreatedAt)), when, statusWords(o.Status), strings.Join(o.Keys, ", "), adv.Charges[o.PublicID]))
 		first, second := d.PublicID, o.PublicID
 		if o.CreatedAt.Before(d.CreatedAt) {
 			first, second = second, first
 		}
 		v.Related = append(v.Related, views.Link{Label: "Compare with order " + o.PublicID, Href: pairHref(first, second)})
 	}
-	advice := refundAdvice(group)
-	for _, a := range v.Advice {
+	advice := v.Advice
+	v.Advice = nil
+	v = withAdvice(v, adv)
+	for _, a := range advice {
 		if !strings.HasPrefix(a, "If the customer sees two charges") {
-			advice = append(advice, a)
+			v.Advice = append(v.Advice, a)
 		}
 	}
-	v.Advice = advice
 	return v
 }
 
@@ -86,7 +111,7 @@ func forRole(v views.Verdict, n views.Nav) views.Verdict {
 	}
 	asks := false
 	for i, a := range v.Advice {
-		for _, from := range []string{", each from its page.", ", from its page."} {
+		for _, from := range []string{", each from its page.", ", from its page.", "; each from its page."} {
 			if strings.HasSuffix(a, from) {
 				v.Advice[i] = strings.TrimSuffix(a, from) + "."
 			}
@@ -128,9 +153,13 @@ func (a *console) orderPair(c *gin.Context) error {
 	if s[1].d.CreatedAt.Before(s[0].d.CreatedAt) {
 		s[0], s[1] = s[1], s[0]
 	}
+	_, group, err := a.doubleTapOf(c.Request.Context(), s[0].d.OrderRow)
+	if err != nil {
+		return err
+	}
 	n := nav(c, "Orders")
 	return a.render(c, http.StatusOK, views.OrderPairPage(views.PairPage{Nav: n,
-		Verdict: forRole(pairVerdict(s[0], s[1]), n), First: s[0].card, Second: s[1].card}))
+		Verdict: forRole(pairVerdict(s[0], s[1], group), n), First: s[0].card, Second: s[1].card}))
 }
 
 // orderStory is an order with what its keys saw: the page's card, and the requests of the
@@ -138,8 +167,9 @@ func (a *console) orderPair(c *gin.Context) error {
 type orderStory struct {
 	d        report.OrderDetail
 	card     views.OrderCard
-	requests []report.EventRow // the order key's events; empty if none is recorded
-	arrival  *report.EventRow  // the request that created the order, if recorded
+	charges  report.OrderCharges // what the provider charged for it, installment by installment
+	requests []report.EventRow   // the order key's events; empty if none is recorded
+	arrival  *report.EventRow    // the request that created the order, if recorded
 }
 
 // keySkew is how long before the time a key row records its created event may be stamped:
@@ -178,7 +208,12 @@ func (a *console) loadOrder(ctx context.Context, publicID string) (orderStory, e
 	if err != nil {
 		return orderStory{}, err
 	}
-	s := orderStory{d: d, card: orderCard(d)}
+	charges, err := report.ChargesOf(ctx, a.DB, []int64{id})
+	if err != nil {
+		return orderStory{}, err
+	}
+	s := orderStory{d: d, charges: charges[id]}
+	s.card = orderCard(d, s.charges)
 	plan, err := checkout.OrderInstallments(ctx, a.DB, id)
 	if err != nil {
 		return orderStory{}, err
@@ -213,11 +248,18 @@ func (a *console) loadOrder(ctx context.Context, publicID string) (orderStory, e
 }
 
 // orderCard lays an order out for its page.
-func orderCard(d report.OrderDetail) views.OrderCard {
+func orderCard(d report.OrderDetail, charges report.OrderCharges) views.OrderCard {
 	format := func(n int64) string { return money.Format(n, d.Currency) }
 	o := views.OrderCard{ID: d.PublicID, Status: d.Status}
-	// A charged order's capture is its amount (checkout.RefundTarget has it for the refund).
-	switch left := d.Amount - d.RefundedAmount; {
+	// What may be refunded is what was charged: an order in installments is charged
+	// installment by installment, and refunded from its first installment's charge only
+	// (tapOrder.left). A register's sale has no charge, and is refused by the refund with
+	// its own reason.
+	left := d.Amount - d.RefundedAmount
+	if charges.Installments > 1 {
+		left = tapOrderOf(d.OrderRow, charges).left()
+	}
+	switch {
 	case !checkout.WasPaid(d.Status):
 		o.NotRefundable = "Only a paid order can be refunded; this one is " + statusWords(d.Status) + "."
 	case d.Status == checkout.StatusDisputed:

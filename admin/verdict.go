@@ -7,7 +7,6 @@ package admin
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/tekrar/tekrar/checkout"
@@ -52,6 +51,18 @@ func plural(n int, one, many string) string {
 	return fmt.Sprintf("%d %s", n, many)
 }
 
+// tap is the order as the advice reads it (adviseTap).
+func (s orderStory) tap() tapOrder { return tapOrderOf(s.d.OrderRow, s.charges) }
+
+// withAdvice adds the refund advice of adv to v, with links to the orders it names.
+func withAdvice(v views.Verdict, adv tapAdvice) views.Verdict {
+	v.Advice = append(v.Advice, adv.Advice...)
+	for _, st := range adv.Steps {
+		v.AdviceLinks = append(v.AdviceLinks, views.Link{Label: "Order " + st.Order, Href: orderHref(st.Order)})
+	}
+	return v
+}
+
 func charged(d report.OrderDetail) bool {
 	return d.Payment != nil && d.Payment.Status == "succeeded"
 }
@@ -71,20 +82,33 @@ func orderKey(d report.OrderDetail) string {
 func orderVerdict(s orderStory) views.Verdict {
 	d := s.d
 	n := countRequests(s.requests)
-	amount := money.Format(d.Amount, d.Currency)
 	var v views.Verdict
 	switch {
 	case charged(d):
 		v.Kind = verdictOnce
-		if n.replays > 0 {
+		adv := adviseTap([]tapOrder{s.tap()})
+		switch {
+		case s.charges.Installments > 1:
+			// An order in installments is one purchase charged once per paid installment.
+			v.Headline = fmt.Sprintf("One key, one payment request: the customer pays for this order in %d installments; %s charged so far.",
+				s.charges.Installments, plural(len(s.charges.Charges), "installment was", "installments were"))
+		case n.replays > 0:
 			v.Headline = fmt.Sprintf("One key, %s: the customer was charged once.", plural(n.replays, "replay", "replays"))
-		} else {
+		default:
 			v.Headline = "One key, one payment request: the customer was charged once for this order."
 		}
-		v.Facts = append(v.Facts, fmt.Sprintf("The first request with key %s made this order and charge %s of %s.", orderKey(d), d.Payment.ChargeID, amount))
+		if s.charges.Installments > 1 {
+			v.Facts = append(v.Facts, fmt.Sprintf("The first request with key %s made this order; %s.", orderKey(d), adv.Charges[d.PublicID]))
+		} else {
+			v.Facts = append(v.Facts, fmt.Sprintf("The first request with key %s made this order and %s.", orderKey(d), adv.Charges[d.PublicID]))
+		}
 		if n.replays > 0 {
 			v.Facts = append(v.Facts, fmt.Sprintf("%s with the same key got the stored answer of the first: no new order, no new charge.",
 				capitalise(plural(n.replays, "repeat", "repeats"))))
+		}
+		if n := len(s.charges.Charges); s.charges.Installments > 1 && n > 1 {
+			// Each paid installment is a charge of its own: the plan, not a double charge.
+			v.Advice = append(v.Advice, fmt.Sprintf("The customer sees one charge per paid installment (%d so far, as listed above): that is the plan, not a double charge. If they see more, search their card's last 4 digits over a wider time window.", n))
 		}
 		v.Advice = append(v.Advice, "If the customer sees two charges, search their card's last 4 digits and this amount over a wider time window: another order made the other charge, and the search flags it if it looks like a double tap.")
 	case d.Payment != nil:
@@ -104,7 +128,8 @@ func orderVerdict(s orderStory) views.Verdict {
 		v.Facts = append(v.Facts, fmt.Sprintf("The payment came from %s at %s.", orDash(e.UserAgent), orDash(e.RemoteAddr)))
 	}
 	if d.RefundedAmount > 0 {
-		v.Facts = append(v.Facts, fmt.Sprintf("Refunded (or being refunded): %s of %s.", money.Format(d.RefundedAmount, d.Currency), amount))
+		v.Facts = append(v.Facts, fmt.Sprintf("Refunded (or being refunded): %s of %s charged.", money.Format(d.RefundedAmount, d.Currency),
+			money.Format(s.charges.Total(), d.Currency)))
 	}
 	return v
 }
@@ -139,8 +164,9 @@ func capitalise(s string) string {
 }
 
 // pairVerdict answers for two orders, a made before b: one purchase charged twice by two
-// keys, or not.
-func pairVerdict(a, b orderStory) views.Verdict {
+// keys, or not. group is the suspected double tap the two are part of (oldest first), when
+// there is one: a third tap of the same purchase is counted and named, not left out.
+func pairVerdict(a, b orderStory, group []tapOrder) views.Verdict {
 	if a.d.PublicID == b.d.PublicID {
 		v := orderVerdict(a)
 		v.Facts = append([]string{fmt.Sprintf("Both sides are order %s: one order, one charge at most.", a.d.PublicID)}, v.Facts...)
@@ -196,11 +222,22 @@ func pairVerdict(a, b orderStory) views.Verdict {
 			differ("Paid with different cards: %s and %s.", cardA, cardB)
 		}
 	}
+	if !slices.ContainsFunc(group, func(o tapOrder) bool { return o.PublicID == a.d.PublicID }) ||
+		!slices.ContainsFunc(group, func(o tapOrder) bool { return o.PublicID == b.d.PublicID }) {
+		group = []tapOrder{a.tap(), b.tap()}
+	}
+	adv := adviseTap(group)
 	var charges []string
 	switch {
 	case ca && cb && same:
 		v.Kind = verdictTwice
-		v.Headline += " The customer was charged twice."
+		v.Headline += " The customer was charged " + adv.Times + "."
+		for _, o := range group {
+			if o.PublicID != a.d.PublicID && o.PublicID != b.d.PublicID {
+				charges = append(charges, fmt.Sprintf("Order %s, too, is the same purchase charged again (%s).", o.PublicID, adv.Charges[o.PublicID]))
+				v.Related = append(v.Related, views.Link{Label: "Order " + o.PublicID, Href: orderHref(o.PublicID)})
+			}
+		}
 	case ca && cb:
 		v.Kind = verdictUnclear
 		v.Headline += " Both were charged, but they do not look like one purchase (see how they differ)."
@@ -211,13 +248,13 @@ func pairVerdict(a, b orderStory) views.Verdict {
 		if cb {
 			paid, other = b, a
 		}
-		charges = append(charges, fmt.Sprintf("Order %s was charged (%s); order %s was not (%s).", paid.d.PublicID, paid.d.Payment.ChargeID, other.d.PublicID, other.d.Status))
+		charges = append(charges, fmt.Sprintf("Order %s was charged (%s); order %s was not (%s).", paid.d.PublicID, adv.Charges[paid.d.PublicID], other.d.PublicID, other.d.Status))
 	default:
 		v.Kind = verdictOnce
 		v.Headline += " Neither was charged."
 	}
 	if ca && cb {
-		charges = append(charges, fmt.Sprintf("Charge %s on order %s and charge %s on order %s.", a.d.Payment.ChargeID, a.d.PublicID, b.d.Payment.ChargeID, b.d.PublicID))
+		charges = append([]string{fmt.Sprintf("Order %s: %s. Order %s: %s.", a.d.PublicID, adv.Charges[a.d.PublicID], b.d.PublicID, adv.Charges[b.d.PublicID])}, charges...)
 	}
 	v.Facts = append(charges, v.Facts...)
 	v.Facts = append(v.Facts, deviceFact(a, b, same))
@@ -229,7 +266,7 @@ func pairVerdict(a, b orderStory) views.Verdict {
 	}
 	switch {
 	case ca && cb && same:
-		v.Advice = append(v.Advice, refundAdvice([]report.OrderDetail{a.d, b.d})...)
+		v = withAdvice(v, adv)
 		if shared != "" {
 			v.Advice = append(v.Advice, "Tell the app's team: the app sent a key again long after its first use (past the key's lifetime and grace). A key must name one purchase only.")
 		} else {
@@ -241,58 +278,6 @@ func pairVerdict(a, b orderStory) views.Verdict {
 		v.Advice = append(v.Advice, "There is no double charge to refund. If the customer still sees two charges, search their card's last 4 digits and the amount over a wider time window.")
 	}
 	return v
-}
-
-// refundAdvice says what is left to refund of one purchase charged on every order of
-// group (the same amount each, oldest first), from what was refunded on every one of them:
-// one charge stands, the others are refunded. Looking at one order alone, an operator who
-// had refunded the first in full was told to refund the second too, and the customer was
-// refunded twice.
-func refundAdvice(group []report.OrderDetail) []string {
-	if len(group) < 2 {
-		return nil
-	}
-	cur := group[0].Currency
-	format := func(n int64) string { return money.Format(n, cur) }
-	var refunded, extra int64 // refunded on all; the charges beyond the first
-	var parts []string
-	for i, o := range group {
-		refunded += o.RefundedAmount
-		if i > 0 {
-			extra += o.Amount
-		}
-		if o.RefundedAmount > 0 {
-			parts = append(parts, fmt.Sprintf("%s on order %s", format(o.RefundedAmount), o.PublicID))
-		}
-	}
-	last := group[len(group)-1]
-	if refunded == 0 {
-		if len(group) == 2 {
-			return []string{fmt.Sprintf("If the customer meant to pay once, refund the second order (%s) in full, from its page.", last.PublicID)}
-		}
-		var ids []string
-		for _, o := range group[1:] {
-			ids = append(ids, strconv.FormatInt(o.ID, 10))
-		}
-		return []string{fmt.Sprintf("If the customer meant to pay once, refund every order but the first in full (%s), each from its page.", strings.Join(ids, ", "))}
-	}
-	so := "Refunded (or being refunded) so far: " + strings.Join(parts, " and ") + "."
-	switch left := extra - refunded; {
-	case left == 0:
-		return []string{so + " That is every charge but one: the customer has paid once. Nothing more to refund; do not refund any of these orders again."}
-	case left < 0:
-		return []string{so + fmt.Sprintf(" That is %s more than the charges beyond the first: the customer has been refunded for the purchase itself. Do not refund again; ask the customer whether they meant to buy it.", format(-left))}
-	default:
-		// The rest comes from the latest order that has enough left, else the latest with any.
-		from := last
-		for i := len(group) - 1; i >= 0; i-- {
-			if o := group[i]; o.Amount-o.RefundedAmount >= left {
-				from = o
-				break
-			}
-		}
-		return []string{so + fmt.Sprintf(" If the customer meant to pay once, refund %s more (not a full refund), from order %s.", format(left), from.PublicID)}
-	}
 }
 
 // cardText names a charge's card: "visa ••4242".

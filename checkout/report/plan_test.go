@@ -174,6 +174,14 @@ func consoleCalls() []consoleCall {
 		d, err := GetOrderDetail(ctx, q, 1007) // refunded: see plantest.Seed
 		return len(d.Keys) + len(d.Refunds) - 1, err
 	})
+	add("ChargesOf a double tap's orders", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		c, err := ChargesOf(ctx, q, []int64{1007, 1008, 1009})
+		n := 0
+		for _, o := range c {
+			n += len(o.Charges)
+		}
+		return n, err
+	})
 	add("GetOrderDetail swept", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
 		d, err := GetOrderDetail(ctx, q, planScale+1) // a tombstone only
 		return len(d.Keys), err
