@@ -306,3 +306,40 @@ func TestSalesBatchCashRefundRefused(t *testing.T) {
 		t.Fatalf("a refused refund stored %d rows", n)
 	}
 }
+
+// saleOrder is a sale's order of qty units of sku at 1000 each, paid with pay (a payment
+// object: a card token, cash, card_present).
+func saleOrder(sku string, qty int64, pay string) string {
+	return fmt.Sprintf(`{"currency":"TRY","items":[{"sku":%q,"name":"Lamp","quantity":%d,"unit_amount":1000,"from_stock":true}],
+		"amount":%d,"payment":%s}`, sku, qty, qty*1000, pay)
+}
+
+// TestSalesBatchDeclineGivesBackStock: stock is held only by sales that end sold. A
+// declined sale gives back what it took, in the statement that records the decline, so
+// that the till's next step (another payment, a new sale with a new key) takes it once;
+// an order of POST /v1/orders declined does the same.
+func TestSalesBatchDeclineGivesBackStock(t *testing.T) {
+	e := apptest.New(t)
+	putProduct(t, e, "LAMP", 1000, 5)
+	out := sendBatch(t, e, batchBody("d", []sale{{key: "d-1", order: saleOrder("LAMP", 1, `{"card_token":"tok_declined"}`)}}))
+	wantOutcomes(t, out, 1, "declined", nil)
+	if s := stockOf(t, e, "LAMP"); s != 5 {
+		t.Fatalf("stock %d after a declined sale, want 5", s)
+	}
+	out = sendBatch(t, e, batchBody("c", []sale{{key: "c-1", order: saleOrder("LAMP", 1, `{"method":"cash"}`)}}))
+	wantOutcomes(t, out, 1, "created", nil)
+	if s := stockOf(t, e, "LAMP"); s != 4 {
+		t.Fatalf("stock %d after the declined sale and a cash sale of one, want 4", s)
+	}
+	// The same through POST /v1/orders, and a resend of the declined sale gives back nothing more.
+	problemOf(t, postOrder(t, e, e.Secret, "o-1", []byte(saleOrder("LAMP", 2, `{"card_token":"tok_declined"}`))), 402, "payment_declined")
+	wantOutcomes(t, sendBatch(t, e, batchBody("d", []sale{{key: "d-1", order: saleOrder("LAMP", 1, `{"card_token":"tok_declined"}`)}})), 1, "replayed", nil)
+	if s := stockOf(t, e, "LAMP"); s != 4 {
+		t.Fatalf("stock %d after a declined order, want 4", s)
+	}
+	checkLedger(t, e, "LAMP", 3)
+	if n := count(t, e, `SELECT count(*) FROM stock_movements m JOIN orders o ON o.id = m.order_id
+		WHERE m.reason = 'release' AND o.status = 'declined'`); n != 2 {
+		t.Fatalf("%d release movements, want 2 (one per declined order)", n)
+	}
+}
