@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tekrar/tekrar/internal/apptest"
 )
@@ -342,4 +343,31 @@ func TestSalesBatchDeclineGivesBackStock(t *testing.T) {
 		WHERE m.reason = 'release' AND o.status = 'declined'`); n != 2 {
 		t.Fatalf("%d release movements, want 2 (one per declined order)", n)
 	}
+}
+
+// TestSalesBatchCanceledGivesBackStock: a card sale whose charge never happened (the
+// provider failed, and the till did not resend it) holds its stock while its outcome is
+// unknown; the completer cancels it, and the cancel gives the stock back. The resend is
+// answered the stored cancel.
+func TestSalesBatchCanceledGivesBackStock(t *testing.T) {
+	e := apptest.New(t)
+	putProduct(t, e, "LAMP", 1000, 5)
+	body := batchBody("f", []sale{{key: "f-1", order: saleOrder("LAMP", 1, `{"card_token":"tok_fail"}`)}})
+	wantOutcomes(t, sendBatch(t, e, body), 1, "failed", nil)
+	if s := stockOf(t, e, "LAMP"); s != 4 {
+		t.Fatalf("stock %d while the charge is unknown, want 4", s)
+	}
+	e.Clock.Advance(2 * time.Minute)
+	if res := complete(t, e); res.Canceled != 1 {
+		t.Fatalf("completer: %+v", res)
+	}
+	if s := stockOf(t, e, "LAMP"); s != 5 {
+		t.Fatalf("stock %d after the sale was canceled, want 5", s)
+	}
+	out := sendBatch(t, e, body)
+	wantOutcomes(t, out, 1, "replayed", nil)
+	if out[0].Status != 409 || out[0].code(t) != "payment_abandoned" {
+		t.Fatalf("resend: %d %s", out[0].Status, out[0].Problem)
+	}
+	checkLedger(t, e, "LAMP", 1)
 }
