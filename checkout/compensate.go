@@ -127,7 +127,7 @@ func cancelOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.T
 		params.WatchUntil = sql.NullTime{Time: owe.watchUntil, Valid: true}
 	}
 	var n int
-	if err := cancelOrderSQL.get(ctx, db, &n, params); err != nil {
+	if err := retryDeadlock(db, func() error { return cancelOrderSQL.get(ctx, db, &n, params) }); err != nil {
 		return Response{}, fmt.Errorf("cancel order: %w", err)
 	}
 	if n == 0 {

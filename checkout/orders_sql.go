@@ -276,10 +276,12 @@ func completeOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, resp Res
 		return err
 	}
 	var n int
-	err = completeOrderSQL.get(ctx, db, &n, orderSettlement{keyCompletion: kc,
-		OrderStatus: status, Captured: captured,
-		ChargeID: ch.ID, ProviderKey: pk, ChargeAmount: ch.Amount, ChargeCurrency: ch.Currency, ChargeStatus: ch.Status,
-		DeclineCode: nullString(ch.DeclineCode), CardBrand: nullString(ch.CardBrand), CardLast4: nullString(ch.CardLast4)})
+	err = retryDeadlock(db, func() error {
+		return completeOrderSQL.get(ctx, db, &n, orderSettlement{keyCompletion: kc,
+			OrderStatus: status, Captured: captured,
+			ChargeID: ch.ID, ProviderKey: pk, ChargeAmount: ch.Amount, ChargeCurrency: ch.Currency, ChargeStatus: ch.Status,
+			DeclineCode: nullString(ch.DeclineCode), CardBrand: nullString(ch.CardBrand), CardLast4: nullString(ch.CardLast4)})
+	})
 	if err != nil {
 		return fmt.Errorf("complete order: %w", err)
 	}

@@ -125,6 +125,23 @@ func outOfStock(sku string, available int64) *problem.Problem {
 	return p.Advised()
 }
 
+// retryDeadlock runs a statement that ends an order (run) again when Postgres broke a
+// deadlock by failing it: its release of stock locks products, which an order's claim
+// locks in the order of its lines. The statement rolled back whole, and is fenced by the
+// key's lease token, so running it again is safe; not inside a transaction (db a *sqlx.Tx:
+// an operator's release, a provider event), which the failure aborted, and whose caller
+// sees the error.
+func retryDeadlock(db sqlx.QueryerContext, run func() error) error {
+	err := run()
+	if _, inTx := db.(*sqlx.Tx); inTx {
+		return err
+	}
+	for try := 1; isDeadlock(err) && try < 3; try++ {
+		err = run()
+	}
+	return err
+}
+
 // releaseStockSQL gives back what an order took from stock when the statement that ends
 // it ends it unsold: stock is held only by sales that end sold. It is a part of a WITH
 // list, for the statements that settle an order (completeOrderSQL: declined;
