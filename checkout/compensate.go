@@ -100,7 +100,7 @@ var cancelOrderSQL = named[orderCancel](`
 	    INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
 	    SELECT o.client_id, 'compensation.created', o.id, ` + compensationPayloadSQL + `, :now
 	      FROM c JOIN o ON o.id = c.order_id
-	)
+	), ` + releaseStockSQL + `
 	SELECT count(*) FROM k`)
 
 // compensationPayloadSQL is compensation.created's data, from the order o and the
@@ -109,7 +109,8 @@ const compensationPayloadSQL = orderPayloadSQL + ` || jsonb_build_object('reason
 
 // cancelOrder settles an order that was never charged: canceled, with the canceled answer
 // stored on its key, fenced by the lease token; with owe set, the compensation is written
-// by the same statement, so the order is never canceled without the refund it owes.
+// by the same statement, so the order is never canceled without the refund it owes, and
+// the order gives back the stock it took in it (releaseStockSQL).
 func cancelOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.Time, owe *owedRefund) (Response, error) {
 	if err := publicIDs(ctx, db, k); err != nil { // no query when the key was read with them
 		return Response{}, err
@@ -126,7 +127,7 @@ func cancelOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.T
 		params.WatchUntil = sql.NullTime{Time: owe.watchUntil, Valid: true}
 	}
 	var n int
-	if err := cancelOrderSQL.get(ctx, db, &n, params); err != nil {
+	if err := retryDeadlock(db, func() error { return cancelOrderSQL.get(ctx, db, &n, params) }); err != nil {
 		return Response{}, fmt.Errorf("cancel order: %w", err)
 	}
 	if n == 0 {

@@ -258,7 +258,7 @@ var completeOrderSQL = named[orderSettlement](`
 	           paid_at = CASE WHEN :charge_status = 'succeeded' THEN CAST(:now AS timestamptz) END,
 	           updated_at = :now
 	     WHERE order_id = (SELECT order_id FROM k) AND (n = 1 OR :charge_status <> 'succeeded')
-	)
+	), ` + releaseStockSQL + `
 	SELECT count(*) FROM k`)
 
 // orderPayloadSQL is the data every order event starts with, from a row o of orders (or a
@@ -267,7 +267,8 @@ const orderPayloadSQL = `jsonb_build_object('order', o.public_id, 'status', o.st
 
 // completeOrder records the charge, settles the order and stores the response, all fenced
 // by the lease token: if the key was taken over meanwhile, nothing is written, no event
-// either. The event (order.paid or order.declined) is written by the same statement.
+// either. The event (order.paid or order.declined) is written by the same statement, and a
+// declined order gives back the stock it took in it (releaseStockSQL).
 func completeOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, resp Response, now time.Time,
 	status string, captured int64, ch psp.Charge, pk string) error {
 	kc, err := newKeyCompletion(k, resp, now)
@@ -275,10 +276,12 @@ func completeOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, resp Res
 		return err
 	}
 	var n int
-	err = completeOrderSQL.get(ctx, db, &n, orderSettlement{keyCompletion: kc,
-		OrderStatus: status, Captured: captured,
-		ChargeID: ch.ID, ProviderKey: pk, ChargeAmount: ch.Amount, ChargeCurrency: ch.Currency, ChargeStatus: ch.Status,
-		DeclineCode: nullString(ch.DeclineCode), CardBrand: nullString(ch.CardBrand), CardLast4: nullString(ch.CardLast4)})
+	err = retryDeadlock(db, func() error {
+		return completeOrderSQL.get(ctx, db, &n, orderSettlement{keyCompletion: kc,
+			OrderStatus: status, Captured: captured,
+			ChargeID: ch.ID, ProviderKey: pk, ChargeAmount: ch.Amount, ChargeCurrency: ch.Currency, ChargeStatus: ch.Status,
+			DeclineCode: nullString(ch.DeclineCode), CardBrand: nullString(ch.CardBrand), CardLast4: nullString(ch.CardLast4)})
+	})
 	if err != nil {
 		return fmt.Errorf("complete order: %w", err)
 	}

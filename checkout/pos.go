@@ -40,7 +40,7 @@ const (
 	SaleReplayed   = "replayed"    // the key was answered before: its stored answer
 	SaleConflict   = "conflict"    // the key is another sale's
 	SaleExpired    = "expired"     // the key is past its retention
-	SaleDeclined   = "declined"    // a card_token sale whose card was declined (stored)
+	SaleDeclined   = "declined"    // a card_token sale that ended unpaid, for good (stored): declined, or given up
 	SaleInvalid    = "invalid"     // the sale can never be taken as sent; nothing stored
 	SaleInProgress = "in_progress" // another request is running the key: resend later
 	SaleFailed     = "failed"      // not finished (provider unknown, store trouble): resend later
@@ -134,6 +134,10 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 		return nil, err
 	}
 	out := make([]SaleOutcome, len(b.Sales))
+	// fromStore marks the sales whose answer is their key's stored one, built by saleAnswer
+	// once every sale has run; their outcome says until then whether this batch finished
+	// the key (created) or found it answered (replayed).
+	fromStore := make([]bool, len(b.Sales))
 	first := map[string]int{} // key → index of its first sale in the batch
 	var fresh []*saleWork     // valid, first of their key
 	var dups []int
@@ -165,7 +169,7 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 	var cash, card []*saleWork
 	for _, w := range fresh {
 		if k, ok := known[w.sale.Key]; ok && (w.paidAtClaim() || k.State != StateInProgress) {
-			s.settleKnown(ctx, b, w, k, &out[w.i])
+			fromStore[w.i] = s.settleKnown(ctx, b, w, k, &out[w.i])
 			continue
 		}
 		if w.paidAtClaim() {
@@ -188,8 +192,7 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 			case w.invalid != nil:
 				setProblem(&out[w.i], SaleInvalid, w.invalid)
 			case ok:
-				out[w.i].Outcome, out[w.i].Status, out[w.i].Order = SaleCreated, w.response.Status, w.response.Body
-				out[w.i].Oversold = w.oversold > 0
+				out[w.i].Outcome, fromStore[w.i] = SaleCreated, true
 				s.record(saleRequest(b, w), k, EventCreated, w.response.Status, nil, map[string]any{"order_id": w.publicID})
 				s.record(saleRequest(b, w), k, EventCompleted, w.response.Status, nil, map[string]any{"order_id": w.publicID})
 			default:
@@ -208,7 +211,7 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 		}
 		for _, w := range lost {
 			if k, ok := known[w.sale.Key]; ok {
-				s.settleKnown(ctx, b, w, k, &out[w.i])
+				fromStore[w.i] = s.settleKnown(ctx, b, w, k, &out[w.i])
 			} else {
 				setProblem(&out[w.i], SaleFailed, keyInUse())
 			}
@@ -224,27 +227,30 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			s.sellByCard(ctx, b, registerID, w, &out[w.i])
+			fromStore[w.i] = s.sellByCard(ctx, b, registerID, w, &out[w.i])
 		}()
 	}
 	wg.Wait()
 
+	// The same key again in the batch: the same request is answered as its first sale was
+	// (a stored answer replayed, anything else the same outcome), another is a conflict.
 	for _, i := range dups {
 		j := first[b.Sales[i].Key]
 		fp, err := Fingerprint(http.MethodPost, "/v1/orders", b.Sales[i].Body)
-		o := out[j]
-		o.Index, o.Oversold = i, false
 		switch {
 		case err != nil || b.Sales[i].Invalid != nil:
 			setProblem(&out[i], SaleInvalid, problem.Of(problem.CodeMalformedJSON))
-			continue
 		case fp != fingerprintOf(b.Sales[j]):
-			o.Outcome, o.Status, o.Order = SaleConflict, http.StatusUnprocessableEntity, nil
-			o.Problem = keyReused(&Key{Method: http.MethodPost, Path: "/v1/orders"}, http.MethodPost, "/v1/orders").Body("/v1/orders")
-		case o.Outcome == SaleCreated:
-			o.Outcome = SaleReplayed
+			setProblem(&out[i], SaleConflict, keyReused(&Key{Method: http.MethodPost, Path: "/v1/orders"}, http.MethodPost, "/v1/orders"))
+		case fromStore[j]:
+			out[i].Outcome, fromStore[i] = SaleReplayed, true
+		default:
+			out[i] = out[j]
+			out[i].Index = i
 		}
-		out[i] = o
+	}
+	if err := s.answerFromStore(ctx, b.Client.ID, out, fromStore); err != nil {
+		return nil, err
 	}
 
 	if err := recordArrival(ctx, s.db, registerID, b.BatchKey, out, s.cfg.Now()); err != nil {
@@ -288,8 +294,9 @@ func prepareSale(i int, sl *Sale) (*saleWork, error) {
 	return &saleWork{i: i, sale: sl, fp: fp, soldAt: soldAt, lines: stockLines(sl.Order.Items)}, nil
 }
 
-// settleKnown answers a sale whose key exists (or existed): as POST /v1/orders would.
-func (s *Service) settleKnown(ctx context.Context, b SaleBatch, w *saleWork, k *Key, o *SaleOutcome) {
+// settleKnown answers a sale whose key exists (or existed): as POST /v1/orders would. It
+// reports whether the answer is the key's stored one, which saleAnswer then builds.
+func (s *Service) settleKnown(ctx context.Context, b SaleBatch, w *saleWork, k *Key, o *SaleOutcome) (stored bool) {
 	req := saleRequest(b, w)
 	now := s.cfg.Now()
 	same := string(k.Fingerprint) == string(w.fp[:])
@@ -297,7 +304,7 @@ func (s *Service) settleKnown(ctx context.Context, b SaleBatch, w *saleWork, k *
 	case k.Expired(now):
 		if err := publicIDs(ctx, s.db, k); err != nil {
 			setProblem(o, SaleFailed, err)
-			return
+			return false
 		}
 		p := keyExpired(k, same)
 		s.record(req, k, EventLateRetry, p.Status, w.fp[:], map[string]any{"expired_at": k.ExpiresAt.UTC(), "swept": k.Tombstone, "same_request": same})
@@ -307,28 +314,75 @@ func (s *Service) settleKnown(ctx context.Context, b SaleBatch, w *saleWork, k *
 		s.record(req, k, EventReusedConflict, p.Status, w.fp[:], map[string]any{"method": http.MethodPost, "path": "/v1/orders"})
 		setProblem(o, SaleConflict, p)
 	case k.State == StateCompleted:
-		r, err := k.response()
-		if err != nil {
-			setProblem(o, SaleFailed, err)
-			return
-		}
-		s.record(req, k, EventReplayed, r.Status, nil, nil)
-		o.Outcome, o.Status = SaleReplayed, r.Status
-		if r.Status < 300 {
-			o.Order = r.Body
-		} else {
-			o.Problem = r.Body
-		}
+		s.record(req, k, EventReplayed, int(k.ResponseStatus.Int32), nil, nil)
+		o.Outcome = SaleReplayed
+		return true
 	case k.State == StateNeedsAttention:
 		setProblem(o, SaleFailed, keyNeedsAttention(k))
 	default:
 		setProblem(o, SaleInProgress, keyInUse())
 	}
+	return false
+}
+
+// answerFromStore builds, with saleAnswer, the answer of every sale marked fromStore, from
+// what Postgres stored for its key: one query for the batch.
+func (s *Service) answerFromStore(ctx context.Context, clientID int64, out []SaleOutcome, fromStore []bool) error {
+	var keys []string
+	for i, ok := range fromStore {
+		if ok {
+			keys = append(keys, out[i].IdempotencyKey)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	stored, err := storedSales(ctx, s.db, clientID, keys)
+	if err != nil {
+		return err
+	}
+	for i, ok := range fromStore {
+		if !ok {
+			continue
+		}
+		if st, found := stored[out[i].IdempotencyKey]; found {
+			saleAnswer(&out[i], out[i].Outcome == SaleReplayed, st)
+		} else {
+			setProblem(&out[i], SaleFailed, StoreUnavailable()) // answered, then gone: resend, and learn what became of it
+		}
+	}
+	return nil
+}
+
+// saleAnswer is the one builder of a sale's answer that its key stored: the first
+// execution's (created; declined when it ended unpaid), a replay's (an earlier batch, a
+// concurrent one, POST /v1/orders), an in-batch duplicate's and a takeover's. Everything
+// in it is what Postgres holds (st): the status and the bytes of the key's response, and
+// oversold from the sale's register row, so that an answer given again is the first one,
+// byte for byte, whichever path gave either.
+func saleAnswer(o *SaleOutcome, replayed bool, st storedSale) {
+	o.Status, o.Order, o.Problem = int(st.Status.Int32), nil, nil
+	o.Oversold = st.Oversold.Int64 > 0
+	switch {
+	case replayed:
+		o.Outcome = SaleReplayed
+	case o.Status < 300:
+		o.Outcome = SaleCreated
+	default:
+		o.Outcome = SaleDeclined
+	}
+	if o.Status < 300 {
+		o.Order = st.Body
+	} else {
+		o.Problem = st.Body
+	}
 }
 
 // sellByCard runs a card_token sale through the order's keyed path (execute), whose claim
-// is the register's (posOp): the provider charges it like any order.
-func (s *Service) sellByCard(ctx context.Context, b SaleBatch, registerID int64, w *saleWork, o *SaleOutcome) {
+// is the register's (posOp): the provider charges it like any order. It reports whether the
+// key now holds the sale's answer (this run stored it, or found it stored), which
+// saleAnswer then builds; o says which.
+func (s *Service) sellByCard(ctx context.Context, b SaleBatch, registerID int64, w *saleWork, o *SaleOutcome) (stored bool) {
 	req := saleRequest(b, w)
 	req.Wait = s.cfg.MaxWait // a concurrent batch's charge of this sale is waited for
 	op := &posOp{orderOp: orderOp{s: s, in: w.sale.Order}, client: b.Client, registerID: registerID, w: w}
@@ -336,11 +390,11 @@ func (s *Service) sellByCard(ctx context.Context, b SaleBatch, registerID int64,
 	var p *problem.Problem
 	switch {
 	case err == nil && res.Replayed:
-		o.Outcome, o.Status = SaleReplayed, res.Status
-	case err == nil && res.Status == http.StatusPaymentRequired:
-		o.Outcome, o.Status = SaleDeclined, res.Status
+		o.Outcome = SaleReplayed
+		return true
 	case err == nil:
-		o.Outcome, o.Status, o.Oversold = SaleCreated, res.Status, w.oversold > 0
+		o.Outcome = SaleCreated
+		return true
 	case errors.As(err, &p):
 		switch p.Code {
 		case problem.CodeIdempotencyKeyReused:
@@ -354,17 +408,11 @@ func (s *Service) sellByCard(ctx context.Context, b SaleBatch, registerID int64,
 		default:
 			setProblem(o, SaleFailed, p)
 		}
-		return
 	default:
 		s.logger.Warn("register sale", "key", w.sale.Key, "err", err)
 		setProblem(o, SaleFailed, StoreUnavailable())
-		return
 	}
-	if o.Status < 300 {
-		o.Order = res.Body
-	} else {
-		o.Problem = res.Body
-	}
+	return false
 }
 
 // saleRequest is the keyed request a sale is: POST /v1/orders under the sale's key.

@@ -58,6 +58,34 @@ func lookupKeys(ctx context.Context, db sqlx.QueryerContext, clientID int64, key
 	return out, nil
 }
 
+// storedSale is what Postgres holds of a sale whose key has its answer (saleAnswer): the
+// key's stored response, and the units the sale oversold; Oversold is NULL for an order
+// that has no register row (sent alone with POST /v1/orders, then in a batch).
+type storedSale struct {
+	Key      string        `db:"key"`
+	Status   sql.NullInt32 `db:"response_status"`
+	Body     []byte        `db:"response_body"`
+	Oversold sql.NullInt64 `db:"oversold_units"`
+}
+
+// storedSales reads the stored answers of a batch's sales whose keys are completed, with
+// what each sale oversold, in one query: key → storedSale.
+func storedSales(ctx context.Context, db sqlx.QueryerContext, clientID int64, keys []string) (map[string]storedSale, error) {
+	var rows []storedSale
+	err := sqlx.SelectContext(ctx, db, &rows, `
+		SELECT k.key, k.response_status, k.response_body, s.oversold_units
+		  FROM idempotency_keys k LEFT JOIN pos_sales s ON s.order_id = k.order_id
+		 WHERE k.client_id = $1 AND k.key = ANY($2) AND k.state = 'completed'`, clientID, pq.StringArray(keys))
+	if err != nil {
+		return nil, fmt.Errorf("read the stored answers of a batch: %w", err)
+	}
+	out := make(map[string]storedSale, len(rows))
+	for _, r := range rows {
+		out[r.Key] = r
+	}
+	return out, nil
+}
+
 // claimSalesSQL inserts the key rows and orders of a chunk of sales in one statement, as
 // claimOrderSQL does for one order: ON CONFLICT DO NOTHING on (client_id, key) lets a
 // concurrent claim of the same key win (this statement waits for it to commit, then skips
@@ -154,6 +182,10 @@ func (s *Service) claimSalesRetry(ctx context.Context, c clients.Client, registe
 // already happened is never refused for stock: each line takes what is left, down to 0,
 // and the rest is the sale's oversold units. It returns the keys it claimed.
 func (s *Service) claimSales(ctx context.Context, tx *sqlx.Tx, c clients.Client, registerID int64, ws []*saleWork, now time.Time) (map[string]*Key, error) {
+	// The answer stored with a sale paid at the register names its order's created_at: now
+	// is taken as Postgres keeps a time, to the microsecond, so that the answer and the order
+	// carry one time (Postgres would round the nanoseconds of the answer's away).
+	now = now.Truncate(time.Microsecond)
 	skus := map[string]bool{}
 	for _, w := range ws {
 		w.invalid, w.oversold = nil, 0

@@ -125,6 +125,57 @@ func outOfStock(sku string, available int64) *problem.Problem {
 	return p.Advised()
 }
 
+// retryDeadlock runs a statement that ends an order (run) again when Postgres broke a
+// deadlock by failing it: its release of stock locks products, which an order's claim
+// locks in the order of its lines. The statement rolled back whole, and is fenced by the
+// key's lease token, so running it again is safe; not inside a transaction (db a *sqlx.Tx:
+// an operator's release, a provider event), which the failure aborted, and whose caller
+// sees the error.
+func retryDeadlock(db sqlx.QueryerContext, run func() error) error {
+	err := run()
+	if _, inTx := db.(*sqlx.Tx); inTx {
+		return err
+	}
+	for try := 1; isDeadlock(err) && try < 3; try++ {
+		err = run()
+	}
+	return err
+}
+
+// releaseStockSQL gives back what an order took from stock when the statement that ends
+// it ends it unsold: stock is held only by sales that end sold. It is a part of a WITH
+// list, for the statements that settle an order (completeOrderSQL: declined;
+// cancelOrderSQL: canceled), which return the order they ended as o (id, status) and name
+// the time :now; o is empty when their fence matched nothing, and so is the release. What
+// the order holds is the negated sum of its movements (its sale takes, less anything given
+// back before), so a release gives back only what is still held, once, and nothing for an
+// order that took nothing (an oversold register sale takes only what the level had). The
+// products are locked in id order (rl), as a register's chunk locks them, so a release
+// and a chunk wait for each other rather than deadlock. Each product given back is a
+// 'release' movement naming the order: the movements still add up to the level. A
+// register's sale ended unsold oversold nothing either (rp): its units are the next sale's,
+// which the till makes with a new key.
+const releaseStockSQL = `
+	rh AS (
+	    SELECT m.product_id, -sum(m.delta) AS quantity
+	      FROM stock_movements m JOIN o ON o.id = m.order_id
+	     WHERE o.status IN ('declined', 'canceled')
+	     GROUP BY m.product_id
+	    HAVING sum(m.delta) < 0
+	), rl AS (
+	    SELECT pr.id FROM products pr WHERE pr.id IN (SELECT product_id FROM rh) ORDER BY pr.id FOR UPDATE
+	), ru AS (
+	    UPDATE products pr SET stock = pr.stock + rh.quantity, version = pr.version + 1, updated_at = :now
+	      FROM rl JOIN rh ON rh.product_id = rl.id
+	     WHERE pr.id = rl.id
+	), rm AS (
+	    INSERT INTO stock_movements (product_id, delta, reason, order_id, created_at)
+	    SELECT rh.product_id, rh.quantity, 'release', o.id, :now FROM rh, o
+	), rp AS (
+	    UPDATE pos_sales SET oversold_units = 0
+	     WHERE order_id IN (SELECT o.id FROM o WHERE o.status IN ('declined', 'canceled')) AND oversold_units > 0
+	)`
+
 // restockable is what a refund may still put back of one product an order sold: what the
 // order took, less what its earlier refunds put back (the negated sum of its movements).
 type restockable struct {

@@ -240,7 +240,7 @@ func Product(p ProductPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "<h2>Stock movements</h2><p>Newest first: a sale takes from the level in the order's claim, a refund with restock puts back, a PUT sets the level.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "<h2>Stock movements</h2><p>Newest first: a sale takes from the level in the order's claim, a release gives back what an order that ended unsold (declined, canceled) took, a refund with restock puts back, a PUT sets the level.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -1,12 +1,17 @@
 package api_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/internal/apptest"
+	"github.com/tekrar/tekrar/internal/config"
 )
 
 // sale is one sale of a test batch: a cash sale of qty units of BEANS at 1000, unless
@@ -305,4 +310,244 @@ func TestSalesBatchCashRefundRefused(t *testing.T) {
 	if n := count(t, e, `SELECT count(*) FROM refunds`) + count(t, e, `SELECT count(*) FROM idempotency_keys WHERE key = 'refund-1'`); n != 0 {
 		t.Fatalf("a refused refund stored %d rows", n)
 	}
+}
+
+// saleOrder is a sale's order of qty units of sku at 1000 each, paid with pay (a payment
+// object: a card token, cash, card_present).
+func saleOrder(sku string, qty int64, pay string) string {
+	return fmt.Sprintf(`{"currency":"TRY","items":[{"sku":%q,"name":"Lamp","quantity":%d,"unit_amount":1000,"from_stock":true}],
+		"amount":%d,"payment":%s}`, sku, qty, qty*1000, pay)
+}
+
+// storedAnswer is the response body stored with a sale's key.
+func storedAnswer(t testing.TB, e *apptest.Env, key string) []byte {
+	t.Helper()
+	var b []byte
+	if err := e.DB.Get(&b, `SELECT response_body FROM idempotency_keys WHERE key = $1`, key); err != nil {
+		t.Fatalf("stored answer of %s: %v", key, err)
+	}
+	var c bytes.Buffer
+	if err := json.Compact(&c, b); err != nil {
+		t.Fatalf("stored answer of %s: %v", key, err)
+	}
+	return c.Bytes()
+}
+
+// sameAnswer fails unless two outcomes of one sale say the same thing byte for byte: all
+// but their index and outcome.
+func sameAnswer(t testing.TB, what string, a, b saleOutcome) {
+	t.Helper()
+	if a.IdempotencyKey != b.IdempotencyKey || a.Status != b.Status || a.Oversold != b.Oversold ||
+		!bytes.Equal(a.Order, b.Order) || !bytes.Equal(a.Problem, b.Problem) {
+		t.Fatalf("%s: answers differ:\n%d %v %s%s\n%d %v %s%s", what, a.Status, a.Oversold, a.Order, a.Problem,
+			b.Status, b.Oversold, b.Order, b.Problem)
+	}
+}
+
+// TestSalesBatchDeclinedTwice: a declining card sale sent twice in one batch is one
+// refusal: the second is replayed, with the stored answer of the first.
+func TestSalesBatchDeclinedTwice(t *testing.T) {
+	e := apptest.New(t)
+	putProduct(t, e, "LAMP", 1000, 5)
+	declining := saleOrder("LAMP", 1, `{"card_token":"tok_declined"}`)
+	out := sendBatch(t, e, batchBody("d", []sale{{key: "d-1", order: declining}, {key: "d-1", order: declining}}))
+	wantOutcomes(t, out, 2, "declined", map[int]string{1: "replayed"})
+	if out[0].Status != 402 || out[0].code(t) != "payment_declined" {
+		t.Fatalf("declined: %d %s", out[0].Status, out[0].Problem)
+	}
+	sameAnswer(t, "in-batch duplicate", out[0], out[1])
+	if !bytes.Equal(out[0].Problem, storedAnswer(t, e, "d-1")) {
+		t.Fatalf("answer %s, stored %s", out[0].Problem, storedAnswer(t, e, "d-1"))
+	}
+	if n := count(t, e, `SELECT count(*) FROM psp_charges`); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
+	}
+	if n := count(t, e, `SELECT refused * 10 + replayed FROM pos_batch_arrivals`); n != 11 {
+		t.Fatalf("arrival counted %d refused and %d replayed, want 1 and 1", n/10, n%10)
+	}
+}
+
+// TestSalesBatchDeclineGivesBackStock: stock is held only by sales that end sold. A
+// declined sale gives back what it took, in the statement that records the decline, so
+// that the till's next step (another payment, a new sale with a new key) takes it once;
+// an order of POST /v1/orders declined does the same.
+func TestSalesBatchDeclineGivesBackStock(t *testing.T) {
+	e := apptest.New(t)
+	putProduct(t, e, "LAMP", 1000, 5)
+	out := sendBatch(t, e, batchBody("d", []sale{{key: "d-1", order: saleOrder("LAMP", 1, `{"card_token":"tok_declined"}`)}}))
+	wantOutcomes(t, out, 1, "declined", nil)
+	if s := stockOf(t, e, "LAMP"); s != 5 {
+		t.Fatalf("stock %d after a declined sale, want 5", s)
+	}
+	out = sendBatch(t, e, batchBody("c", []sale{{key: "c-1", order: saleOrder("LAMP", 1, `{"method":"cash"}`)}}))
+	wantOutcomes(t, out, 1, "created", nil)
+	if s := stockOf(t, e, "LAMP"); s != 4 {
+		t.Fatalf("stock %d after the declined sale and a cash sale of one, want 4", s)
+	}
+	// The same through POST /v1/orders, and a resend of the declined sale gives back nothing more.
+	problemOf(t, postOrder(t, e, e.Secret, "o-1", []byte(saleOrder("LAMP", 2, `{"card_token":"tok_declined"}`))), 402, "payment_declined")
+	wantOutcomes(t, sendBatch(t, e, batchBody("d", []sale{{key: "d-1", order: saleOrder("LAMP", 1, `{"card_token":"tok_declined"}`)}})), 1, "replayed", nil)
+	if s := stockOf(t, e, "LAMP"); s != 4 {
+		t.Fatalf("stock %d after a declined order, want 4", s)
+	}
+	checkLedger(t, e, "LAMP", 3)
+	if n := count(t, e, `SELECT count(*) FROM stock_movements m JOIN orders o ON o.id = m.order_id
+		WHERE m.reason = 'release' AND o.status = 'declined'`); n != 2 {
+		t.Fatalf("%d release movements, want 2 (one per declined order)", n)
+	}
+}
+
+// TestSalesBatchCanceledGivesBackStock: a card sale whose charge never happened (the
+// provider failed, and the till did not resend it) holds its stock while its outcome is
+// unknown; the completer cancels it, and the cancel gives the stock back. The resend is
+// answered the stored cancel.
+func TestSalesBatchCanceledGivesBackStock(t *testing.T) {
+	e := apptest.New(t)
+	putProduct(t, e, "LAMP", 1000, 5)
+	body := batchBody("f", []sale{{key: "f-1", order: saleOrder("LAMP", 1, `{"card_token":"tok_fail"}`)}})
+	wantOutcomes(t, sendBatch(t, e, body), 1, "failed", nil)
+	if s := stockOf(t, e, "LAMP"); s != 4 {
+		t.Fatalf("stock %d while the charge is unknown, want 4", s)
+	}
+	e.Clock.Advance(2 * time.Minute)
+	if res := complete(t, e); res.Canceled != 1 {
+		t.Fatalf("completer: %+v", res)
+	}
+	if s := stockOf(t, e, "LAMP"); s != 5 {
+		t.Fatalf("stock %d after the sale was canceled, want 5", s)
+	}
+	out := sendBatch(t, e, body)
+	wantOutcomes(t, out, 1, "replayed", nil)
+	if out[0].Status != 409 || out[0].code(t) != "payment_abandoned" {
+		t.Fatalf("resend: %d %s", out[0].Status, out[0].Problem)
+	}
+	checkLedger(t, e, "LAMP", 1)
+}
+
+// TestSalesBatchTakeoverKeepsOversold: a card sale beyond the stock whose replica died
+// during the charge is taken over by a resend after the lease; its answer is built from
+// what was stored, so it says oversold as the sale's row does.
+func TestSalesBatchTakeoverKeepsOversold(t *testing.T) {
+	stall, resume := make(chan struct{}), make(chan struct{})
+	var stalled atomic.Bool
+	e := apptest.NewWith(t, func(point string) {
+		if point == checkout.CrashAfterProvider && stalled.CompareAndSwap(false, true) {
+			close(stall)
+			<-resume // the replica is dead: it never goes on while the test looks
+		}
+	}, func(c *config.Server) { c.Lease = time.Minute })
+	putProduct(t, e, "LAMP", 1000, 0)
+	body := batchBody("k", []sale{{key: "k-1", order: saleOrder("LAMP", 1, `{"card_token":"tok_visa"}`)}})
+	dead := make(chan apptest.Response, 1)
+	go func() {
+		r, _ := e.Send("POST", "/v1/pos/sales", e.Secret, body)
+		dead <- r
+	}()
+	<-stall
+	t.Cleanup(func() { close(resume); <-dead })
+	e.Clock.Advance(5 * time.Minute) // past the dead replica's lease
+	out := sendBatch(t, e, body)
+	wantOutcomes(t, out, 1, "created", nil)
+	if n := count(t, e, `SELECT oversold_units FROM pos_sales`); n != 1 {
+		t.Fatalf("%d units oversold, want 1", n)
+	}
+	if !out[0].Oversold {
+		t.Fatalf("the sale taken over lost its oversold flag: %+v", out[0])
+	}
+	again := sendBatch(t, e, body)
+	wantOutcomes(t, again, 1, "replayed", nil)
+	sameAnswer(t, "replay of the sale taken over", out[0], again[0])
+}
+
+// TestSalesBatchCreatedAtAsStored: the stored answer of a sale paid at the register
+// carries its order's created_at as the database keeps it, the microsecond included, as
+// GET /v1/orders/{id} does.
+func TestSalesBatchCreatedAtAsStored(t *testing.T) {
+	e := apptest.New(t)
+	putProduct(t, e, "LAMP", 1000, 10)
+	for key, pay := range map[string]string{"t-cash": `{"method":"cash"}`, "t-present": `{"method":"card_present","reference":"term-1"}`} {
+		out := sendBatch(t, e, batchBody("t", []sale{{key: key, order: saleOrder("LAMP", 1, pay)}}))
+		wantOutcomes(t, out, 1, "created", nil)
+		var answer orderJSON
+		if err := json.Unmarshal(out[0].Order, &answer); err != nil {
+			t.Fatal(err)
+		}
+		var stored time.Time
+		if err := e.DB.Get(&stored, `SELECT created_at FROM orders WHERE public_id = $1`, answer.ID); err != nil {
+			t.Fatal(err)
+		}
+		got, err := time.Parse(time.RFC3339Nano, answer.CreatedAt)
+		if err != nil || !got.Equal(stored) {
+			t.Fatalf("%s: the answer's created_at %s, the order's %s", pay, answer.CreatedAt, stored.UTC().Format(time.RFC3339Nano))
+		}
+		if read := decodeOrder(t, e.Do(t, "GET", "/v1/orders/"+answer.ID, e.Secret, nil)); read.CreatedAt != answer.CreatedAt {
+			t.Fatalf("%s: the answer's created_at %s, GET's %s", pay, answer.CreatedAt, read.CreatedAt)
+		}
+		if !bytes.Equal(out[0].Order, storedAnswer(t, e, key)) {
+			t.Fatalf("%s: answered %s, stored %s", pay, out[0].Order, storedAnswer(t, e, key))
+		}
+	}
+}
+
+// TestSalesBatchReplayIsTheFirstAnswer: every outcome of a sale, answered again (the same
+// key twice in the batch, the batch resent, the key alone in another batch), says what
+// its first answer said, byte for byte: created and declined ones are replayed, the
+// others keep their outcome.
+func TestSalesBatchReplayIsTheFirstAnswer(t *testing.T) {
+	e := apptest.New(t)
+	putProduct(t, e, "LAMP", 1000, 1)
+	sales := []sale{
+		{key: "cash", order: saleOrder("LAMP", 1, `{"method":"cash"}`)},
+		{key: "cash-over", order: saleOrder("LAMP", 2, `{"method":"cash"}`)},
+		{key: "present", order: saleOrder("LAMP", 1, `{"method":"card_present","reference":"term-9"}`)},
+		{key: "card", order: saleOrder("LAMP", 1, `{"card_token":"tok_visa"}`)},
+		{key: "declined", order: saleOrder("LAMP", 1, `{"card_token":"tok_declined"}`)},
+		{key: "invalid", order: saleOrder("LAMP", 0, `{"method":"cash"}`)},
+		{key: "unknown", order: saleOrder("NOPE", 1, `{"method":"cash"}`)},
+	}
+	firstOutcome := []string{"created", "created", "created", "created", "declined", "invalid", "invalid"}
+	batch := append(append([]sale{}, sales...), sales...)                                      // each key twice
+	batch = append(batch, sale{key: "cash", order: saleOrder("LAMP", 3, `{"method":"cash"}`)}) // another sale, same key
+	body := batchBody("r", batch)
+	first := sendBatch(t, e, body)
+	n := len(sales)
+	except := map[int]string{2 * n: "conflict"}
+	for i, o := range firstOutcome {
+		except[i] = o
+		except[n+i] = map[string]string{"created": "replayed", "declined": "replayed"}[o]
+		if except[n+i] == "" {
+			except[n+i] = o
+		}
+	}
+	wantOutcomes(t, first, 2*n+1, "", except)
+	if first[0].Oversold || !first[1].Oversold || !first[2].Oversold || !first[3].Oversold {
+		t.Fatalf("oversold flags %v %v %v %v, want false true true true", first[0].Oversold, first[1].Oversold,
+			first[2].Oversold, first[3].Oversold)
+	}
+	for i := range sales[:5] {
+		stored := first[i].Order
+		if first[i].Status >= 300 {
+			stored = first[i].Problem
+		}
+		if !bytes.Equal(stored, storedAnswer(t, e, sales[i].key)) {
+			t.Fatalf("%s: answered %s, stored %s", sales[i].key, stored, storedAnswer(t, e, sales[i].key))
+		}
+	}
+	again := sendBatch(t, e, body)
+	for i := range first {
+		want := except[i]
+		if want == "created" || want == "declined" {
+			want = "replayed"
+		}
+		if again[i].Outcome != want {
+			t.Fatalf("resent sale %d: %s, want %s (%s)", i, again[i].Outcome, want, again[i].Problem)
+		}
+		sameAnswer(t, fmt.Sprintf("sale %d resent", i), first[i], again[i])
+		if i < n {
+			sameAnswer(t, fmt.Sprintf("sale %d twice in the batch", i), first[i], first[n+i])
+		}
+	}
+	alone := sendBatch(t, e, batchBody("a", batch[2*n:]))
+	wantOutcomes(t, alone, 1, "conflict", nil)
+	sameAnswer(t, "the conflict alone", first[2*n], alone[0])
 }

@@ -96,3 +96,24 @@ func TestPOSSalesCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestPOSDeclinedTwiceCountedOnce: a declining card sale sent twice in one batch is one
+// refusal: counted once as declined, and once as replayed.
+func TestPOSDeclinedTwiceCountedOnce(t *testing.T) {
+	e := apptest.New(t)
+	if r := e.Do(t, "PUT", "/v1/products/BEANS", e.Secret, []byte(`{"name":"Beans","price":1000,"currency":"TRY","stock":2}`)); r.Status >= 300 {
+		t.Fatalf("product: %d %s", r.Status, r.Body)
+	}
+	declining := `{"idempotency_key":"d-1","sold_at":"2026-05-01T09:30:00+03:00","order":{"currency":"TRY",
+		"items":[{"sku":"BEANS","name":"Beans","quantity":1,"unit_amount":1000,"from_stock":true}],
+		"amount":1000,"payment":{"card_token":"tok_declined"}}}`
+	if got := fmt.Sprint(sellBatch(t, e, posBatch("R1", "b-1", declining, declining))); got != "[declined replayed]" {
+		t.Fatalf("batch: %s", got)
+	}
+	_, fams := scrape(t, e)
+	for o, n := range map[string]float64{"declined": 1, "replayed": 1, "created": 0} {
+		if got := value(fams, "tekrar_pos_sales_total", "outcome", o); got != n {
+			t.Errorf("tekrar_pos_sales_total{outcome=%s} = %v, want %v", o, got, n)
+		}
+	}
+}
