@@ -195,6 +195,8 @@ func validatePayment(add func(field, format string, args ...any), in *OrderInput
 		for _, f := range []struct{ name, v string }{{"payment.customer", pay.Customer}, {"payment.payment_method", pay.PaymentMethod}} {
 			if f.v == "" || len(f.v) > 255 {
 				add(f.name, "is required with a saved card (at most 255 characters)")
+			} else if f.name == "payment.customer" && len(f.v) > MaxCustomer {
+				add(f.name, "must be at most %d characters", MaxCustomer)
 			} else if !pgtext.Valid(f.v) {
 				add(f.name, noNUL)
 			}
@@ -329,6 +331,9 @@ func (o *orderOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
 		p.CustomerID, p.CustomerEmail = nullString(c.ID), nullString(c.Email)
 	}
 	p.PaymentCustomer, p.PaymentMethod = nullString(o.in.Payment.Customer), nullString(o.in.Payment.PaymentMethod)
+	if o.in.Payment.Customer != "" {
+		p.ProviderCustomer = nullString(ProviderCustomer(p.ClientID, o.in.Payment.Customer))
+	}
 	if err := o.planParams(ctx, &p); err != nil {
 		return nil, false, err
 	}
@@ -362,6 +367,15 @@ func (o *orderOp) planParams(ctx context.Context, p *orderClaim) error {
 	return nil
 }
 
+// providerCustomer is the customer the order's saved card is charged with: the client's
+// customer named by the key's client (customers.go), "" for a card token.
+func (o *orderOp) providerCustomer(k *Key) string {
+	if o.in.Payment.Customer == "" {
+		return ""
+	}
+	return ProviderCustomer(k.ClientID, o.in.Payment.Customer)
+}
+
 // firstCharge is what the order's own charge takes: the order's amount, or its first
 // installment.
 func (in *OrderInput) firstCharge() int64 {
@@ -384,7 +398,7 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 	if !resumed || errors.Is(err, psp.ErrNotFound) {
 		ch, err = o.s.provider.Charge(pctx, psp.ChargeRequest{
 			Key: pk, Amount: o.in.firstCharge(), Currency: o.in.Currency, CardToken: o.in.Payment.CardToken,
-			Customer: o.in.Payment.Customer, PaymentMethod: o.in.Payment.PaymentMethod,
+			Customer: o.providerCustomer(k), PaymentMethod: o.in.Payment.PaymentMethod,
 			Description: chargeDescription(k.OrderID.Int64),
 		})
 	}
