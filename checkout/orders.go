@@ -149,6 +149,11 @@ func (in *OrderInput) validate(sale bool) []FieldError {
 	if pay := in.Payment; pay.Method != "" && (pay.Customer != "" || pay.PaymentMethod != "" || in.Installments != 0) {
 		add("payment.method", "must be left out with a saved card or installments")
 	}
+	if sale && in.Installments > 1 {
+		// The register's claim keeps no plan: the sale would be charged its first
+		// installment and its order could never record it.
+		add("installments", "must be left out of a register's sale: a sale is paid at once")
+	}
 	if sale && in.CartID != "" && in.Payment.Method == "" {
 		add("cart_id", "must be left out of a register's sale: send its items")
 	}

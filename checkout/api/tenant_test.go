@@ -274,3 +274,30 @@ func TestProviderEventsTouchOnlyTheirOrder(t *testing.T) {
 		t.Errorf("A's events changed B's order:\n%s\nwas\n%s", after, before)
 	}
 }
+
+// TestRegisterSalesOnSavedCards: a register's card sale may name a saved card, and is
+// charged as an order is: on another client's card it is declined as a card that does not
+// exist, and nothing of the other client's changes. A sale is paid at once: installments
+// are refused (the register's claim keeps no plan), before anything is charged.
+func TestRegisterSalesOnSavedCards(t *testing.T) {
+	e := newTenantEnv(t)
+	before := e.snapshot(t)
+	sales := func(key string, card psp.PaymentMethod, installments int) []byte {
+		return batchBody(key, []sale{{key: key, order: string(savedCardOrder("cus_1", card.ID, 900, installments))}})
+	}
+	out := sendBatch(t, e.Env, sales("k-sale-b", e.cardB, 0))
+	wantOutcomes(t, out, 1, "declined", nil)
+	if c := out[0].code(t); c != "payment_declined" {
+		t.Fatalf("a sale on B's card: %s", c)
+	}
+	if after := e.snapshot(t); after != before {
+		t.Errorf("A's sale changed B's data or charged B's card:\n%s\nwas\n%s", after, before)
+	}
+	charges := count(t, e.Env, `SELECT count(*) FROM psp_charges`)
+	out = sendBatch(t, e.Env, sales("k-sale-plan", e.cardA, 3))
+	wantOutcomes(t, out, 1, "invalid", nil)
+	if n := count(t, e.Env, `SELECT count(*) FROM psp_charges`); n != charges {
+		t.Errorf("a sale in installments was charged: %d charges, was %d", n, charges)
+	}
+	wantOutcomes(t, sendBatch(t, e.Env, sales("k-sale-a", e.cardA, 0)), 1, "created", nil)
+}
