@@ -48,9 +48,11 @@ type Item struct {
 }
 
 // PaymentInput names how the order is paid: a single-use card token, or a card the customer
-// saved at the provider (Customer, the provider's customer id, and PaymentMethod). The token
-// goes to the provider and nowhere else: it is not stored, logged or returned. A saved card's
-// ids are stored with the order, which charges its later installments on it. Method is for the
+// saved at the provider (Customer, the client's own customer id, and PaymentMethod, the
+// provider's method id). The token goes to the provider and nowhere else: it is not stored,
+// logged or returned. A saved card is charged with ProviderCustomer, which names the client
+// too, so a client can name only its own customers' cards; its ids are stored with the
+// order, which charges its later installments on it. Method is for the
 // sales of a register (POST /v1/pos/sales): "cash", or "card_present", a charge the
 // register's terminal already authorised, named by its Reference; an order (POST /v1/orders)
 // and a register's card_token sale leave it out and are charged through the provider.
