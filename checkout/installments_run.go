@@ -119,7 +119,7 @@ func (s *Service) chargeInstallment(ctx context.Context, c *installmentClaim, no
 	if !c.Resumed || errors.Is(err, psp.ErrNotFound) {
 		ch, err = s.provider.Charge(pctx, psp.ChargeRequest{
 			Key: c.Key, Amount: c.Amount, Currency: c.Currency,
-			Customer: c.PaymentCustomer.String, PaymentMethod: c.PaymentMethod.String,
+			Customer: c.ProviderCustomer.String, PaymentMethod: c.PaymentMethod.String,
 			Description: installmentDescription(c.OrderID, c.N),
 		})
 	}

@@ -15,18 +15,19 @@ import (
 
 // installmentClaim is an installment a job run took: its row, its order and its client's zone.
 type installmentClaim struct {
-	OrderID         int64          `db:"order_id"`
-	N               int            `db:"n"`
-	Amount          int64          `db:"amount"`
-	DueOn           time.Time      `db:"due_on"`
-	Attempts        int            `db:"attempts"`
-	InFlight        bool           `db:"in_flight"`
-	LeaseToken      int64          `db:"lease_token"`
-	Currency        string         `db:"currency"`
-	OrderCreated    time.Time      `db:"order_created"`
-	PaymentCustomer sql.NullString `db:"payment_customer"`
-	PaymentMethod   sql.NullString `db:"payment_method"`
-	TimeZone        string         `db:"time_zone"`
+	OrderID      int64     `db:"order_id"`
+	N            int       `db:"n"`
+	Amount       int64     `db:"amount"`
+	DueOn        time.Time `db:"due_on"`
+	Attempts     int       `db:"attempts"`
+	InFlight     bool      `db:"in_flight"`
+	LeaseToken   int64     `db:"lease_token"`
+	Currency     string    `db:"currency"`
+	OrderCreated time.Time `db:"order_created"`
+	// ProviderCustomer is the customer the order's first charge was made with.
+	ProviderCustomer sql.NullString `db:"provider_customer"`
+	PaymentMethod    sql.NullString `db:"payment_method"`
+	TimeZone         string         `db:"time_zone"`
 	// Set by the claim: the attempt this run makes, and its provider key.
 	Key     string `db:"-"`
 	Resumed bool   `db:"-"` // the attempt was in flight before: look its charge up first
@@ -36,7 +37,7 @@ type installmentClaim struct {
 // is free ($2 the clock), locked, skipping those another run holds locked.
 const dueInstallmentSQL = `
 	SELECT i.order_id, i.n, i.amount, i.due_on, i.attempts, i.in_flight, i.lease_token,
-	       o.currency, o.created_at AS order_created, o.payment_customer, o.payment_method, c.time_zone
+	       o.currency, o.created_at AS order_created, o.provider_customer, o.payment_method, c.time_zone
 	  FROM installments i
 	  JOIN orders o ON o.id = i.order_id
 	  JOIN clients c ON c.id = o.client_id

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -175,7 +176,7 @@ func newInstallmentEnv(t *testing.T, zone string, now time.Time) *installmentEnv
 	}
 	e.sandbox = e.p.Provider.(*psp.Sandbox)
 	var err error
-	if e.pm, err = e.sandbox.SavePaymentMethod(context.Background(), "cus_1", psp.TokenVisa); err != nil {
+	if e.pm, err = e.sandbox.SavePaymentMethod(context.Background(), ProviderCustomer(e.client.ID, "cus_1"), psp.TokenVisa); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -186,7 +187,7 @@ func newInstallmentEnv(t *testing.T, zone string, now time.Time) *installmentEnv
 func (e *installmentEnv) plan(key string, amount int64, count int) (string, int64) {
 	e.t.Helper()
 	in := OrderInput{Currency: "TRY", Amount: amount, Installments: count,
-		Payment: PaymentInput{Customer: e.pm.Customer, PaymentMethod: e.pm.ID},
+		Payment: PaymentInput{Customer: "cus_1", PaymentMethod: e.pm.ID},
 		Items:   []Item{{SKU: "SOFA", Name: "Sofa", Quantity: 1, UnitAmount: amount}}}
 	if errs := in.Validate(); len(errs) > 0 {
 		e.t.Fatalf("order %s: %v", key, errs)
@@ -493,7 +494,7 @@ func TestReconcileKnowsInstallmentCharges(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := e.p.Charge(ctx, psp.ChargeRequest{Key: c.Key, Amount: c.Amount, Currency: c.Currency,
-		Customer: c.PaymentCustomer.String, PaymentMethod: c.PaymentMethod.String, Description: installmentDescription(id, 3)}); err != nil {
+		Customer: c.ProviderCustomer.String, PaymentMethod: c.PaymentMethod.String, Description: installmentDescription(id, 3)}); err != nil {
 		t.Fatal(err)
 	}
 	res := e.reconcile()
@@ -527,6 +528,9 @@ func TestInstallmentInputs(t *testing.T) {
 		{"less than a unit each", OrderInput{Installments: 3, Amount: 2, Payment: saved}, "installments"},
 		{"method without customer", OrderInput{Installments: 3, Amount: 300, Payment: PaymentInput{PaymentMethod: "pm_1"}}, "payment.customer"},
 		{"token and method", OrderInput{Amount: 300, Payment: PaymentInput{CardToken: "tok_visa", Customer: "c", PaymentMethod: "pm_1"}}, "payment.card_token"},
+		// The provider customer holds the client id too (ProviderCustomer): 255 in all.
+		{"longest customer", OrderInput{Installments: 3, Amount: 300, Payment: PaymentInput{Customer: strings.Repeat("c", MaxCustomer), PaymentMethod: "pm_1"}}, ""},
+		{"customer too long", OrderInput{Installments: 3, Amount: 300, Payment: PaymentInput{Customer: strings.Repeat("c", MaxCustomer+1), PaymentMethod: "pm_1"}}, "payment.customer"},
 	}
 	for _, tc := range cases {
 		tc.in.Currency = "TRY"
@@ -559,7 +563,7 @@ func TestEndedOrdersCancelTheirPlans(t *testing.T) {
 		e := newInstallmentEnv(t, "UTC", utc("2027-01-10T09:00:00Z"))
 		e.p.set("down")
 		in := OrderInput{Currency: "TRY", Amount: 900, Installments: 3,
-			Payment: PaymentInput{Customer: e.pm.Customer, PaymentMethod: e.pm.ID},
+			Payment: PaymentInput{Customer: "cus_1", PaymentMethod: e.pm.ID},
 			Items:   []Item{{SKU: "SOFA", Name: "Sofa", Quantity: 1, UnitAmount: 900}}}
 		body, _ := json.Marshal(in)
 		res, err := e.s.CreateOrder(context.Background(), Request{Client: e.client, Key: "k-plan", Method: "POST", Path: "/v1/orders", Body: body}, Lookup{}, in)

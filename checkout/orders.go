@@ -48,9 +48,11 @@ type Item struct {
 }
 
 // PaymentInput names how the order is paid: a single-use card token, or a card the customer
-// saved at the provider (Customer, the provider's customer id, and PaymentMethod). The token
-// goes to the provider and nowhere else: it is not stored, logged or returned. A saved card's
-// ids are stored with the order, which charges its later installments on it. Method is for the
+// saved at the provider (Customer, the client's own customer id, and PaymentMethod, the
+// provider's method id). The token goes to the provider and nowhere else: it is not stored,
+// logged or returned. A saved card is charged with ProviderCustomer, which names the client
+// too, so a client can name only its own customers' cards; its ids are stored with the
+// order, which charges its later installments on it. Method is for the
 // sales of a register (POST /v1/pos/sales): "cash", or "card_present", a charge the
 // register's terminal already authorised, named by its Reference; an order (POST /v1/orders)
 // and a register's card_token sale leave it out and are charged through the provider.
@@ -149,6 +151,11 @@ func (in *OrderInput) validate(sale bool) []FieldError {
 	if pay := in.Payment; pay.Method != "" && (pay.Customer != "" || pay.PaymentMethod != "" || in.Installments != 0) {
 		add("payment.method", "must be left out with a saved card or installments")
 	}
+	if sale && in.Installments > 1 {
+		// The register's claim keeps no plan: the sale would be charged its first
+		// installment and its order could never record it.
+		add("installments", "must be left out of a register's sale: a sale is paid at once")
+	}
 	if sale && in.CartID != "" && in.Payment.Method == "" {
 		add("cart_id", "must be left out of a register's sale: send its items")
 	}
@@ -195,6 +202,8 @@ func validatePayment(add func(field, format string, args ...any), in *OrderInput
 		for _, f := range []struct{ name, v string }{{"payment.customer", pay.Customer}, {"payment.payment_method", pay.PaymentMethod}} {
 			if f.v == "" || len(f.v) > 255 {
 				add(f.name, "is required with a saved card (at most 255 characters)")
+			} else if f.name == "payment.customer" && len(f.v) > MaxCustomer {
+				add(f.name, "must be at most %d characters", MaxCustomer)
 			} else if !pgtext.Valid(f.v) {
 				add(f.name, noNUL)
 			}
@@ -329,6 +338,9 @@ func (o *orderOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
 		p.CustomerID, p.CustomerEmail = nullString(c.ID), nullString(c.Email)
 	}
 	p.PaymentCustomer, p.PaymentMethod = nullString(o.in.Payment.Customer), nullString(o.in.Payment.PaymentMethod)
+	if o.in.Payment.Customer != "" {
+		p.ProviderCustomer = nullString(ProviderCustomer(p.ClientID, o.in.Payment.Customer))
+	}
 	if err := o.planParams(ctx, &p); err != nil {
 		return nil, false, err
 	}
@@ -362,6 +374,15 @@ func (o *orderOp) planParams(ctx context.Context, p *orderClaim) error {
 	return nil
 }
 
+// providerCustomer is the customer the order's saved card is charged with: the client's
+// customer named by the key's client (customers.go), "" for a card token.
+func (o *orderOp) providerCustomer(k *Key) string {
+	if o.in.Payment.Customer == "" {
+		return ""
+	}
+	return ProviderCustomer(k.ClientID, o.in.Payment.Customer)
+}
+
 // firstCharge is what the order's own charge takes: the order's amount, or its first
 // installment.
 func (in *OrderInput) firstCharge() int64 {
@@ -384,7 +405,7 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 	if !resumed || errors.Is(err, psp.ErrNotFound) {
 		ch, err = o.s.provider.Charge(pctx, psp.ChargeRequest{
 			Key: pk, Amount: o.in.firstCharge(), Currency: o.in.Currency, CardToken: o.in.Payment.CardToken,
-			Customer: o.in.Payment.Customer, PaymentMethod: o.in.Payment.PaymentMethod,
+			Customer: o.providerCustomer(k), PaymentMethod: o.in.Payment.PaymentMethod,
 			Description: chargeDescription(k.OrderID.Int64),
 		})
 	}

@@ -70,9 +70,11 @@ type orderClaim struct {
 	Installments    int64          `db:"installments"`
 	PaymentCustomer sql.NullString `db:"payment_customer"`
 	PaymentMethod   sql.NullString `db:"payment_method"`
-	InstAmounts     pq.Int64Array  `db:"inst_amounts"`
-	InstDueOn       pq.StringArray `db:"inst_due_on"`
-	InstDueAt       pq.StringArray `db:"inst_due_at"`
+	// ProviderCustomer is the customer the saved card is charged with: ProviderCustomer.
+	ProviderCustomer sql.NullString `db:"provider_customer"`
+	InstAmounts      pq.Int64Array  `db:"inst_amounts"`
+	InstDueOn        pq.StringArray `db:"inst_due_on"`
+	InstDueAt        pq.StringArray `db:"inst_due_at"`
 }
 
 // claimOrderSQL: see claimOrder. The tombstone step is tombstoneSQL's.
@@ -101,10 +103,10 @@ var claimOrderSQL = named[orderClaim](`
 	), o AS (
 	    INSERT INTO orders (id, client_id, status, amount, currency, items, customer_id,
 	                        customer_email, metadata, created_at, updated_at,
-	                        installments, payment_customer, payment_method)
+	                        installments, payment_customer, payment_method, provider_customer)
 	    SELECT k.order_id, :client_id, 'pending', :amount, :currency, :items, :customer_id,
 	           :customer_email, :metadata, :created_at, :created_at,
-	           :installments, :payment_customer, :payment_method FROM k
+	           :installments, :payment_customer, :payment_method, :provider_customer FROM k
 	    RETURNING public_id
 	), i AS (
 	    INSERT INTO installments (order_id, n, amount, due_on, due_at, next_attempt_at, updated_at)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/apptest"
 )
@@ -16,14 +17,14 @@ import (
 func TestOrderInInstallments(t *testing.T) {
 	e := apptest.New(t)
 	ctx := context.Background()
-	pm, err := psp.NewSandbox(e.DB, psp.SandboxOptions{}).SavePaymentMethod(ctx, "cus_8f2e", psp.TokenVisa)
+	pm, err := psp.NewSandbox(e.DB, psp.SandboxOptions{}).SavePaymentMethod(ctx, checkout.ProviderCustomer(e.ClientID, "cus_8f2e"), psp.TokenVisa)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body := func(count int) []byte {
 		return []byte(fmt.Sprintf(`{"currency":"TRY","amount":1000,"installments":%d,
 			"items":[{"sku":"SOFA","name":"Sofa","quantity":1,"unit_amount":1000}],
-			"payment":{"customer":%q,"payment_method":%q}}`, count, pm.Customer, pm.ID))
+			"payment":{"customer":%q,"payment_method":%q}}`, count, "cus_8f2e", pm.ID))
 	}
 	type plan struct {
 		ID           string `json:"id"`

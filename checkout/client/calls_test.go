@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/client"
 	"github.com/tekrar/tekrar/checkout/psp"
 )
@@ -177,13 +178,13 @@ func TestReadsRetriedAfterLostAnswers(t *testing.T) {
 func TestInstallmentsOnASavedCard(t *testing.T) {
 	r := newRig(t, policy(3))
 	ctx := context.Background()
-	pm, err := psp.NewSandbox(r.e.DB, psp.SandboxOptions{}).SavePaymentMethod(ctx, "cus_1", psp.TokenVisa)
+	pm, err := psp.NewSandbox(r.e.DB, psp.SandboxOptions{}).SavePaymentMethod(ctx, checkout.ProviderCustomer(r.e.ClientID, "cus_1"), psp.TokenVisa)
 	if err != nil {
 		t.Fatal(err)
 	}
 	in := client.OrderInput{Currency: "TRY", Amount: 1000, Installments: 3,
 		Items:   []client.Item{{SKU: "SOFA", Name: "Sofa", Quantity: 1, UnitAmount: 1000}},
-		Payment: client.Payment{Customer: pm.Customer, PaymentMethod: pm.ID}}
+		Payment: client.Payment{Customer: "cus_1", PaymentMethod: pm.ID}}
 	plan := func(o *client.Order) string {
 		var s []string
 		for _, i := range o.Installments {

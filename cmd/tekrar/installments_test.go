@@ -35,7 +35,7 @@ func TestInstallmentsRunTwiceAtOnceAndKilledHalfWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	sandbox := psp.NewSandbox(db, psp.SandboxOptions{})
-	pm, err := sandbox.SavePaymentMethod(ctx, "cus_1", psp.TokenVisa)
+	pm, err := sandbox.SavePaymentMethod(ctx, checkout.ProviderCustomer(client.ID, "cus_1"), psp.TokenVisa)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestInstallmentsRunTwiceAtOnceAndKilledHalfWay(t *testing.T) {
 	for i := range orders {
 		amount := int64(3000 + i)
 		in := checkout.OrderInput{Currency: "TRY", Amount: amount, Installments: 3,
-			Payment: checkout.PaymentInput{Customer: pm.Customer, PaymentMethod: pm.ID},
+			Payment: checkout.PaymentInput{Customer: "cus_1", PaymentMethod: pm.ID},
 			Items:   []checkout.Item{{SKU: "SOFA", Name: "Sofa", Quantity: 1, UnitAmount: amount}}}
 		body, _ := json.Marshal(in)
 		res, err := svc.CreateOrder(ctx, checkout.Request{Client: client, Key: fmt.Sprintf("k-%d", i), Method: "POST",

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/client"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/dbtest"
@@ -156,7 +157,7 @@ func newMonth(t *testing.T, rng *rand.Rand) *month {
 			t.Fatal(err)
 		}
 		for i := range 3 {
-			pm, err := m.sandbox.SavePaymentMethod(context.Background(), fmt.Sprintf("cus_%d_%d", mc.id, i), psp.TokenVisa)
+			pm, err := m.sandbox.SavePaymentMethod(context.Background(), checkout.ProviderCustomer(mc.id, monthCustomer(i)), psp.TokenVisa)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -166,6 +167,9 @@ func newMonth(t *testing.T, rng *rand.Rand) *month {
 	}
 	return m
 }
+
+// monthCustomer is the customer id a client of the month gives the customer of its card i.
+func monthCustomer(i int) string { return fmt.Sprintf("cus_%d", i) }
 
 func monthDay(t *testing.T, env, def string) time.Time {
 	t.Helper()
@@ -370,9 +374,9 @@ func (m *month) intentsOf(day time.Time) []*monthIntent {
 				Items: []client.Item{{SKU: "SKU-" + strconv.Itoa(m.rng.IntN(20)), Name: "Item", Quantity: 1, UnitAmount: amount}}}
 			switch r := m.rng.IntN(10); {
 			case i == 0: // the day's installment plan, on a card chosen by the day
-				card := c.cards[day.YearDay()%len(c.cards)]
+				n := day.YearDay() % len(c.cards)
 				order.Installments = 2 + m.rng.IntN(5)
-				order.Payment = client.Payment{Customer: card.Customer, PaymentMethod: card.ID}
+				order.Payment = client.Payment{Customer: monthCustomer(n), PaymentMethod: c.cards[n].ID}
 				in.order = &order
 			case r < 3 && len(c.paid) > 0: // a refund of an earlier order
 				o := c.paid[m.rng.IntN(len(c.paid))]
