@@ -26,11 +26,13 @@ import (
 //   - an order the provider has no charge for: the order is canceled and the key stores 409
 //     payment_abandoned (nothing was charged; the customer may pay again with a new key);
 //   - a refund: finished, made now if the provider has none under its derived key (a refund
-//     needs no card, and the provider refunds once per key);
+//     needs no card, and the provider refunds once per key); a refund the provider refuses
+//     for good is settled as the API settles it (refusedRefund: failed, and the refunds made
+//     at the provider recorded), OutcomeRefundRefused;
 //   - the provider still cannot answer: nothing changes and the key stays with the operator
 //     (Done false, OutcomeStillUnknown, the provider's error in Detail); so too when the
-//     provider refuses outright (OutcomeProviderRefused: a refund it will not make, a
-//     derived key it holds for other parameters), which a person has to look into.
+//     provider refuses what tekrar derived (OutcomeProviderRefused: a derived key it holds
+//     for other parameters), which a person has to look into.
 //
 // A key that does not need attention (already released, or never stuck) is left alone:
 // Done false, OutcomeNotNeeded. Releasing twice is therefore harmless.
@@ -120,7 +122,7 @@ func (s *Service) releaseOrder(ctx context.Context, k *Key, detail map[string]an
 			r, err := s.settleCharge(ctx, db, k, ch, pk)
 			return r, ch, err
 		}
-	case errors.Is(err, psp.ErrNotFound):
+	case answerOf(opLookupCharge, err).Verdict == verdictNone:
 		// As the completer: a charge may still be in flight, so fence the key first.
 		settle, err = s.giveUpCharge(ctx, k, "an operator released a key whose charge the provider did not hold")
 	}
@@ -159,8 +161,25 @@ func (s *Service) releaseRefund(ctx context.Context, k *Key, detail map[string]a
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
 	defer cancel()
 	pr, err := s.provider.LookupRefund(pctx, pk)
-	if errors.Is(err, psp.ErrNotFound) {
+	op := opLookupRefund
+	if answerOf(opLookupRefund, err).Verdict == verdictNone {
+		op = opRefund
 		pr, err = s.provider.Refund(pctx, psp.RefundRequest{Key: pk, ChargeID: ref.ChargeID, Amount: ref.Amount, Reason: ref.Reason.String})
+	}
+	if a := answerOf(op, err); a.Verdict == verdictRefused || a.Verdict == verdictLookUp {
+		// A final refusal settles the key as the API's run would (refusedRefund).
+		settle, lerr := s.refusedRefund(pctx, ref, a, err)
+		if settle == nil {
+			providerSaid(detail, lerr)
+			return nil, nil
+		}
+		detail["provider_error"] = err.Error()
+		return func(tx *sqlx.Tx, k *Key) (string, error) {
+			if _, err := settle(tx, k); err != nil {
+				return "", err
+			}
+			return OutcomeRefundRefused, nil
+		}, nil
 	}
 	if err != nil {
 		providerSaid(detail, err)
@@ -181,7 +200,7 @@ func (s *Service) releaseRefund(ctx context.Context, k *Key, detail map[string]a
 func providerSaid(detail map[string]any, err error) {
 	detail["provider_error"] = err.Error()
 	detail["outcome"] = OutcomeStillUnknown
-	if !psp.IsOutcomeUnknown(err) {
+	if answerOf(opRefund, err).Verdict != verdictUnknown {
 		detail["outcome"] = OutcomeProviderRefused
 	}
 }
