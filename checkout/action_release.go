@@ -168,7 +168,7 @@ func (s *Service) releaseRefund(ctx context.Context, k *Key, detail map[string]a
 	}
 	if a := answerOf(op, err); a.Verdict == verdictRefused || a.Verdict == verdictLookUp {
 		// A final refusal settles the key as the API's run would (refusedRefund).
-		settle, lerr := s.refusedRefund(pctx, ref, a, err)
+		settle, lerr := s.refusedRefund(ctx, pctx, ref, a, err)
 		if settle == nil {
 			providerSaid(detail, lerr)
 			return nil, nil

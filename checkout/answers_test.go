@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -365,4 +366,63 @@ func TestProviderAnswerTables(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRefusedRefundOnEveryPath: a refund the provider refuses for good is settled the same
+// way whoever finishes its key: the completer (a refund abandoned after an unknown answer),
+// an operator's release of a key needing attention, and an operator's refund from the
+// console, which is told the stored problem.
+func TestRefusedRefundOnEveryPath(t *testing.T) {
+	want := keyOutcome{StateCompleted, http.StatusUnprocessableEntity, string(problem.CodeRefundRefused)}
+	t.Run("completer", func(t *testing.T) {
+		e, ap := answerEnv(t)
+		order, _ := e.order("k-pay", psp.TokenVisa, 4000)
+		ap.force(opRefund, errors.New("connection reset"))
+		if st, code := e.refundAnswer("k-refund", order, 4000); st != 503 || code != "payment_pending" {
+			t.Fatalf("first: %d %s", st, code)
+		}
+		ap.force(opRefund, psp.ErrNotRefundable)
+		e.advance(2 * time.Hour) // past the completer's grace
+		res, err := e.s.NewCompleter(CompleterConfig{}).Pass(context.Background())
+		if err != nil || res.Completed != 1 {
+			t.Fatalf("completer: %+v %v, want one completed", res, err)
+		}
+		if got := e.keyOutcome("k-refund"); got != want {
+			t.Errorf("key %+v, want %+v", got, want)
+		}
+		if got := e.orderLedger(order); got != (orderLedger{Status: StatusPaid, Failed: 1}) {
+			t.Errorf("order %+v", got)
+		}
+	})
+	t.Run("release", func(t *testing.T) {
+		e, ap := answerEnv(t)
+		order, _ := e.order("k-pay", psp.TokenVisa, 4000)
+		ap.force(opRefund, errors.New("connection reset"))
+		e.refundAnswer("k-refund", order, 4000)
+		e.needsAttention("k-refund")
+		ap.force(opRefund, psp.ErrNotRefundable)
+		res, err := e.s.ReleaseKey(context.Background(), e.client.ID, "k-refund", e.record(false))
+		if err != nil || !res.Done || res.Outcome != OutcomeRefundRefused {
+			t.Fatalf("release: %+v %v", res, err)
+		}
+		if got := e.keyOutcome("k-refund"); got != want {
+			t.Errorf("key %+v, want %+v", got, want)
+		}
+		if st, code := e.refundAnswer("k-refund", order, 4000); st != 422 || code != string(problem.CodeRefundRefused) {
+			t.Errorf("the retry after the release: %d %s", st, code)
+		}
+	})
+	t.Run("console", func(t *testing.T) {
+		e, ap := answerEnv(t)
+		order, _ := e.order("k-pay", psp.TokenVisa, 4000)
+		ap.force(opRefund, psp.ErrNotRefundable)
+		in := OperatorRefund{OrderID: order, RefundInput: RefundInput{Amount: 4000}, Nonce: "nonce-0123456789abcdef"}
+		for try := range 2 {
+			_, err := e.s.RefundAsOperator(context.Background(), in)
+			var p *problem.Problem
+			if !errors.As(err, &p) || p.Code != problem.CodeRefundRefused {
+				t.Fatalf("try %d: %v, want refund_refused", try, err)
+			}
+		}
+	})
 }

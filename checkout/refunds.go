@@ -131,7 +131,7 @@ func (r *refundOp) run(ctx context.Context, k *Key, resumed bool) (Response, err
 		})
 	}
 	if a := answerOf(op, err); a.Verdict == verdictRefused || a.Verdict == verdictLookUp {
-		settle, lerr := r.s.refusedRefund(pctx, ref, a, err)
+		settle, lerr := r.s.refusedRefund(ctx, pctx, ref, a, err)
 		if settle == nil {
 			return r.s.providerFailed(ctx, k, opLookupCharge, lerr)
 		}

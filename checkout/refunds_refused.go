@@ -32,16 +32,17 @@ import (
 type refundSettle func(tx *sqlx.Tx, k *Key) (Response, error)
 
 // refusedRefund returns how to settle the refund ref that the provider refused with perr (a
-// of the table). For a look-up refusal it reads the charge first; when that cannot be done it
-// returns nil and why: the outcome is then left unknown and asked again.
-func (s *Service) refusedRefund(ctx context.Context, ref refund, a providerAnswer, perr error) (refundSettle, error) {
+// of the table). For a look-up refusal it reads the charge first, on pctx (bounded by the
+// provider timeout); when that cannot be done it returns nil and why: the outcome is then
+// left unknown and asked again. The settlement runs on ctx.
+func (s *Service) refusedRefund(ctx, pctx context.Context, ref refund, a providerAnswer, perr error) (refundSettle, error) {
 	var ch *psp.Charge
 	if a.Verdict == verdictLookUp {
 		var chargeKey string
 		if err := sqlx.GetContext(ctx, s.db, &chargeKey, `SELECT provider_key FROM payments WHERE order_id = $1`, ref.OrderID); err != nil {
 			return nil, fmt.Errorf("refused refund: the order's payment: %w", err)
 		}
-		got, err := s.provider.LookupCharge(ctx, chargeKey)
+		got, err := s.provider.LookupCharge(pctx, chargeKey)
 		if answerOf(opLookupCharge, err).Verdict != verdictDone {
 			return nil, fmt.Errorf("refused refund (%v): look up charge: %w", perr, err)
 		}
