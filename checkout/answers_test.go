@@ -47,6 +47,20 @@ func (p *answeringProvider) Charge(ctx context.Context, req psp.ChargeRequest) (
 	return p.Provider.Charge(ctx, req)
 }
 
+func (p *answeringProvider) LookupCharge(ctx context.Context, key string) (psp.Charge, error) {
+	if err := p.forced(opLookupCharge); err != nil {
+		return psp.Charge{}, err
+	}
+	return p.Provider.LookupCharge(ctx, key)
+}
+
+func (p *answeringProvider) CancelCharge(ctx context.Context, key string) (psp.Charge, error) {
+	if err := p.forced(opCancelCharge); err != nil {
+		return psp.Charge{}, err
+	}
+	return p.Provider.CancelCharge(ctx, key)
+}
+
 func (p *answeringProvider) Refund(ctx context.Context, req psp.RefundRequest) (psp.Refund, error) {
 	if err := p.forced(opRefund); err != nil {
 		return psp.Refund{}, err
@@ -425,4 +439,68 @@ func TestRefusedRefundOnEveryPath(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLookupAndCancelAnswers drives an abandoned order's key through the completer with every
+// row of the charge look-up and cancel tables: the key's state and stored answer afterwards.
+func TestLookupAndCancelAnswers(t *testing.T) {
+	unknown := errors.New("connection reset")
+	cases := []struct {
+		name        string
+		charged     bool  // the abandoned attempt's charge was made (its answer lost)
+		lookup      error // forced answer of the look-up; nil: the sandbox's
+		cancel      error // forced answer of the cancel; nil: the sandbox's
+		key         keyOutcome
+		order       string
+		compensated bool
+	}{
+		{"look-up finds the charge", true, nil, nil, keyOutcome{StateCompleted, 201, ""}, StatusPaid, false},
+		{"none yet, fenced", false, nil, nil, keyOutcome{StateCompleted, 409, "payment_abandoned"}, "canceled", false},
+		{"none yet, cancel unsupported", false, nil, psp.ErrCancelUnsupported, keyOutcome{StateCompleted, 409, "payment_abandoned"}, "canceled", true},
+		{"none yet, cancel unknown", false, nil, unknown, keyOutcome{State: StateInProgress}, "pending", false},
+		{"look-up refused as malformed", false, psp.ErrInvalidRequest, nil, keyOutcome{State: StateNeedsAttention}, "pending", false},
+		{"look-up unknown", false, unknown, nil, keyOutcome{State: StateInProgress}, "pending", false},
+	}
+	covered := map[string]bool{}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e, ap := answerEnv(t)
+			mode := "down"
+			if tc.charged {
+				mode = "lost"
+			}
+			e.p.set(mode)
+			if _, status := e.order("k-pay", psp.TokenVisa, 2500); status != http.StatusServiceUnavailable {
+				t.Fatalf("the abandoned attempt: %d", status)
+			}
+			e.p.set("")
+			ap.force(opLookupCharge, tc.lookup)
+			ap.force(opCancelCharge, tc.cancel)
+			e.advance(2 * time.Hour) // past the grace, before the completer's attention
+			if _, err := e.s.NewCompleter(CompleterConfig{AttentionAfter: 24 * time.Hour}).Pass(context.Background()); err != nil {
+				t.Fatalf("completer: %v", err)
+			}
+			if got := e.keyOutcome("k-pay"); got != tc.key {
+				t.Errorf("key %+v, want %+v", got, tc.key)
+			}
+			if got := e.str(`SELECT o.status FROM orders o JOIN idempotency_keys k ON k.order_id = o.id WHERE k.key = 'k-pay'`); got != tc.order {
+				t.Errorf("order %s, want %s", got, tc.order)
+			}
+			if n := e.count(`SELECT count(*) FROM compensations`); (n == 1) != tc.compensated {
+				t.Errorf("%d compensations, want compensated %v", n, tc.compensated)
+			}
+		})
+		covered[opLookupCharge+":"+fmt.Sprint(answerOf(opLookupCharge, tc.lookup).Err)] = true
+		if !tc.charged && tc.lookup == nil {
+			covered[opLookupCharge+":"+fmt.Sprint(psp.ErrNotFound)] = true
+			covered[opCancelCharge+":"+fmt.Sprint(answerOf(opCancelCharge, tc.cancel).Err)] = true
+		}
+	}
+	for _, op := range []string{opLookupCharge, opCancelCharge} {
+		for _, a := range providerAnswers[op] {
+			if !covered[op+":"+fmt.Sprint(a.Err)] {
+				t.Errorf("the %s table's row %v has no case", op, a.Err)
+			}
+		}
+	}
 }

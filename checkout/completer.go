@@ -189,6 +189,14 @@ func (c *Completer) complete(ctx context.Context, k *Key, now time.Time, res *Co
 			// No charge yet is not no charge ever: the worker that lost this key may still
 			// have its request in flight. Fence the key at the provider first.
 			settle, err = c.s.giveUpCharge(ctx, k, "completer gave up on a charge whose worker was gone")
+		case answerOf(opLookupCharge, err).Verdict == verdictAttention:
+			// The provider refuses the look-up of the key tekrar derived: no later pass will
+			// do better.
+			if err := markAttention(ctx, c.s.q, k, fmt.Sprintf("the payment provider refused the look-up: %v", err)); err != nil {
+				return err
+			}
+			res.Attention++
+			return nil
 		}
 		if settle != nil {
 			_, got, err := settle(c.s.q)
