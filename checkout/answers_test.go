@@ -61,6 +61,27 @@ func (p *answeringProvider) CancelCharge(ctx context.Context, key string) (psp.C
 	return p.Provider.CancelCharge(ctx, key)
 }
 
+func (p *answeringProvider) LookupRefund(ctx context.Context, key string) (psp.Refund, error) {
+	if err := p.forced(opLookupRefund); err != nil {
+		return psp.Refund{}, err
+	}
+	return p.Provider.LookupRefund(ctx, key)
+}
+
+func (p *answeringProvider) CardFingerprint(ctx context.Context, token string) (string, error) {
+	if err := p.forced(opCardFingerprint); err != nil {
+		return "", err
+	}
+	return p.Provider.CardFingerprint(ctx, token)
+}
+
+func (p *answeringProvider) ListCharges(ctx context.Context, q psp.ChargeListQuery) (psp.ChargePage, error) {
+	if err := p.forced(opListCharges); err != nil {
+		return psp.ChargePage{}, err
+	}
+	return p.Provider.ListCharges(ctx, q)
+}
+
 func (p *answeringProvider) Refund(ctx context.Context, req psp.RefundRequest) (psp.Refund, error) {
 	if err := p.forced(opRefund); err != nil {
 		return psp.Refund{}, err
@@ -502,5 +523,108 @@ func TestLookupAndCancelAnswers(t *testing.T) {
 				t.Errorf("the %s table's row %v has no case", op, a.Err)
 			}
 		}
+	}
+}
+
+// TestLookupRefundAnswers resumes a refund whose first answer was unknown through every row
+// of the refund look-up table.
+func TestLookupRefundAnswers(t *testing.T) {
+	unknown := errors.New("connection reset")
+	cases := []struct {
+		name   string
+		made   bool  // the first attempt's refund was made (its answer lost)
+		lookup error // forced; nil: the sandbox's
+		status int
+		code   string
+		key    keyOutcome
+	}{
+		{"found", true, nil, 201, "", keyOutcome{StateCompleted, 201, ""}},
+		{"none yet: refunded now", false, nil, 201, "", keyOutcome{StateCompleted, 201, ""}},
+		{"refused as malformed", false, psp.ErrInvalidRequest, 503, "needs_attention", keyOutcome{State: StateNeedsAttention}},
+		{"unknown", false, unknown, 503, "payment_pending", keyOutcome{State: StateInProgress}},
+	}
+	covered := map[string]bool{}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e, ap := answerEnv(t)
+			order, _ := e.order("k-pay", psp.TokenVisa, 4000)
+			mode := "down"
+			if tc.made {
+				mode = "lost"
+			}
+			e.p.set(mode)
+			if st, code := e.refundAnswer("k-refund", order, 4000); st != 503 || code != "payment_pending" {
+				t.Fatalf("first: %d %s", st, code)
+			}
+			e.p.set("")
+			ap.force(opLookupRefund, tc.lookup)
+			if st, code := e.refundAnswer("k-refund", order, 4000); st != tc.status || code != tc.code {
+				t.Fatalf("resumed: %d %s, want %d %s", st, code, tc.status, tc.code)
+			}
+			if got := e.keyOutcome("k-refund"); got != tc.key {
+				t.Errorf("key %+v, want %+v", got, tc.key)
+			}
+			if n := e.count(`SELECT count(*) FROM psp_refunds`); (n == 1) != (tc.status == 201) {
+				t.Errorf("%d refunds at the provider", n)
+			}
+		})
+		err := tc.lookup
+		if err == nil && !tc.made {
+			err = psp.ErrNotFound
+		}
+		covered[fmt.Sprint(answerOf(opLookupRefund, err).Err)] = true
+	}
+	for _, a := range providerAnswers[opLookupRefund] {
+		if !covered[fmt.Sprint(a.Err)] {
+			t.Errorf("the lookup_refund table's row %v has no case", a.Err)
+		}
+	}
+}
+
+// TestFingerprintAndListAnswers: the rows of the card fingerprint table (through an order's
+// claim) and of the charge listing's (through a reconciliation run).
+func TestFingerprintAndListAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		status int
+		code   string
+		card   bool // the key stores a card identity
+	}{
+		{nil, 201, "", true},
+		{psp.ErrNotFound, 201, "", false},
+		{psp.ErrInvalidRequest, 201, "", false},
+		{errors.New("connection reset"), 503, "card_identity_unavailable", false},
+	} {
+		t.Run(fmt.Sprint("fingerprint ", tc.err), func(t *testing.T) {
+			e, ap := answerEnv(t)
+			ap.force(opCardFingerprint, tc.err)
+			_, status := e.order("k-pay", psp.TokenVisa, 2500)
+			if status != tc.status {
+				t.Fatalf("order: %d, want %d", status, tc.status)
+			}
+			if tc.status == 201 {
+				if n := e.count(`SELECT count(*) FROM idempotency_keys WHERE key = 'k-pay' AND card_fingerprint IS NOT NULL`); (n == 1) != tc.card {
+					t.Errorf("card identity stored: %d, want %v", n, tc.card)
+				}
+			} else if n := e.count(`SELECT count(*) FROM idempotency_keys`); n != 0 {
+				t.Errorf("%d keys claimed without the card's identity", n)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		err  error
+		fail bool
+	}{{nil, false}, {psp.ErrNotFound, true}, {errors.New("connection reset"), true}} {
+		t.Run(fmt.Sprint("list ", tc.err), func(t *testing.T) {
+			e, ap := answerEnv(t)
+			ap.force(opListCharges, tc.err)
+			_, err := e.s.Reconcile(context.Background(), e.now.Add(-time.Hour), e.now.Add(time.Minute), ReconcileOptions{})
+			if (err != nil) != tc.fail {
+				t.Fatalf("reconcile: %v, want failed %v", err, tc.fail)
+			}
+			if n := e.count(`SELECT count(*) FROM reconciliation_runs WHERE finished_at IS NOT NULL AND (error IS NOT NULL) = $1`, tc.fail); n != 1 {
+				t.Errorf("the run is not recorded as failed %v", tc.fail)
+			}
+		})
 	}
 }

@@ -16,7 +16,9 @@
 //     charge may have happened. Look the key up (LookupCharge, LookupRefund) before charging
 //     again, or repeat the call with the same key, which is always safe.
 //
-// IsOutcomeUnknown tells the last case from the others.
+// IsOutcomeUnknown tells the last case from the others. What tekrar does with each answer of
+// each operation is decided by checkout's answer tables (checkout/answers.go,
+// docs/providers.md), not here: this package only says what the provider answered.
 package psp
 
 import (
