@@ -215,7 +215,7 @@ func (s *Service) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c provide
 	case c.Status == psp.StatusSucceeded:
 		if _, err := tx.ExecContext(ctx, `
 			UPDATE compensations SET next_attempt_at = least(next_attempt_at, $2), charge_id = coalesce(charge_id, $3)
-			 WHERE order_id = $1 AND state = 'watching'`, orderID, s.cfg.Now(), c.ID); err != nil {
+			 WHERE order_id = $1 AND state IN `+compensationOpenSQL, orderID, s.cfg.Now(), c.ID); err != nil {
 			return fmt.Errorf("compensation of order %d: %w", orderID, err)
 		}
 	}

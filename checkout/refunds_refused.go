@@ -49,6 +49,12 @@ func (s *Service) refusedRefund(ctx, pctx context.Context, ref refund, a provide
 		if got.ID != ref.ChargeID {
 			return nil, fmt.Errorf("refused refund (%v): the charge under the payment's key is %s, not %s", perr, got.ID, ref.ChargeID)
 		}
+		if got.Refunded+ref.Amount <= got.Amount {
+			// The charge has room for this refund now: the refusal is not the provider's
+			// last word (it changed since, or contradicts its record). Ask again later.
+			return nil, fmt.Errorf("refused refund (%v): the provider's charge %s has %d of %d refunded, room for %d",
+				perr, got.ID, got.Refunded, got.Amount, ref.Amount)
+		}
 		ch = &got
 	}
 	s.logger.Warn("the provider refused a refund for good", "refund_id", ref.ID, "order_id", ref.OrderID, "err", perr)
