@@ -115,6 +115,7 @@ func (s *Service) releaseOrder(ctx context.Context, k *Key, detail map[string]an
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
 	defer cancel()
 	ch, err := s.provider.LookupCharge(pctx, pk)
+	op := opLookupCharge
 	var settle func(sqlx.QueryerContext) (Response, psp.Charge, error)
 	switch {
 	case err == nil:
@@ -124,6 +125,7 @@ func (s *Service) releaseOrder(ctx context.Context, k *Key, detail map[string]an
 		}
 	case answerOf(opLookupCharge, err).Verdict == verdictNone:
 		// As the completer: a charge may still be in flight, so fence the key first.
+		op = opCancelCharge
 		settle, err = s.giveUpCharge(ctx, k, "an operator released a key whose charge the provider did not hold")
 	}
 	if settle != nil {
@@ -145,7 +147,7 @@ func (s *Service) releaseOrder(ctx context.Context, k *Key, detail map[string]an
 			return OutcomeCanceled, nil
 		}, nil
 	}
-	providerSaid(detail, err)
+	providerSaid(detail, op, err)
 	return nil, nil
 }
 
@@ -170,7 +172,7 @@ func (s *Service) releaseRefund(ctx context.Context, k *Key, detail map[string]a
 		// A final refusal settles the key as the API's run would (refusedRefund).
 		settle, lerr := s.refusedRefund(ctx, pctx, ref, a, err)
 		if settle == nil {
-			providerSaid(detail, lerr)
+			providerSaid(detail, opLookupCharge, lerr)
 			return nil, nil
 		}
 		detail["provider_error"] = err.Error()
@@ -182,7 +184,7 @@ func (s *Service) releaseRefund(ctx context.Context, k *Key, detail map[string]a
 		}, nil
 	}
 	if err != nil {
-		providerSaid(detail, err)
+		providerSaid(detail, op, err)
 		return nil, nil
 	}
 	resp, err := refundResponse(ref)
@@ -195,12 +197,12 @@ func (s *Service) releaseRefund(ctx context.Context, k *Key, detail map[string]a
 	}, nil
 }
 
-// providerSaid notes in detail why the provider's answer settles nothing: the outcome is
-// still unknown, or the provider refused.
-func providerSaid(detail map[string]any, err error) {
+// providerSaid notes in detail why the provider's answer to op settles nothing: the outcome
+// is still unknown, or the provider refused what tekrar derived.
+func providerSaid(detail map[string]any, op string, err error) {
 	detail["provider_error"] = err.Error()
 	detail["outcome"] = OutcomeStillUnknown
-	if answerOf(opRefund, err).Verdict != verdictUnknown {
+	if answerOf(op, err).Verdict != verdictUnknown {
 		detail["outcome"] = OutcomeProviderRefused
 	}
 }
