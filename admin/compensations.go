@@ -15,8 +15,9 @@ import (
 )
 
 // compensationStates are the compensations list's filter values, the default first.
-var compensationStates = []string{report.StatusAll, checkout.CompensationWatching, checkout.CompensationRefunded,
-	checkout.CompensationNoCharge, checkout.CompensationAlreadyRefunded}
+var compensationStates = []string{report.StatusAll, checkout.CompensationWatching, checkout.CompensationDisputed,
+	checkout.CompensationRefunded, checkout.CompensationNoCharge, checkout.CompensationAlreadyRefunded,
+	checkout.CompensationDisputeLost}
 
 // compensationHref links an order's compensation in the list, at its row.
 func compensationHref(orderPublicID string, id int64) string {
@@ -37,7 +38,7 @@ func (a *console) compensations(c *gin.Context) error {
 		return err
 	}
 	p.Watching, p.Refunded, p.NoCharge = counts.Watching, counts.Refunded, counts.NoCharge
-	p.AlreadyRefunded = counts.AlreadyRefunded
+	p.AlreadyRefunded, p.Disputed, p.DisputeLost = counts.AlreadyRefunded, counts.Disputed, counts.DisputeLost
 	client, order, err := a.caseNarrowing(ctx, f)
 	if err == nil {
 		var rows []report.CompensationRow
@@ -63,7 +64,7 @@ func (a *console) compensations(c *gin.Context) error {
 func compensationLine(r report.CompensationRow) views.CompensationLine {
 	l := views.CompensationLine{Anchor: compensationAnchor(r.ID), State: r.State, Reason: r.Reason, ChargeKey: r.ChargeKey,
 		Attempts: r.Attempts, WatchUntil: r.WatchUntil, Created: r.CreatedAt}
-	if r.State == checkout.CompensationWatching {
+	if r.State == checkout.CompensationWatching || r.State == checkout.CompensationDisputed {
 		l.NextAttempt = r.NextAttemptAt
 	}
 	if r.SettledAt != nil {

@@ -351,6 +351,8 @@ func compensationFields(c *report.Compensation, format func(int64) string) []vie
 		checkout.CompensationRefunded:        "refunded: a charge appeared after the order was canceled, and tekrar refunded what the provider had not already refunded of it",
 		checkout.CompensationNoCharge:        "settled: the provider has no charge under the order's key",
 		checkout.CompensationAlreadyRefunded: "settled: a charge appeared after the order was canceled, but the provider had already refunded all of it; nothing was owed",
+		checkout.CompensationDisputed:        "held: the charge's cardholder disputes it; nothing is refunded while the dispute is open (a refund could pay them twice), and tekrar looks again until the provider says it is decided",
+		checkout.CompensationDisputeLost:     "settled: the cardholder won the charge's dispute, and their bank gave them back all that was left to refund; nothing was owed",
 	}[c.State]
 	f := []views.Field{field("State", state), field("Why", c.Reason), field("Attempts", strconv.Itoa(c.Attempts))}
 	if c.ChargeID != nil {

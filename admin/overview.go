@@ -63,6 +63,7 @@ func (a *console) overview(c *gin.Context) error {
 		{Label: "keys needing attention", Value: attention, Href: "/admin/keys?state=needs_attention", Alert: attention > 0},
 		{Label: "open disputes", Value: disputes, Href: "/admin/disputes?status=open", Alert: disputes > 0},
 		{Label: "compensations watching", Value: comps.Watching, Href: "/admin/compensations?state=watching"},
+		{Label: "compensations held (disputed)", Value: comps.Disputed, Href: "/admin/compensations?state=disputed", Alert: comps.Disputed > 0},
 		{Label: "compensations refunded", Value: comps.Refunded, Href: "/admin/compensations?state=refunded"},
 	}
 	o.Rate = "0%"

@@ -176,6 +176,11 @@ func (s *Service) RefundAsOperator(ctx context.Context, in OperatorRefund) (Oper
 	if err != nil {
 		return OperatorRefundResult{}, err
 	}
+	if res.Status >= 400 {
+		// A final refusal the provider gave (refunded_at_provider, refund_refused), stored
+		// on the key: the operator is told what the API client would be.
+		return OperatorRefundResult{}, storedProblem(res.Response)
+	}
 	if res.Status != http.StatusCreated {
 		return OperatorRefundResult{}, fmt.Errorf("refund as operator: key %q answered %d", req.Key, res.Status)
 	}
@@ -199,4 +204,16 @@ func (s *Service) pendingRefund(ctx context.Context, out OperatorRefundResult) (
 	out.Pending = true
 	out.Refund = ref.view("pending")
 	return out, nil
+}
+
+// storedProblem reads back the problem a key stored as its answer.
+func storedProblem(r Response) *problem.Problem {
+	var b struct {
+		Code   problem.Code `json:"code"`
+		Detail string       `json:"detail"`
+	}
+	if err := json.Unmarshal(r.Body, &b); err != nil || b.Code == "" {
+		return problem.Internal()
+	}
+	return problem.Of(b.Code).WithDetail(b.Detail)
 }

@@ -26,11 +26,13 @@ import (
 //   - an order the provider has no charge for: the order is canceled and the key stores 409
 //     payment_abandoned (nothing was charged; the customer may pay again with a new key);
 //   - a refund: finished, made now if the provider has none under its derived key (a refund
-//     needs no card, and the provider refunds once per key);
+//     needs no card, and the provider refunds once per key); a refund the provider refuses
+//     for good is settled as the API settles it (refusedRefund: failed, and the refunds made
+//     at the provider recorded), OutcomeRefundRefused;
 //   - the provider still cannot answer: nothing changes and the key stays with the operator
 //     (Done false, OutcomeStillUnknown, the provider's error in Detail); so too when the
-//     provider refuses outright (OutcomeProviderRefused: a refund it will not make, a
-//     derived key it holds for other parameters), which a person has to look into.
+//     provider refuses what tekrar derived (OutcomeProviderRefused: a derived key it holds
+//     for other parameters), which a person has to look into.
 //
 // A key that does not need attention (already released, or never stuck) is left alone:
 // Done false, OutcomeNotNeeded. Releasing twice is therefore harmless.
@@ -113,6 +115,7 @@ func (s *Service) releaseOrder(ctx context.Context, k *Key, detail map[string]an
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
 	defer cancel()
 	ch, err := s.provider.LookupCharge(pctx, pk)
+	op := opLookupCharge
 	var settle func(sqlx.QueryerContext) (Response, psp.Charge, error)
 	switch {
 	case err == nil:
@@ -120,8 +123,9 @@ func (s *Service) releaseOrder(ctx context.Context, k *Key, detail map[string]an
 			r, err := s.settleCharge(ctx, db, k, ch, pk)
 			return r, ch, err
 		}
-	case errors.Is(err, psp.ErrNotFound):
+	case answerOf(opLookupCharge, err).Verdict == verdictNone:
 		// As the completer: a charge may still be in flight, so fence the key first.
+		op = opCancelCharge
 		settle, err = s.giveUpCharge(ctx, k, "an operator released a key whose charge the provider did not hold")
 	}
 	if settle != nil {
@@ -143,7 +147,7 @@ func (s *Service) releaseOrder(ctx context.Context, k *Key, detail map[string]an
 			return OutcomeCanceled, nil
 		}, nil
 	}
-	providerSaid(detail, err)
+	providerSaid(detail, op, err)
 	return nil, nil
 }
 
@@ -159,11 +163,28 @@ func (s *Service) releaseRefund(ctx context.Context, k *Key, detail map[string]a
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
 	defer cancel()
 	pr, err := s.provider.LookupRefund(pctx, pk)
-	if errors.Is(err, psp.ErrNotFound) {
+	op := opLookupRefund
+	if answerOf(opLookupRefund, err).Verdict == verdictNone {
+		op = opRefund
 		pr, err = s.provider.Refund(pctx, psp.RefundRequest{Key: pk, ChargeID: ref.ChargeID, Amount: ref.Amount, Reason: ref.Reason.String})
 	}
+	if a := answerOf(op, err); a.Verdict == verdictRefused || a.Verdict == verdictLookUp {
+		// A final refusal settles the key as the API's run would (refusedRefund).
+		settle, lerr := s.refusedRefund(ctx, pctx, ref, a, err)
+		if settle == nil {
+			providerSaid(detail, opLookupCharge, lerr)
+			return nil, nil
+		}
+		detail["provider_error"] = err.Error()
+		return func(tx *sqlx.Tx, k *Key) (string, error) {
+			if _, err := settle(tx, k); err != nil {
+				return "", err
+			}
+			return OutcomeRefundRefused, nil
+		}, nil
+	}
 	if err != nil {
-		providerSaid(detail, err)
+		providerSaid(detail, op, err)
 		return nil, nil
 	}
 	resp, err := refundResponse(ref)
@@ -176,12 +197,12 @@ func (s *Service) releaseRefund(ctx context.Context, k *Key, detail map[string]a
 	}, nil
 }
 
-// providerSaid notes in detail why the provider's answer settles nothing: the outcome is
-// still unknown, or the provider refused.
-func providerSaid(detail map[string]any, err error) {
+// providerSaid notes in detail why the provider's answer to op settles nothing: the outcome
+// is still unknown, or the provider refused what tekrar derived.
+func providerSaid(detail map[string]any, op string, err error) {
 	detail["provider_error"] = err.Error()
 	detail["outcome"] = OutcomeStillUnknown
-	if !psp.IsOutcomeUnknown(err) {
+	if answerOf(op, err).Verdict != verdictUnknown {
 		detail["outcome"] = OutcomeProviderRefused
 	}
 }

@@ -37,6 +37,7 @@ const (
 	OutcomeDeclined        = "declined"         // release: the provider had the charge, and it was declined
 	OutcomeCanceled        = "canceled"         // release: the provider had no charge; the order is canceled
 	OutcomeRefunded        = "refunded"         // release: the refund is finished
+	OutcomeRefundRefused   = "refund_refused"   // release: the provider refused the refund for good; it failed, the key answers the refusal
 	OutcomeStillUnknown    = "still_unknown"    // release: the provider still cannot answer; nothing changed
 	OutcomeProviderRefused = "provider_refused" // release: the provider refused outright; nothing changed
 	OutcomeNotNeeded       = "not_needed"       // release: the key does not need attention; nothing changed

@@ -164,7 +164,7 @@ func (s *Service) giveUpCharge(ctx context.Context, k *Key, reason string) (func
 			r, err := s.settleCharge(ctx, db, k, ch, pk)
 			return r, ch, err
 		}, nil
-	case errors.Is(err, psp.ErrCancelUnsupported):
+	case answerOf(opCancelCharge, err).Verdict == verdictRefused: // cancel_unsupported
 		return func(db sqlx.QueryerContext) (Response, psp.Charge, error) {
 			now := s.cfg.Now()
 			r, err := cancelOrder(ctx, db, k, now, s.owe(k, now, reason))
@@ -195,10 +195,11 @@ var oweRefundSQL = named[owedCharge](`
 	    SELECT o.client_id, o.id, :charge_key, :reason, :charge_id, :now, :watch_until, :now
 	      FROM orders o WHERE o.id = :order_id AND o.status = 'canceled'
 	    ON CONFLICT (order_id) DO UPDATE
-	       SET state = 'watching', settled_at = NULL, charge_id = excluded.charge_id,
+	       SET state = CASE WHEN compensations.state = 'disputed' THEN 'disputed' ELSE 'watching' END,
+	           settled_at = NULL, charge_id = excluded.charge_id,
 	           next_attempt_at = least(compensations.next_attempt_at, excluded.next_attempt_at),
 	           watch_until = greatest(compensations.watch_until, excluded.watch_until)
-	     WHERE compensations.state NOT IN ('refunded', 'already_refunded')
+	     WHERE compensations.state NOT IN ('refunded', 'already_refunded', 'dispute_lost')
 	    RETURNING order_id, reason, xmax = 0 AS inserted
 	), e AS (
 	    INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
@@ -242,7 +243,18 @@ const (
 	// CompensationAlreadyRefunded: a charge appeared, but the provider had already refunded
 	// all of it by other refunds (an operator's at its dashboard); nothing was owed.
 	CompensationAlreadyRefunded = "already_refunded"
+	// CompensationDisputed: the charge's cardholder disputes it and the dispute is open. The
+	// refund is held, as a disputed order's is: refunding now could pay the cardholder twice,
+	// if the bank decides the dispute for them. Not settled; looked at again on its
+	// schedule until the provider says the dispute is decided.
+	CompensationDisputed = "disputed"
+	// CompensationDisputeLost: the dispute was decided for the cardholder, whose bank gave
+	// them the disputed amount back, and nothing of the charge remained to refund beyond it.
+	CompensationDisputeLost = "dispute_lost"
 )
+
+// compensationOpenSQL are the states of a compensation not settled yet, for "state IN ".
+const compensationOpenSQL = `('watching', 'disputed')`
 
 // Who wrote a compensation.
 const (
@@ -256,6 +268,8 @@ type compensationPass struct {
 	AlreadyRefunded int // charges found that the provider had already refunded in full
 	NoCharge        int // keys confirmed to hold no charge
 	Retry           int // looked at again later: no charge yet within the horizon, or the provider could not answer
+	Held            int // charges whose dispute is open: held, looked at again later
+	DisputeLost     int // charges whose dispute the cardholder won, with nothing left to refund
 }
 
 // compensation is a row of compensations as the worker needs it.
@@ -286,7 +300,7 @@ func (s *Service) compensateDue(ctx context.Context, batch int, hold time.Durati
 	err := sqlx.SelectContext(ctx, s.db, &due, `
 		UPDATE compensations SET next_attempt_at = $2, attempts = attempts + 1
 		 WHERE id IN (SELECT id FROM compensations
-		               WHERE state = 'watching' AND next_attempt_at <= $1
+		               WHERE state IN `+compensationOpenSQL+` AND next_attempt_at <= $1
 		               ORDER BY next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED)
 		RETURNING id, order_id, charge_key, source, attempts, watch_until`,
 		now, now.Add(hold), batch)
@@ -307,11 +321,12 @@ func (s *Service) driveCompensation(ctx context.Context, c compensation, now tim
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
 	defer cancel()
 	ch, err := s.provider.LookupCharge(pctx, c.ChargeKey)
+	lookup := answerOf(opLookupCharge, err).Verdict
 	switch {
-	case errors.Is(err, psp.ErrNotFound) && !now.Before(c.WatchUntil):
+	case lookup == verdictNone && !now.Before(c.WatchUntil):
 		res.NoCharge++
 		return s.settleCompensation(ctx, c, CompensationNoCharge, psp.Charge{}, psp.Refund{})
-	case errors.Is(err, psp.ErrNotFound):
+	case lookup == verdictNone:
 		res.Retry++
 		return s.retryCompensation(ctx, c, now, "")
 	case err != nil:
@@ -328,17 +343,34 @@ func (s *Service) driveCompensation(ctx context.Context, c compensation, now tim
 	// repeated key; the refund already made is the answer.
 	refundKey := compensationRefundKey(c.ChargeKey)
 	rf, err := s.provider.LookupRefund(pctx, refundKey)
-	switch {
-	case err == nil:
+	switch answerOf(opLookupRefund, err).Verdict {
+	case verdictDone:
 		res.Refunded++
 		return s.settleCompensation(ctx, c, CompensationRefunded, ch, rf)
-	case !errors.Is(err, psp.ErrNotFound):
+	case verdictNone:
+	default:
 		res.Retry++
 		return s.retryCompensation(ctx, c, now, "look up refund: "+err.Error())
 	}
+	// A disputed charge is not refunded while its dispute is open: the cardholder's bank may
+	// still give them the amount back, and a refund besides would pay them twice.
+	if ch.DisputeOpen() {
+		res.Held++
+		return s.holdCompensation(ctx, c, now, ch)
+	}
 	// What is owed is what the provider has not refunded yet, by any key: an operator may
-	// have refunded part or all of the charge at the provider's dashboard.
+	// have refunded part or all of the charge at the provider's dashboard. A dispute the
+	// cardholder won gave them its amount back through their bank: that much is not owed.
 	remainder := ch.Amount - ch.Refunded
+	if d := ch.Dispute; d != nil && d.Status == psp.DisputeLost {
+		remainder -= d.Amount
+		if remainder <= 0 {
+			res.DisputeLost++
+			s.logger.Warn("compensation settled with no refund: the cardholder won the charge's dispute",
+				"source", c.Source, "order_id", c.OrderID.Int64, "charge_id", ch.ID, "dispute_id", d.ID)
+			return s.settleCompensation(ctx, c, CompensationDisputeLost, ch, psp.Refund{})
+		}
+	}
 	if remainder <= 0 {
 		res.AlreadyRefunded++
 		s.logger.Warn("compensation settled with no refund: the provider had already refunded the charge in full",
@@ -350,15 +382,17 @@ func (s *Service) driveCompensation(ctx context.Context, c compensation, now tim
 		reason = "charge of no order that can complete with it (reconciliation)"
 	}
 	rf, err = s.provider.Refund(pctx, psp.RefundRequest{Key: refundKey, ChargeID: ch.ID, Amount: remainder, Reason: reason})
-	if errors.Is(err, psp.ErrKeyReused) {
+	if answerOf(opRefund, err).Err == psp.ErrKeyReused {
 		// Another worker made the refund under this key between our look-up and our
 		// request, for another remainder (a dashboard refund came in between): it is the
 		// one refund of this compensation.
 		rf, err = s.provider.LookupRefund(pctx, refundKey)
 	}
 	if err != nil {
-		// ErrRefundExceedsCharge: something was refunded since the look-up; the next
-		// attempt computes the remainder again.
+		// refund_exceeds_charge (look_up): something was refunded since the look-up; the
+		// next attempt looks the charge up and computes the remainder again. Any other
+		// answer, final or not, is retried too: a compensation is a debt, and an operator
+		// sees its last error in the console while it is watched.
 		res.Retry++
 		return s.retryCompensation(ctx, c, now, "refund: "+err.Error())
 	}
@@ -376,11 +410,26 @@ func (s *Service) retryCompensation(ctx context.Context, c compensation, now tim
 	backoff = min(backoff, 10*time.Minute)
 	_, err := s.db.ExecContext(ctx, `
 		UPDATE compensations SET next_attempt_at = $2, last_error = coalesce($3, last_error)
-		 WHERE id = $1 AND state = 'watching'`, c.ID, now.Add(backoff), nullString(lastErr))
+		 WHERE id = $1 AND state IN `+compensationOpenSQL, c.ID, now.Add(backoff), nullString(lastErr))
 	if err != nil {
 		return fmt.Errorf("schedule retry: %w", err)
 	}
 	return nil
+}
+
+// holdCompensation holds c while its charge's dispute is open (CompensationDisputed): not
+// settled, looked at again as a retry is, and shown with the dispute in the console.
+func (s *Service) holdCompensation(ctx context.Context, c compensation, now time.Time, ch psp.Charge) error {
+	_, err := s.db.ExecContext(ctx, `
+		UPDATE compensations SET state = 'disputed', charge_id = coalesce(charge_id, $2)
+		 WHERE id = $1 AND state IN `+compensationOpenSQL, c.ID, ch.ID)
+	if err != nil {
+		return fmt.Errorf("hold while disputed: %w", err)
+	}
+	s.logger.Warn("compensation held: the charge's dispute is open", "source", c.Source, "order_id", c.OrderID.Int64,
+		"charge_id", ch.ID, "dispute_id", ch.Dispute.ID)
+	return s.retryCompensation(ctx, c, now, fmt.Sprintf("held: dispute %s of %d is open; the refund waits for its decision",
+		ch.Dispute.ID, ch.Dispute.Amount))
 }
 
 // compensationSettlement is the parameters of settleCompensationSQL. The amount and
@@ -399,7 +448,7 @@ var settleCompensationSQL = named[compensationSettlement](`
 	UPDATE compensations
 	   SET state = :state, settled_at = :now, last_error = NULL,
 	       charge_id = coalesce(:charge_id, charge_id), refund_id = :refund_id, amount = :amount, currency = :currency
-	 WHERE id = :id AND state = 'watching'`)
+	 WHERE id = :id AND state IN ` + compensationOpenSQL)
 
 // settleCompensation settles c as state; rf is the refund it made (the zero Refund when it
 // made none), whose amount is recorded: the remainder of the charge it refunded.

@@ -170,6 +170,10 @@ func (c *Completer) complete(ctx context.Context, k *Key, now time.Time, res *Co
 		if !errors.As(err, &p) {
 			return err
 		}
+		if p.Code == problem.CodeNeedsAttention {
+			res.Attention++ // the provider refused what tekrar derived (providerFailed)
+			return nil
+		}
 	} else {
 		pk := providerKey("charge", k)
 		var ch psp.Charge
@@ -181,10 +185,18 @@ func (c *Completer) complete(ctx context.Context, k *Key, now time.Time, res *Co
 				r, err := c.s.settleCharge(ctx, db, k, ch, pk)
 				return r, ch, err
 			}
-		case errors.Is(err, psp.ErrNotFound):
+		case answerOf(opLookupCharge, err).Verdict == verdictNone:
 			// No charge yet is not no charge ever: the worker that lost this key may still
 			// have its request in flight. Fence the key at the provider first.
 			settle, err = c.s.giveUpCharge(ctx, k, "completer gave up on a charge whose worker was gone")
+		case answerOf(opLookupCharge, err).Verdict == verdictAttention:
+			// The provider refuses the look-up of the key tekrar derived: no later pass will
+			// do better.
+			if err := markAttention(ctx, c.s.q, k, fmt.Sprintf("the payment provider refused the look-up: %v", err)); err != nil {
+				return err
+			}
+			res.Attention++
+			return nil
 		}
 		if settle != nil {
 			_, got, err := settle(c.s.q)

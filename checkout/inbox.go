@@ -215,7 +215,7 @@ func (s *Service) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c provide
 	case c.Status == psp.StatusSucceeded:
 		if _, err := tx.ExecContext(ctx, `
 			UPDATE compensations SET next_attempt_at = least(next_attempt_at, $2), charge_id = coalesce(charge_id, $3)
-			 WHERE order_id = $1 AND state = 'watching'`, orderID, s.cfg.Now(), c.ID); err != nil {
+			 WHERE order_id = $1 AND state IN `+compensationOpenSQL, orderID, s.cfg.Now(), c.ID); err != nil {
 			return fmt.Errorf("compensation of order %d: %w", orderID, err)
 		}
 	}
@@ -233,47 +233,14 @@ func (s *Service) syncSettled(ctx context.Context, tx *sqlx.Tx, orderID int64, c
 
 // syncRefunds makes a paid order's refunded amount catch up with the charge's, as the
 // provider's newest event states it: refunds made at the provider, outside tekrar (its
-// dashboard, a support agent), appear on the order as refunds of their own. The order's
-// refunded amount already counts tekrar's own refunds from the moment they are claimed, so
-// a refund of tekrar's that the provider reports before tekrar recorded its answer is not
-// counted twice; whatever the provider reports beyond it is recorded once, whatever the
-// order and number of the events, because the comparison is of totals.
+// dashboard, a support agent), appear on the order as refunds of their own, once
+// (providerRefundsSQL), also when a refusal of tekrar's own refund recorded them first.
 func (s *Service) syncRefunds(ctx context.Context, tx *sqlx.Tx, orderID int64, c providerCharge) error {
 	if c.Status != psp.StatusSucceeded || c.Refunded <= 0 {
 		return nil
 	}
-	now := s.cfg.Now()
-	_, err := tx.ExecContext(ctx, `
-		WITH o AS (
-		    SELECT id, client_id, currency, $2::bigint - refunded_amount AS missing
-		      FROM orders
-		     WHERE id = $1 AND (status IN `+paidStatusesSQL+` OR status = 'disputed') AND refunded_amount < $2
-		       AND $2 <= captured_amount
-		     FOR UPDATE
-		), r AS (
-		    INSERT INTO refunds (order_id, client_id, amount, currency, reason, status, provider_key, created_at, updated_at)
-		    SELECT id, client_id, missing, currency, 'refunded at the payment provider', 'succeeded', $3, $4, $4 FROM o
-		    RETURNING order_id, client_id, public_id, amount, currency, status
-		), i AS (
-		    -- Any refund cancels a plan's unpaid installments, as a refund through tekrar does.
-		    -- One being charged right now is canceled too: this refund cannot be refused, and
-		    -- its charge, if the provider makes it, belongs to no installment and is refunded
-		    -- by reconciliation as any orphan charge is.
-		    UPDATE installments SET status = 'canceled', in_flight = false, next_attempt_at = NULL,
-		           lease_expires_at = NULL, updated_at = $4
-		     WHERE order_id IN (SELECT order_id FROM r) AND status IN ('scheduled', 'attention')
-		), u AS (
-		    UPDATE orders SET refunded_amount = $2, updated_at = $4,
-		           status = CASE WHEN status = 'disputed' THEN 'disputed'
-		                         WHEN $2 >= captured_amount THEN 'refunded' ELSE 'partially_refunded' END
-		     WHERE id IN (SELECT id FROM o)
-		    RETURNING id, client_id, public_id, status, amount, currency, refunded_amount
-		)
-		INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
-		SELECT o.client_id, 'refund.created', o.id, `+refundPayloadSQL+`, $4 FROM r JOIN u o ON o.id = r.order_id
-		UNION ALL
-		SELECT o.client_id, 'order.refunded', o.id, `+orderRefundedPayloadSQL+`, $4 FROM r JOIN u o ON o.id = r.order_id`,
-		orderID, c.Refunded, fmt.Sprintf("provider:%s:%d", c.ID, c.Sequence), now)
+	_, err := tx.ExecContext(ctx, providerRefundsSQL,
+		orderID, c.Refunded, fmt.Sprintf("provider:%s:%d", c.ID, c.Sequence), s.cfg.Now())
 	if err != nil {
 		return fmt.Errorf("refunds of order %d made at the provider: %w", orderID, err)
 	}

@@ -116,7 +116,7 @@ func (s *Service) chargeInstallment(ctx context.Context, c *installmentClaim, no
 	if c.Resumed {
 		ch, err = s.provider.LookupCharge(pctx, c.Key)
 	}
-	if !c.Resumed || errors.Is(err, psp.ErrNotFound) {
+	if !c.Resumed || answerOf(opLookupCharge, err).Verdict == verdictNone {
 		ch, err = s.provider.Charge(pctx, psp.ChargeRequest{
 			Key: c.Key, Amount: c.Amount, Currency: c.Currency,
 			Customer: c.ProviderCustomer.String, PaymentMethod: c.PaymentMethod.String,
@@ -133,7 +133,7 @@ func (s *Service) chargeInstallment(ctx context.Context, c *installmentClaim, no
 		return nil
 	case err == nil && ch.Status == psp.StatusDeclined:
 		return s.declineInstallment(ctx, c, now, ch.DeclineCode, res)
-	case psp.IsOutcomeUnknown(err):
+	case answerOf(opCharge, err).Verdict == verdictUnknown:
 		// Keep the lease: the next run after it lapses looks the charge up.
 		res.Unknown++
 		s.logger.Warn("installment charge outcome unknown", "order_id", c.OrderID, "n", c.N, "attempt", c.Attempts, "err", err)

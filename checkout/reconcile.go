@@ -318,7 +318,7 @@ func (r *reconcileRun) lookUpPaid(ctx context.Context, o paidOrder) error {
 	ch, err := r.s.provider.LookupCharge(pctx, o.ChargeKey)
 	var detail string
 	switch {
-	case errors.Is(err, psp.ErrNotFound):
+	case answerOf(opLookupCharge, err).Verdict == verdictNone:
 		detail = "the provider has no charge under the payment's key"
 	case err != nil:
 		return fmt.Errorf("look up its charge: %w", err)

@@ -108,11 +108,11 @@ var oweOrphanSQL = named[orphanCompensation](`
 	                               next_attempt_at, watch_until, created_at)
 	    VALUES (:client_id, :order_id, :charge_key, :reason, 'reconcile', :charge_id, :now, :watch_until, :now)
 	    ON CONFLICT (charge_key) DO UPDATE
-	       SET state = 'watching', settled_at = NULL,
+	       SET state = CASE WHEN compensations.state = 'disputed' THEN 'disputed' ELSE 'watching' END, settled_at = NULL,
 	           charge_id = coalesce(compensations.charge_id, excluded.charge_id),
 	           next_attempt_at = least(compensations.next_attempt_at, excluded.next_attempt_at),
 	           watch_until = greatest(compensations.watch_until, excluded.watch_until)
-	     WHERE compensations.state NOT IN ('refunded', 'already_refunded')
+	     WHERE compensations.state NOT IN ('refunded', 'already_refunded', 'dispute_lost')
 	    RETURNING id, order_id, reason, xmax = 0 AS inserted
 	), a AS (
 	    INSERT INTO audit_log (at, actor, action, target, detail)
@@ -181,6 +181,6 @@ const paidOrdersSQL = `
 const takeCompensationsSQL = `
 	UPDATE compensations SET next_attempt_at = $2, attempts = attempts + 1
 	 WHERE id IN (SELECT id FROM compensations
-	               WHERE id = ANY ($3) AND state = 'watching' AND next_attempt_at <= $1
+	               WHERE id = ANY ($3) AND state IN ` + compensationOpenSQL + ` AND next_attempt_at <= $1
 	               FOR UPDATE SKIP LOCKED)
 	RETURNING id, order_id, charge_key, source, attempts, watch_until`

@@ -3,11 +3,12 @@ package checkout
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/pgtext"
@@ -122,13 +123,28 @@ func (r *refundOp) run(ctx context.Context, k *Key, resumed bool) (Response, err
 	if resumed {
 		pr, err = r.s.provider.LookupRefund(pctx, pk)
 	}
-	if !resumed || errors.Is(err, psp.ErrNotFound) {
+	op := opLookupRefund
+	if !resumed || answerOf(opLookupRefund, err).Verdict == verdictNone {
+		op = opRefund
 		pr, err = r.s.provider.Refund(pctx, psp.RefundRequest{
 			Key: pk, ChargeID: ref.ChargeID, Amount: ref.Amount, Reason: ref.Reason.String,
 		})
 	}
+	if a := answerOf(op, err); a.Verdict == verdictRefused || a.Verdict == verdictLookUp {
+		settle, lerr := r.s.refusedRefund(ctx, pctx, ref, a, err)
+		if settle == nil {
+			return r.s.providerFailed(ctx, k, opLookupCharge, lerr)
+		}
+		var resp Response
+		err := inTx(ctx, r.s.db, "settle a refused refund", func(tx *sqlx.Tx) error {
+			var err error
+			resp, err = settle(tx, k)
+			return err
+		})
+		return resp, err
+	}
 	if err != nil {
-		return r.s.providerFailed(ctx, k, err)
+		return r.s.providerFailed(ctx, k, op, err)
 	}
 	resp, err := refundResponse(ref)
 	if err != nil {

@@ -332,3 +332,79 @@ func (s *Service) ListRefunds(ctx context.Context, clientID int64, orderPublicID
 	}
 	return out, nil
 }
+
+// lockRefundKeySQL locks the key row of a refund this worker still holds (its lease token),
+// for a settlement of several statements: a key taken over meanwhile has no row here.
+const lockRefundKeySQL = `
+	SELECT refund_id FROM idempotency_keys
+	 WHERE id = $1 AND lease_token = $2 AND state = 'in_progress' AND refund_id IS NOT NULL
+	   FOR UPDATE`
+
+// failRefundSQL ends a refund the provider refused: failed, and its amount, reserved on the
+// order when it was claimed, freed. The order's status follows what is left reserved or
+// refunded, as completeRefundSQL sets it (another refund finishing meanwhile counted this
+// one's reservation); a disputed order keeps its status. It returns the order's id, or no
+// row when the refund was not pending.
+const failRefundSQL = `
+	WITH r AS (
+	    UPDATE refunds SET status = 'failed', updated_at = $2
+	     WHERE id = $1 AND status = 'pending'
+	    RETURNING id, order_id, amount
+	)
+	UPDATE orders o SET refunded_amount = o.refunded_amount - r.amount, updated_at = $2,
+	       status = CASE WHEN o.status NOT IN ` + paidStatusesSQL + ` THEN o.status
+	                     WHEN o.refunded_amount - r.amount >= o.captured_amount THEN 'refunded'
+	                     WHEN EXISTS (SELECT 1 FROM refunds x WHERE x.order_id = o.id AND x.id <> r.id
+	                                     AND x.status = 'succeeded') THEN 'partially_refunded'
+	                     ELSE 'paid' END
+	  FROM r WHERE o.id = r.order_id
+	RETURNING o.id`
+
+// providerRefundsSQL records on an order ($1) the refunds its charge had at the provider
+// beyond what the order counts, as one refund of its own, when the provider says the charge
+// is refunded $2 in all: refunds made at the provider, outside tekrar (its dashboard, a
+// support agent). The order's refunded amount counts tekrar's own refunds from the moment
+// they are claimed, so a refund of tekrar's the provider reports before tekrar recorded its
+// answer is not counted twice; whatever the provider reports beyond it is recorded once,
+// whoever reports it (a webhook, or a refusal that made tekrar look the charge up) and in
+// whatever order, because the comparison is of totals. $3 is the recorded refund's
+// provider_key (unique: "provider:" and who reported it), $4 the time.
+const providerRefundsSQL = `
+	WITH o AS (
+	    SELECT id, client_id, currency, $2::bigint - refunded_amount AS missing
+	      FROM orders
+	     WHERE id = $1 AND (status IN ` + paidStatusesSQL + ` OR status = 'disputed') AND refunded_amount < $2
+	       AND $2 <= captured_amount
+	     FOR UPDATE
+	), r AS (
+	    INSERT INTO refunds (order_id, client_id, amount, currency, reason, status, provider_key, created_at, updated_at)
+	    SELECT id, client_id, missing, currency, 'refunded at the payment provider', 'succeeded', $3, $4, $4 FROM o
+	    RETURNING order_id, client_id, public_id, amount, currency, status
+	), i AS (
+	    -- Any refund cancels a plan's unpaid installments, as a refund through tekrar does.
+	    -- One being charged right now is canceled too: this refund cannot be refused, and
+	    -- its charge, if the provider makes it, belongs to no installment and is refunded
+	    -- by reconciliation as any orphan charge is.
+	    UPDATE installments SET status = 'canceled', in_flight = false, next_attempt_at = NULL,
+	           lease_expires_at = NULL, updated_at = $4
+	     WHERE order_id IN (SELECT order_id FROM r) AND status IN ('scheduled', 'attention')
+	), u AS (
+	    UPDATE orders SET refunded_amount = $2, updated_at = $4,
+	           status = CASE WHEN status = 'disputed' THEN 'disputed'
+	                         WHEN $2 >= captured_amount THEN 'refunded' ELSE 'partially_refunded' END
+	     WHERE id IN (SELECT id FROM o)
+	    RETURNING id, client_id, public_id, status, amount, currency, refunded_amount
+	)
+	INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
+	SELECT o.client_id, 'refund.created', o.id, ` + refundPayloadSQL + `, $4 FROM r JOIN u o ON o.id = r.order_id
+	UNION ALL
+	SELECT o.client_id, 'order.refunded', o.id, ` + orderRefundedPayloadSQL + `, $4 FROM r JOIN u o ON o.id = r.order_id`
+
+// completeKeySQL stores a key's final answer, fenced by its lease token, for a settlement
+// whose other statements ran before it in the same transaction.
+var completeKeySQL = named[keyCompletion](`
+	UPDATE idempotency_keys
+	   SET state = 'completed', recovery_point = 'finished', lease_expires_at = NULL,
+	       response_status = :response_status, response_headers = :response_headers,
+	       response_body = :response_body, completed_at = :now
+	 WHERE id = :key_id AND lease_token = :lease_token AND state = 'in_progress'`)

@@ -93,6 +93,22 @@ var definitive = []struct {
 	{ErrCancelUnsupported, http.StatusNotImplemented, CodeCancelUnsupported, "Cancel is not supported"},
 }
 
+// ErrorCode is the problem code of the provider's API for a definitive error (one of the
+// definitive errors, or an error wrapping one), and "" for any other: what a caller records
+// of a refusal, whether the provider is reached over HTTP or in process.
+func ErrorCode(err error) string {
+	var re *RemoteError
+	if errors.As(err, &re) && re.sentinel != nil {
+		return re.Code
+	}
+	for _, d := range definitive {
+		if errors.Is(err, d.err) {
+			return d.code
+		}
+	}
+	return ""
+}
+
 type handler struct {
 	p      Provider
 	logger *slog.Logger

@@ -16,7 +16,9 @@
 //     charge may have happened. Look the key up (LookupCharge, LookupRefund) before charging
 //     again, or repeat the call with the same key, which is always safe.
 //
-// IsOutcomeUnknown tells the last case from the others.
+// IsOutcomeUnknown tells the last case from the others. What tekrar does with each answer of
+// each operation is decided by checkout's answer tables (checkout/answers.go,
+// docs/providers.md), not here: this package only says what the provider answered.
 package psp
 
 import (
@@ -172,7 +174,15 @@ type Charge struct {
 	// dashboard). A caller that owes "the rest of the charge" refunds Amount - Refunded.
 	Refunded int64     `json:"refunded"`
 	Created  time.Time `json:"created"`
+	// Dispute is the charge's latest dispute, nil when it has none: what a processor's
+	// charge object says of disputes (Stripe's charge.disputed). A dispute still open means
+	// the cardholder's bank may yet give them the amount back; refunding the charge then can
+	// pay them twice.
+	Dispute *Dispute `json:"dispute,omitempty"`
 }
+
+// DisputeOpen reports whether the charge's latest dispute is still open.
+func (c Charge) DisputeOpen() bool { return c.Dispute != nil && c.Dispute.Status == DisputeOpen }
 
 // RefundRequest asks for one refund of a succeeded charge.
 type RefundRequest struct {

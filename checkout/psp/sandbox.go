@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -141,18 +142,32 @@ type chargeRow struct {
 	Description string    `db:"description"`
 	Refunded    int64     `db:"refunded_amount"`
 	Created     time.Time `db:"created_at"`
+	Dispute     []byte    `db:"dispute"` // the latest dispute as JSON; NULL when none
 }
 
+// chargeColumns reads a charge with its latest dispute (in Dispute's JSON shape); it names
+// psp_charges, so it also serves a RETURNING of the table.
 const chargeColumns = `id, key, coalesce(amount, 0) AS amount, coalesce(currency, '') AS currency,
-	card_token_fingerprint, status, decline_code, card_brand, card_last4, description, refunded_amount, created_at`
+	card_token_fingerprint, status, decline_code, card_brand, card_last4, description, refunded_amount, created_at,
+	(SELECT CAST(json_build_object('id', d.id, 'charge_id', d.charge_id, 'amount', d.amount, 'reason', d.reason,
+	        'status', d.status, 'created', d.created_at, 'closed', d.closed_at) AS text)
+	   FROM psp_disputes d WHERE d.charge_id = psp_charges.id
+	  ORDER BY d.created_at DESC, d.id DESC LIMIT 1) AS dispute`
 
 func (r chargeRow) charge() Charge {
-	return Charge{
+	c := Charge{
 		ID: r.ID, Key: r.Key, Amount: r.Amount, Currency: r.Currency,
 		Status: r.Status, DeclineCode: r.DeclineCode,
 		CardBrand: r.CardBrand, CardLast4: r.CardLast4, Description: r.Description,
 		Refunded: r.Refunded, Created: r.Created.UTC(),
 	}
+	if len(r.Dispute) > 0 {
+		var d Dispute
+		if json.Unmarshal(r.Dispute, &d) == nil { // the statement built it: it decodes
+			c.Dispute = &d
+		}
+	}
+	return c
 }
 
 // replay answers a repeated charge key: the first charge if the parameters match, and

@@ -54,15 +54,20 @@ const compensationColumns = `
 	  LEFT JOIN orders o ON o.id = m.order_id
 	  LEFT JOIN clients c ON c.id = m.client_id`
 
-// ListCompensations returns a page of compensations: those still watching for a charge,
-// oldest first, then the settled ones, most recently settled first.
+// ListCompensations returns a page of compensations: those not settled yet (watching for a
+// charge, or held while the charge's dispute is open), oldest first, then the settled ones,
+// most recently settled first.
 func ListCompensations(ctx context.Context, db sqlx.QueryerContext, f CompensationFilter, page Page) ([]CompensationRow, Page, error) {
 	var watching, settled []string
 	switch f.State {
 	case "", StatusAll:
-		watching, settled = []string{`m.state = 'watching'`}, []string{`m.state <> 'watching'`}
+		watching, settled = []string{`m.state IN ('watching', 'disputed')`}, []string{`m.state NOT IN ('watching', 'disputed')`}
 	case checkout.CompensationWatching:
 		watching = []string{`m.state = 'watching'`}
+	case checkout.CompensationDisputed:
+		watching = []string{`m.state = 'disputed'`}
+	case checkout.CompensationDisputeLost:
+		settled = []string{`m.state = 'dispute_lost'`}
 	case checkout.CompensationRefunded:
 		settled = []string{`m.state = 'refunded'`}
 	case checkout.CompensationNoCharge:
@@ -70,7 +75,7 @@ func ListCompensations(ctx context.Context, db sqlx.QueryerContext, f Compensati
 	case checkout.CompensationAlreadyRefunded:
 		settled = []string{`m.state = 'already_refunded'`}
 	default:
-		return nil, Page{}, invalidQuery("compensation state must be watching, refunded, no_charge, already_refunded or all")
+		return nil, Page{}, invalidQuery("compensation state must be watching, disputed, refunded, no_charge, already_refunded, dispute_lost or all")
 	}
 	rows, next, err := listQueue(ctx, db, queueSpec{
 		columns: compensationColumns,
@@ -86,7 +91,7 @@ func ListCompensations(ctx context.Context, db sqlx.QueryerContext, f Compensati
 		},
 		waiting: watching, waitAt: `m.created_at`, settled: settled, doneAt: `m.settled_at`, id: `m.id`,
 	}, page, func(r CompensationRow) queueKey {
-		if r.State == checkout.CompensationWatching || r.SettledAt == nil {
+		if r.SettledAt == nil { // watching, or held while disputed
 			return queueKey{waiting: true, at: r.CreatedAt, id: r.ID}
 		}
 		return queueKey{at: *r.SettledAt, id: r.ID}
@@ -109,6 +114,10 @@ type CompensationCounts struct {
 	NoCharge int64 `db:"no_charge"`
 	// AlreadyRefunded: a charge appeared that the provider had already refunded in full.
 	AlreadyRefunded int64 `db:"already_refunded"`
+	// Disputed: held while the charge's dispute is open; DisputeLost: settled with nothing to
+	// refund once the cardholder won the dispute.
+	Disputed    int64 `db:"disputed"`
+	DisputeLost int64 `db:"dispute_lost"`
 }
 
 // CountCompensations counts the compensations by state. The table holds one row per charge
@@ -119,7 +128,9 @@ func CountCompensations(ctx context.Context, db sqlx.QueryerContext) (Compensati
 		SELECT count(*) FILTER (WHERE state = 'watching') AS watching,
 		       count(*) FILTER (WHERE state = 'refunded') AS refunded,
 		       count(*) FILTER (WHERE state = 'no_charge') AS no_charge,
-		       count(*) FILTER (WHERE state = 'already_refunded') AS already_refunded
+		       count(*) FILTER (WHERE state = 'already_refunded') AS already_refunded,
+		       count(*) FILTER (WHERE state = 'disputed') AS disputed,
+		       count(*) FILTER (WHERE state = 'dispute_lost') AS dispute_lost
 		  FROM compensations`); err != nil {
 		return CompensationCounts{}, fmt.Errorf("count compensations: %w", err)
 	}

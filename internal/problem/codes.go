@@ -53,6 +53,8 @@ const (
 	CodeInstallmentInFlight           Code = "installment_in_flight"
 	CodeRefundExceedsFirstInstallment Code = "refund_exceeds_first_installment"
 	CodeCardIdentityUnavailable       Code = "card_identity_unavailable"
+	CodeRefundedAtProvider            Code = "refunded_at_provider"
+	CodeRefundRefused                 Code = "refund_refused"
 )
 
 // Spec is everything about a code that does not depend on the occurrence: its status, its
@@ -96,6 +98,10 @@ var Codes = []Spec{
 	// nothing twice (the declined attempt charged nothing).
 	{CodePaymentDeclined, http.StatusPaymentRequired, "Payment declined", false, true, false, 0,
 		"the card was declined; `order_id` names the order, kept in status `declined`. Stored and replayed like a success"},
+	{CodeRefundedAtProvider, http.StatusConflict, "Already refunded at the provider", false, true, false, 0,
+		"a refund the payment provider refused because the charge was already refunded there, outside tekrar (its dashboard); tekrar looked the charge up and recorded those refunds on the order, once (`refunded_amount` is the order's now, `refundable` what may still be refunded). Nothing more was refunded. Stored and replayed; refund what remains, if anything, with a new key (docs/providers.md)"},
+	{CodeRefundRefused, http.StatusUnprocessableEntity, "Refund refused by the provider", false, true, false, 0,
+		"the payment provider refused the refund for good (`provider_code` says why: the charge is not refundable, unknown to it, or the request invalid); nothing was refunded, the refund is `failed` and its amount is freed on the order. Stored and replayed (docs/providers.md)"},
 	{CodeCrossOriginRequest, http.StatusForbidden, "Cross-origin request refused", false, true, false, 0,
 		"a console form sent from another origin (`Origin`, `Sec-Fetch-Site` or `Referer`; see console.md, Security)"},
 	{CodeNotFound, http.StatusNotFound, "Not found", false, true, false, 0,
