@@ -33,19 +33,10 @@ const PasswordCost = 12
 // someone else, who may be signed in with it. cost is the bcrypt cost (PasswordCost outside
 // tests).
 func SetOperator(ctx context.Context, db sqlx.ExtContext, email, password, role string, cost int) error {
-	email, err := normaliseEmail(email)
-	if err != nil {
+	if err := CheckOperator(email, password, role); err != nil {
 		return err
 	}
-	if len(password) < MinPasswordLength {
-		return fmt.Errorf("password must be at least %d characters", MinPasswordLength)
-	}
-	if len(password) > 72 {
-		return errors.New("password must be at most 72 bytes (a bcrypt limit)")
-	}
-	if role != RoleViewer && role != RoleAdmin {
-		return fmt.Errorf("role must be %s or %s", RoleViewer, RoleAdmin)
-	}
+	email, _ = normaliseEmail(email)
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), cost)
 	if err != nil {
 		return fmt.Errorf("hash password: %w", err)
@@ -60,6 +51,25 @@ func SetOperator(ctx context.Context, db sqlx.ExtContext, email, password, role 
 		email, string(hash), role)
 	if err != nil {
 		return fmt.Errorf("set operator: %w", err)
+	}
+	return nil
+}
+
+// CheckOperator refuses what SetOperator would refuse before it touches the database: an
+// address that is not one, a password too short or too long for bcrypt, an unknown role.
+// `tekrar operators create` calls it before it connects, so that the mistake exits 2.
+func CheckOperator(email, password, role string) error {
+	if _, err := normaliseEmail(email); err != nil {
+		return err
+	}
+	if len(password) < MinPasswordLength {
+		return fmt.Errorf("password must be at least %d characters", MinPasswordLength)
+	}
+	if len(password) > 72 {
+		return errors.New("password must be at most 72 bytes (a bcrypt limit)")
+	}
+	if role != RoleViewer && role != RoleAdmin {
+		return fmt.Errorf("role must be %s or %s", RoleViewer, RoleAdmin)
 	}
 	return nil
 }

@@ -98,12 +98,21 @@ func Create(ctx context.Context, db sqlx.ExtContext, name, secret string) (Clien
 	return CreateWith(ctx, db, name, secret, DefaultSettings)
 }
 
+// CheckName refuses a client name CreateWith would refuse, so that a command can say so
+// before it connects.
+func CheckName(name string) error {
+	if name = strings.TrimSpace(name); name == "" || len(name) > 200 {
+		return errors.New("create client: name must be 1 to 200 characters")
+	}
+	return nil
+}
+
 // CreateWith stores a new client with the hash of secret and returns it.
 func CreateWith(ctx context.Context, db sqlx.ExtContext, name, secret string, set Settings) (Client, error) {
-	name = strings.TrimSpace(name)
-	if name == "" || len(name) > 200 {
-		return Client{}, errors.New("create client: name must be 1 to 200 characters")
+	if err := CheckName(name); err != nil {
+		return Client{}, err
 	}
+	name = strings.TrimSpace(name)
 	if err := set.Validate(); err != nil {
 		return Client{}, err
 	}

@@ -30,6 +30,19 @@ func (c *clientSettings) bind(s *config.Set) {
 	s.String(&c.zone, "time-zone", "TEKRAR_CLIENT_TIME_ZONE", "", "IANA zone of the client's business day, e.g. Europe/Istanbul (empty: keep / the default UTC)")
 }
 
+// check refuses, before the command connects, what the database step would refuse: a value
+// out of the bounds the flags cannot express (a key TTL under a minute, a zone that is no
+// IANA name). The defaults are valid, so the defaults with the flags applied are valid
+// exactly when the flags are.
+func (c *clientSettings) check() error {
+	set := clients.DefaultSettings
+	c.apply(&set)
+	if err := set.Validate(); err != nil {
+		return badUsage{err: err}
+	}
+	return nil
+}
+
 func (c *clientSettings) apply(set *clients.Settings) {
 	if c.ttl > 0 {
 		set.KeyTTL = c.ttl
@@ -48,6 +61,12 @@ func clientsCreateCmd(e env) *cobra.Command {
 	var c clientSettings
 	return command(e, "create NAME", "create an API client and print its secret", exactArgs(1), c.bind,
 		func(ctx context.Context, args []string) error {
+			if err := clients.CheckName(args[0]); err != nil {
+				return badUsage{err: err}
+			}
+			if err := c.check(); err != nil {
+				return err
+			}
 			pool, err := connect(ctx, c.url, 4)
 			if err != nil {
 				return err
@@ -72,6 +91,9 @@ func clientsUpdateCmd(e env) *cobra.Command {
 			id, err := strconv.ParseInt(args[0], 10, 64)
 			if err != nil {
 				return usageError("client id %q is not a number", args[0])
+			}
+			if err := c.check(); err != nil {
+				return err
 			}
 			pool, err := connect(ctx, c.url, 4)
 			if err != nil {
@@ -104,11 +126,6 @@ func operatorsCreateCmd(e env) *cobra.Command {
 			s.Choice(&role, "role", "TEKRAR_OPERATOR_ROLE", admin.RoleViewer, "what the operator may do", admin.RoleViewer, admin.RoleAdmin)
 		},
 		func(ctx context.Context, args []string) error {
-			pool, err := connect(ctx, url, 4)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
 			if password == "" {
 				line, err := bufio.NewReader(e.stdin).ReadString('\n')
 				if err != nil && line == "" {
@@ -116,6 +133,14 @@ func operatorsCreateCmd(e env) *cobra.Command {
 				}
 				password = strings.TrimRight(line, "\r\n")
 			}
+			if err := admin.CheckOperator(args[0], password, role); err != nil {
+				return badUsage{err: err}
+			}
+			pool, err := connect(ctx, url, 4)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
 			if err := admin.SetOperator(ctx, pool, args[0], password, role, admin.PasswordCost); err != nil {
 				return err
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/pglocal"
+	"github.com/tekrar/tekrar/internal/server"
 	"github.com/tekrar/tekrar/migrations"
 )
 
@@ -68,8 +69,14 @@ func devResetCmd(e env) *cobra.Command {
 }
 
 func dev(ctx context.Context, e env, cfg config.Server) (err error) {
+	// Bound first: a busy port stops dev before it starts a Postgres or touches a database.
+	ln, err := server.Listen(cfg.Addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	logger := app.NewLogger(cfg, e.stderr)
-	psqlURL := cfg.DatabaseURL
+	psqlURL := ""
 	private := cfg.DatabaseURL == ""
 	if private {
 		started := time.Now()
@@ -102,17 +109,28 @@ func dev(ctx context.Context, e env, cfg config.Server) (err error) {
 		if cfg.Demo {
 			go demoTraffic(ctx, "http://"+addr.String(), logger)
 		}
-		fmt.Fprintf(e.stdout, `
+		fmt.Fprint(e.stdout, devBanner(addr.String(), psqlURL))
+	}
+	return runServer(ctx, cfg, ln, logger, ready)
+}
+
+// devBanner is what dev prints once it serves on addr. psqlURL is the private Postgres's
+// (empty: dev runs on DATABASE_URL's database, which it did not start, does not stop, and
+// whose URL, which may hold a password, it does not repeat).
+func devBanner(addr, psqlURL string) string {
+	pg, stop := "postgres: psql '"+psqlURL+"'", "Ctrl-C stops the server and its Postgres."
+	if psqlURL == "" {
+		pg, stop = "postgres: DATABASE_URL's (not started by dev)", "Ctrl-C stops the server; DATABASE_URL's Postgres keeps running."
+	}
+	return fmt.Sprintf(`
 tekrar dev is serving on http://%[1]s
   API:      curl -H 'Authorization: Bearer %[2]s' http://%[1]s/v1/client
   console:  http://%[1]s/admin  (%[3]s / %[4]s)
   health:   http://%[1]s/healthz  http://%[1]s/readyz
-  postgres: psql '%[5]s'
-Ctrl-C stops the server and its Postgres.
+  %[5]s
+%[6]s
 
-`, addr, demoClientSecret, demoOperatorEmail, demoOperatorPasswd, psqlURL)
-	}
-	return runServer(ctx, cfg, logger, ready)
+`, addr, demoClientSecret, demoOperatorEmail, demoOperatorPasswd, pg, stop)
 }
 
 // ensureDatabase creates the named database on first use of a private server.

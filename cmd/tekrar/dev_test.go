@@ -1,8 +1,10 @@
 package main
 
 import (
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,6 +67,7 @@ func TestDevSIGKILLLeavesNoPostgres(t *testing.T) {
 	if !strings.Contains(first.stdout.String(), "tekrar dev is serving on "+base+"\n") {
 		t.Errorf("dev did not print where it serves:\n%s", first.stdout)
 	}
+	checkREADMEBanner(t, first.stdout.String(), strings.TrimPrefix(base, "http://"))
 	r := mustSend(t, c, "POST", base+"/v1/orders", demoClientSecret, order, "Idempotency-Key", "kept-across-kill")
 	if r.Status != 201 || r.Header.Get("Idempotent-Replayed") != "false" {
 		t.Fatalf("first order: %d %s %s", r.Status, r.Header.Get("Idempotent-Replayed"), r.Body)
@@ -150,6 +153,41 @@ func reapIfOurs(pid int) {
 	_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
 }
 
+// checkREADMEBanner: the README's sample of what `tekrar dev` prints had fallen behind (it
+// lacked the health line). The sample, with its address and Postgres port put in place of the
+// README's, is exactly what dev printed.
+func checkREADMEBanner(t *testing.T, stdout, addr string) {
+	t.Helper()
+	var sample []string
+	lines := readmeSection(t, "Two commands")
+	for i, line := range lines {
+		if strings.HasPrefix(line, "`tekrar dev` prints") {
+			open := slices.Index(lines[i:], "```")
+			if open < 0 {
+				break
+			}
+			for _, l := range lines[i+open+1:] {
+				if l == "```" {
+					break
+				}
+				sample = append(sample, l)
+			}
+			break
+		}
+	}
+	if len(sample) == 0 {
+		t.Fatal("README.md's Two commands has no sample of what tekrar dev prints")
+	}
+	m := regexp.MustCompile(`postgres@127\.0\.0\.1:(\d+)/`).FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("dev printed no psql URL:\n%s", stdout)
+	}
+	want := strings.NewReplacer("127.0.0.1:8080", addr, "127.0.0.1:54329", "127.0.0.1:"+m[1]).Replace(strings.Join(sample, "\n"))
+	if got := strings.TrimSpace(stdout); got != want {
+		t.Errorf("README.md's sample of what tekrar dev prints is not what it prints\nREADME:\n%s\ndev:\n%s", want, got)
+	}
+}
+
 // TestDevSeedsOnlyADatabaseOfItsOwn: the demo secret and login are public (README), so dev
 // must not seed them into a database named by DATABASE_URL that serves clients or operators
 // of its own. It refuses such a database in one line, exiting non-zero and writing nothing,
@@ -217,6 +255,15 @@ func TestDevSeedsOnlyADatabaseOfItsOwn(t *testing.T) {
 		waitReady(t, p, base, 30*time.Second)
 		if r := mustSend(t, c, "GET", base+"/v1/client", demoClientSecret, nil); r.Status != 200 {
 			t.Errorf("demo secret under dev on an empty database: %d %s", r.Status, r.Body)
+		}
+		// The banner said Ctrl-C stopped "its Postgres", which dev did not start here, and
+		// repeated DATABASE_URL, password and all.
+		out := p.stdout.String()
+		if strings.Contains(out, "its Postgres") || !strings.Contains(out, "Postgres keeps running") {
+			t.Errorf("dev on DATABASE_URL does not say that its Postgres keeps running:\n%s", out)
+		}
+		if u, _ := url.Parse(dbURL); strings.Contains(out, u.Host+u.Path) {
+			t.Errorf("dev repeats DATABASE_URL on stdout:\n%s", out)
 		}
 		p.signal(t, syscall.SIGTERM)
 		if code := p.wait(t, 15*time.Second); code != 0 {

@@ -6,12 +6,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tekrar/tekrar/checkout/psp"
-	"github.com/tekrar/tekrar/checkout/webhook"
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/server"
 	"github.com/tekrar/tekrar/migrations"
@@ -29,17 +29,29 @@ func pspCmd(e env) *cobra.Command {
 	c := command(e, "psp", "run the sandbox payment provider as its own HTTP service", unknownCommand,
 		func(s *config.Set) {
 			s.DatabaseURL(&url, "Postgres connection string (required)")
-			s.String(&addr, "addr", "TEKRAR_PSP_ADDR", pspDefaultAddr, "HTTP listen address of the sandbox provider")
+			s.Addr(&addr, "addr", "TEKRAR_PSP_ADDR", pspDefaultAddr, "HTTP listen address of the sandbox provider")
 			s.Duration(&slow, "slow-delay", "TEKRAR_PSP_SLOW_DELAY", "2s", "how long the tok_slow and tok_late cards take to approve", time.Millisecond, 10*time.Minute)
 			s.Bool(&noCancel, "no-cancel", "TEKRAR_PSP_NO_CANCEL", "false", "behave as a processor that cannot cancel a charge key (tekrar then owes a refund of any late charge)")
 			s.URL(&hooks.URL, "webhook-url", "TEKRAR_PSP_WEBHOOK_URL", "", "where to send the sandbox's webhooks (a charge made, declined, refunded, disputed); unset: none are sent")
-			s.String(&hooks.Secret, "webhook-secret", "TEKRAR_PSP_WEBHOOK_SECRET", "", "the webhooks' signing secret, whsec_ and base64 (Standard Webhooks); required with --webhook-url")
+			s.WebhookSecrets(&hooks.Secret, "webhook-secret", "TEKRAR_PSP_WEBHOOK_SECRET", "the webhooks' signing secret, whsec_ and base64 (Standard Webhooks); required with --webhook-url")
 			s.Float(&hooks.Duplicate, "webhook-duplicate", "TEKRAR_PSP_WEBHOOK_DUPLICATE", "0", "share of delivered webhooks sent a second time", 0, 1)
 			s.Float(&hooks.Delay, "webhook-delay", "TEKRAR_PSP_WEBHOOK_DELAY", "0", "share of webhooks held back before their first delivery, so that they arrive out of order", 0, 1)
 			s.Duration(&hooks.DelayFor, "webhook-delay-for", "TEKRAR_PSP_WEBHOOK_DELAY_FOR", "2s", "how long a held-back webhook waits", 0, time.Hour)
 			s.Duration(&grace, "shutdown-timeout", "TEKRAR_PSP_SHUTDOWN_TIMEOUT", "10s", "how long in-flight requests may finish after SIGTERM", time.Second, 10*time.Minute)
 		},
 		func(ctx context.Context, _ []string) error {
+			if hooks.URL != "" && hooks.Secret == "" {
+				return usageError("--webhook-secret is required with --webhook-url")
+			}
+			if strings.Contains(hooks.Secret, ",") {
+				return usageError("--webhook-secret: one secret, not a list")
+			}
+			// Bound before the database is opened: a busy port is found at once.
+			ln, err := server.Listen(addr)
+			if err != nil {
+				return err
+			}
+			defer ln.Close()
 			pool, err := connect(ctx, url, 4)
 			if err != nil {
 				return err
@@ -51,15 +63,12 @@ func pspCmd(e env) *cobra.Command {
 			logger := slog.New(slog.NewTextHandler(e.stderr, nil))
 			opts := psp.SandboxOptions{SlowDelay: slow, NoCancel: noCancel, Logger: logger}
 			if hooks.URL != "" {
-				if _, err := webhook.ParseSecret(hooks.Secret); err != nil {
-					return usageError("--webhook-secret: %v", err)
-				}
 				opts.Webhooks = &hooks
 			}
 			sb := psp.NewSandbox(pool, opts)
 			go sb.RunWebhooks(ctx)
 			h := psp.NewHandler(sb, logger)
-			return server.Run(ctx, addr, endOnStop(ctx, grace/2, h), grace, logger, func(a net.Addr) {
+			return server.Serve(ctx, ln, endOnStop(ctx, grace/2, h), grace, logger, func(a net.Addr) {
 				logger.Info("tekrar psp: sandbox provider serving", "addr", a.String())
 			})
 		})

@@ -27,13 +27,19 @@ func serve(ctx context.Context, e env, cfg config.Server) error {
 	if cfg.DatabaseURL == "" {
 		return usageError("DATABASE_URL (or --database-url) is required; 'tekrar dev' runs on a private Postgres instead")
 	}
+	ln, err := server.Listen(cfg.Addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	logger := app.NewLogger(cfg, e.stderr)
-	return runServer(ctx, cfg, logger, nil)
+	return runServer(ctx, cfg, ln, logger, nil)
 }
 
-// runServer connects, migrates, serves until ctx ends, then closes the pool. ready, if not
+// runServer connects, migrates, serves on ln (bound by the caller before it opened anything,
+// so that a busy port is found first) until ctx ends, then closes the pool. ready, if not
 // nil, is told the bound address.
-func runServer(ctx context.Context, cfg config.Server, logger *slog.Logger, ready func(net.Addr)) error {
+func runServer(ctx context.Context, cfg config.Server, ln net.Listener, logger *slog.Logger, ready func(net.Addr)) error {
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	pool, err := db.Open(pctx, cfg.DatabaseURL, cfg.DBMaxConns, db.StallTimeout(cfg.DBTimeout))
 	cancel()
@@ -67,8 +73,8 @@ func runServer(ctx context.Context, cfg config.Server, logger *slog.Logger, read
 		stopBackground()
 		<-background
 	}()
-	logger.Info("tekrar serving", "addr", cfg.Addr)
-	return server.Run(ctx, cfg.Addr, a.Handler, cfg.ShutdownTimeout, logger, ready)
+	logger.Info("tekrar serving", "addr", ln.Addr().String())
+	return server.Serve(ctx, ln, a.Handler, cfg.ShutdownTimeout, logger, ready)
 }
 
 // migrateIfAsked migrates on a pool of its own, without the serving pool's stall timeout:

@@ -7,6 +7,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +21,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/tekrar/tekrar/checkout/webhook"
 )
 
 // Set is a group of settings bound to one command's flags. The flags are pflag flags, so that
@@ -315,6 +318,69 @@ func CheckDatabaseURL(v string) error {
 		return nil
 	}
 	return errors.New("not a postgres:// URL or a key=value connection string")
+}
+
+// Addr binds a TCP listen address, host:port (the host may be empty: every interface; the
+// port a number up to 65535, 0 for any free one). Empty is allowed only when the default is
+// empty, meaning "not served". A typo is refused here, before anything starts, rather than
+// by the listener after a database was opened.
+func (s *Set) Addr(p *string, name, env, def, usage string) {
+	s.parse(name, env, def, usage, "host:port", func(v string) error {
+		if v == "" && def == "" {
+			*p = ""
+			return nil
+		}
+		if err := CheckAddr(v); err != nil {
+			return err
+		}
+		*p = v
+		return nil
+	})
+}
+
+// CheckAddr accepts a listen address as net.Listen("tcp", ...) reads it.
+func CheckAddr(v string) error {
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return fmt.Errorf("%q is not a listen address host:port (examples: :8080, 127.0.0.1:8080)", v)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q: the port must be a number from 0 to 65535", v)
+	}
+	if strings.ContainsAny(host, " /") {
+		return fmt.Errorf("%q is not a listen address host:port (examples: :8080, 127.0.0.1:8080)", v)
+	}
+	return nil
+}
+
+// SecretsKey binds a 256-bit key in its text form, standard base64 of 32 bytes (what
+// `openssl rand -base64 32` prints); empty is allowed (no key).
+func (s *Set) SecretsKey(p *string, name, env, usage string) {
+	s.parse(name, env, "", usage, "base64", func(v string) error {
+		if v != "" {
+			if k, err := base64.StdEncoding.DecodeString(v); err != nil || len(k) != 32 {
+				return errors.New("not the base64 of 32 random bytes (openssl rand -base64 32)")
+			}
+		}
+		*p = v
+		return nil
+	})
+}
+
+// WebhookSecrets binds Standard Webhooks signing secrets (whsec_ and base64), comma-separated
+// (two during a rotation); empty is allowed (none). The value is never repeated in a message.
+func (s *Set) WebhookSecrets(p *string, name, env, usage string) {
+	s.parse(name, env, "", usage, "whsec", func(v string) error {
+		if v != "" {
+			for _, secret := range strings.Split(v, ",") {
+				if _, err := webhook.ParseSecret(strings.TrimSpace(secret)); err != nil {
+					return err
+				}
+			}
+		}
+		*p = v
+		return nil
+	})
 }
 
 // List binds a comma-separated list of words, each one of choices; empty is none.

@@ -18,16 +18,40 @@ var (
 	dashboard = filepath.Join("..", "..", "ops", "grafana", "tekrar.json")
 )
 
+// promtoolHowTo says how to get promtool, in the skip and failure messages: Debian ships it
+// only inside the prometheus package, a whole server that also installs and enables a
+// prometheus service, so .ci/run takes the one binary out of that package instead.
+const promtoolHowTo = "promtool (TestAlertRules needs it) is neither on PATH nor in ~/.cache/tekrar/bin: " +
+	"run .ci/run once, which extracts it there from Debian's prometheus package without installing the server " +
+	"(apt-get download prometheus; dpkg-deb --fsys-tarfile prometheus_*.deb | tar -xO ./usr/bin/promtool > ~/.cache/tekrar/bin/promtool), " +
+	"or apt-get install --no-install-recommends prometheus, which also installs a Prometheus server and its service"
+
+// findPromtool looks on PATH, then where .ci/run puts it.
+func findPromtool() (string, error) {
+	if p, err := exec.LookPath("promtool"); err == nil {
+		return p, nil
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(dir, "tekrar", "bin", "promtool")
+	if _, err := os.Stat(p); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
 // TestAlertRules checks the rules with promtool (check rules, then the unit tests of
-// tekrar-alerts_test.yml). CI installs promtool (Debian's prometheus package) and sets
+// tekrar-alerts_test.yml). CI gets promtool (see promtoolHowTo) and sets
 // TEKRAR_PROMTOOL_REQUIRED, so there the test cannot skip.
 func TestAlertRules(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
+	promtool, err := findPromtool()
 	if err != nil {
 		if os.Getenv("TEKRAR_PROMTOOL_REQUIRED") != "" {
-			t.Fatal("promtool not found, and TEKRAR_PROMTOOL_REQUIRED is set")
+			t.Fatal("TEKRAR_PROMTOOL_REQUIRED is set, but " + promtoolHowTo)
 		}
-		t.Skip("promtool not installed (apt-get install prometheus)")
+		t.Skip(promtoolHowTo)
 	}
 	for _, args := range [][]string{{"check", "rules", "tekrar-alerts.yml"}, {"test", "rules", "tekrar-alerts_test.yml"}} {
 		cmd := exec.Command(promtool, args...)

@@ -161,11 +161,26 @@ func ProblemOf(c *gin.Context) *problem.Problem {
 // Run serves h on addr until ctx is cancelled, then stops accepting, lets in-flight requests
 // finish for at most grace, and returns. ready, if not nil, receives the bound address.
 func Run(ctx context.Context, addr string, h http.Handler, grace time.Duration, logger *slog.Logger, ready func(net.Addr)) error {
+	ln, err := Listen(addr)
+	if err != nil {
+		return err
+	}
+	return Serve(ctx, ln, h, grace, logger, ready)
+}
+
+// Listen binds addr for Serve. A command binds before it opens a database or starts a
+// Postgres, so that a busy or forbidden port stops it at once, and before it says it is
+// serving.
+func Listen(addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	ln = WrapListener(ln)
+	return WrapListener(ln), nil
+}
+
+// Serve is Run on a listener bound already (Listen); it closes ln.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, logger *slog.Logger, ready func(net.Addr)) error {
 	srv := NewHTTPServer(h)
 	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	if ready != nil {
