@@ -235,3 +235,52 @@ func TestALostPlanChargesEachInstallmentOnce(t *testing.T) {
 	e.now = utc("2027-03-11T09:00:00Z")
 	e.reconcileFindsNothing()
 }
+
+// forgetKey removes key as the sweeper does once its tombstone ended: tekrar no longer
+// knows the key, and the order or refund it made stays.
+func (e *actionEnv) forgetKey(key string) {
+	e.t.Helper()
+	e.inTx(func(tx *sqlx.Tx) {
+		e.exec(tx, `DELETE FROM key_events WHERE client_id = $1 AND key = $2`, e.client.ID, key)
+		e.exec(tx, `DELETE FROM idempotency_keys WHERE client_id = $1 AND key = $2`, e.client.ID, key)
+		e.exec(tx, `DELETE FROM key_tombstones WHERE client_id = $1 AND key = $2`, e.client.ID, key)
+	})
+}
+
+// TestAForgottenKeyReusedIsANewIntent: a key tekrar forgot, reused by the client for the
+// same request, is a new intent (docs/api.md): the provider, which still remembers the
+// first request's provider key, is not asked under it, and the new order is charged (the
+// new refund made) under the new row's own key, once.
+func TestAForgottenKeyReusedIsANewIntent(t *testing.T) {
+	e := newActionEnv(t)
+	first, status := e.order("k-old", psp.TokenVisa, 2500)
+	if status != 201 {
+		t.Fatalf("first order: %d, want 201", status)
+	}
+	if status := e.refund("r-old", first, 1000); status != 201 {
+		t.Fatalf("first refund: %d, want 201", status)
+	}
+	e.forgetKey("k-old")
+	e.forgetKey("r-old")
+
+	again, status := e.order("k-old", psp.TokenVisa, 2500)
+	if status != 201 || again == first {
+		t.Fatalf("the forgotten key reused: order %s, %d; want a new order, 201", again, status)
+	}
+	if m := e.money(again); m.Status != "paid" || m.Captured != 2500 {
+		t.Errorf("the new order: %+v, want paid", m)
+	}
+	if n := e.count(`SELECT count(*) FROM psp_charges WHERE status = 'succeeded'`); n != 2 {
+		t.Errorf("%d charges at the provider, want the two orders'", n)
+	}
+	if status := e.refund("r-old", first, 1000); status != 201 {
+		t.Fatalf("the forgotten refund key reused: %d, want 201", status)
+	}
+	if n := e.count(`SELECT count(*) FROM psp_refunds`); n != 2 {
+		t.Errorf("%d refunds at the provider, want the two refunds'", n)
+	}
+	if m := e.money(first); m.Refunded != 2000 {
+		t.Errorf("the first order: %+v, want 2000 refunded", m)
+	}
+	e.reconcileFindsNothing()
+}

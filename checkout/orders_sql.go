@@ -68,16 +68,38 @@ type keyClaim struct {
 	LeaseExpiresAt   sql.NullTime   `db:"lease_expires_at"`
 	CreatedAt        time.Time      `db:"created_at"` // also now
 	ExpiresAt        time.Time      `db:"expires_at"`
-	// Intent is intentOf the key: its provider keys derive from it (providerKey).
-	Intent []byte `db:"intent"`
+	// Intent is intentOf the key: its provider keys derive from it (providerKey). The
+	// claim stores NULL instead (the row's own derivation) when tekrar still holds what
+	// IntentKey, the intent's key for the claim's step, was used for (orderIntentSQL).
+	Intent    []byte `db:"intent"`
+	IntentKey string `db:"intent_key"`
 }
 
-// claimOf is the key row of k as a claim inserts it.
-func claimOf(k *Key) keyClaim {
+// claimOf is the key row of k as a claim of step ("charge", "refund") inserts it.
+func claimOf(k *Key, step string) keyClaim {
+	intent := intentOf(k)
 	return keyClaim{ClientID: k.ClientID, Key: k.Key, Fingerprint: k.Fingerprint, Method: k.Method, Path: k.Path,
 		ScopeFingerprint: k.ScopeFingerprint, CardFingerprint: k.CardFingerprint,
-		LeaseExpiresAt: k.LeaseExpiresAt, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, Intent: intentOf(k)}
+		LeaseExpiresAt: k.LeaseExpiresAt, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt,
+		Intent: intent, IntentKey: providerKey(step, &Key{Intent: intent})}
 }
+
+// The claims' intent: a key forgotten by tekrar (swept, its tombstone ended) and reused by
+// the client for a request with the same scope has the intent of the key's first request,
+// and the provider, which may remember that request's provider key for longer, would answer
+// the new request with the first one's charge or refund. The first request is still in
+// tekrar when its payment, its refund or the compensation of its canceled charge names that
+// key (a lost row's retry finds none of them: they were lost with the row, or never made):
+// the new row then derives its provider keys from itself, as rows did before there were
+// intents, and the request is the new intent the docs promise. Each test is one probe of a
+// unique index.
+const (
+	orderIntentSQL = `CASE WHEN EXISTS (SELECT 1 FROM payments WHERE provider_key = :intent_key)
+	                       OR EXISTS (SELECT 1 FROM compensations WHERE charge_key = :intent_key)
+	                  THEN NULL ELSE CAST(:intent AS bytea) END`
+	refundIntentSQL = `CASE WHEN EXISTS (SELECT 1 FROM refunds WHERE provider_key = :intent_key)
+	                   THEN NULL ELSE CAST(:intent AS bytea) END`
+)
 
 // orderClaim is the parameters of claimOrder: the key row it inserts and the pending order.
 type orderClaim struct {
@@ -121,7 +143,7 @@ var claimOrderSQL = named[orderClaim](`
 	            lease_expires_at, order_id, created_at, expires_at, scope_fingerprint, card_fingerprint, intent)
 	    SELECT :client_id, :key, CAST(:fingerprint AS bytea), :method, :path, 'in_progress', 'order_created',
 	           :lease_expires_at, nextval('orders_id_seq'), :created_at, :expires_at,
-	           CAST(:scope_fingerprint AS bytea), :card_fingerprint, CAST(:intent AS bytea)
+	           CAST(:scope_fingerprint AS bytea), :card_fingerprint, ` + orderIntentSQL + `
 	     WHERE NOT EXISTS (SELECT 1 FROM t)
 	    ON CONFLICT (client_id, key) DO NOTHING
 	    RETURNING ` + keyColumns + `

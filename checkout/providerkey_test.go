@@ -15,7 +15,7 @@ func TestProviderKeysDeriveFromTheIntent(t *testing.T) {
 	fp, scope, otherScope := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32), bytes.Repeat([]byte{3}, 32)
 	claimed := func(id, client int64, key string, scope []byte, created time.Time) *Key {
 		k := &Key{ID: id, ClientID: client, Key: key, Fingerprint: fp, ScopeFingerprint: scope, CreatedAt: created}
-		k.Intent = claimOf(k).Intent
+		k.Intent = claimOf(k, "charge").Intent
 		return k
 	}
 	first := claimed(7, 1, "k-1", scope, t0)
@@ -29,7 +29,7 @@ func TestProviderKeysDeriveFromTheIntent(t *testing.T) {
 		{"the row lost and claimed again", claimed(912, 1, "k-1", scope, t0.Add(time.Hour)), "charge", true},
 		{"another exact body of the same scope (a new card token)", func() *Key {
 			k := &Key{ID: 8, ClientID: 1, Key: "k-1", Fingerprint: bytes.Repeat([]byte{9}, 32), ScopeFingerprint: scope, CreatedAt: t0}
-			k.Intent = claimOf(k).Intent
+			k.Intent = claimOf(k, "charge").Intent
 			return k
 		}(), "charge", true},
 		{"another client", claimed(7, 2, "k-1", scope, t0), "charge", false},

@@ -48,7 +48,7 @@ var claimRefundKeySQL = named[refundClaim](`
 	        lease_expires_at, refund_id, created_at, expires_at, scope_fingerprint, card_fingerprint, intent)
 	VALUES (:client_id, :key, CAST(:fingerprint AS bytea), :method, :path, 'in_progress', 'refund_created', -- bytea, see claimOrder
 	        :lease_expires_at, nextval('refunds_id_seq'), :created_at, :expires_at,
-	        CAST(:scope_fingerprint AS bytea), :card_fingerprint, CAST(:intent AS bytea))
+	        CAST(:scope_fingerprint AS bytea), :card_fingerprint, ` + refundIntentSQL + `)
 	ON CONFLICT (client_id, key) DO NOTHING
 	RETURNING ` + keyColumns)
 
@@ -93,7 +93,7 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderPublicID string, 
 	if !ValidOrderID(orderPublicID) {
 		return nil, false, ErrOrderNotFound
 	}
-	p := refundClaim{keyClaim: claimOf(k), OrderPublicID: orderPublicID, Amount: in.Amount, Reason: nullString(in.Reason)}
+	p := refundClaim{keyClaim: claimOf(k, "refund"), OrderPublicID: orderPublicID, Amount: in.Amount, Reason: nullString(in.Reason)}
 	var out *Key
 	err := inTx(ctx, d, "claim refund", func(tx *sqlx.Tx) error {
 		var tomb Key
