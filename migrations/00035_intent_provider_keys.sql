@@ -17,9 +17,13 @@
 --                            order: its installment keys derive from it, long after the
 --                            key row was swept.
 --
--- NULL in every row written before: such a row keeps the old derivation until it ends, so a charge already made under
--- an old key is still found by the completer, a retry and reconciliation. Nullable columns
--- with no default rewrite nothing.
+-- NULL, too, in a row whose claim found a payment, refund or compensation of tekrar's already
+-- under the intent's provider key: a forgotten key reused for the same request, which is a
+-- new intent and derives its keys from its row (checkout.orderIntentSQL).
+--
+-- NULL in every row written before: such a row keeps the old derivation until it ends, so
+-- a charge already made under an old key is still found by the completer, a retry and
+-- reconciliation. Nullable columns with no default rewrite nothing.
 --
 -- Down refuses to run while an unfinished key or a still running installment plan carries
 -- an intent: the previous schema would derive the old key for it, miss the charge already
