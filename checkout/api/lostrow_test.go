@@ -3,7 +3,9 @@ package api_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
+	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/apptest"
 )
 
@@ -105,5 +107,37 @@ func TestALostSaleIsChargedOnce(t *testing.T) {
 	if n := count(t, e, `SELECT count(*) FROM orders o JOIN payments p ON p.order_id = o.id
 		WHERE o.public_id = $1 AND o.status = 'paid'`, again[0].orderID(t)); n != 1 {
 		t.Errorf("the retry's sale is not paid with a payment")
+	}
+}
+
+// TestProviderEventsFindTheOrderThatAdoptedALostCharge: the charge adopted by a lost
+// order's retry still names the lost order in its description; a refund made at the
+// provider's dashboard is recorded on the order that holds the charge, found by its payment.
+func TestProviderEventsFindTheOrderThatAdoptedALostCharge(t *testing.T) {
+	e, k := inboxEnv(t)
+	body := orderBody(9000, "tok_visa")
+	first := decodeOrder(t, postOrder(t, e, e.Secret, "k-lost", body))
+	loseOrder(t, e, first.ID)
+	again := decodeOrder(t, postOrder(t, e, e.Secret, "k-lost", body))
+
+	var c struct {
+		ID          string `db:"id"`
+		Key         string `db:"key"`
+		Description string `db:"description"`
+	}
+	if err := e.DB.Get(&c, `SELECT id, key, description FROM psp_charges`); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(psp.Event{ID: "evt_dash", Type: psp.EventRefundSucceeded, Created: time.Now().UTC(),
+		Data: psp.EventData{ChargeID: c.ID, ChargeKey: c.Key, Description: c.Description, Sequence: 2,
+			Amount: 9000, Currency: "TRY", Status: psp.StatusSucceeded, RefundedAmount: 2000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, err := deliver(e, k, "evt_dash", b, nil); err != nil || status != 200 {
+		t.Fatalf("the dashboard refund's event: %d %v", status, err)
+	}
+	if got := count(t, e, `SELECT refunded_amount FROM orders WHERE public_id = $1`, again.ID); got != 2000 {
+		t.Errorf("the retry's order refunded %d, want the dashboard's 2000 (charge described %q)", got, c.Description)
 	}
 }
