@@ -40,9 +40,9 @@ func providerKey(step string, k *Key) string {
 
 // intentOf is what a claim stores as the key row's intent: the SHA-256 of the client, the
 // client's key and what the request is (its scope fingerprint, or on a route without one
-// its exact fingerprint). Two requests have the same intent exactly when the key row of one
-// would answer the other, so a lost row's retry has its intent and nothing else has. The
-// key is length-prefixed: no choice of key can make two intents' inputs alike.
+// its exact fingerprint). Every retry the key row would answer has the row's intent, a lost
+// row's retry included, and a request of another client, key or scope has another. The key
+// is length-prefixed: no choice of key can make two intents' inputs alike.
 func intentOf(k *Key) []byte {
 	what := k.ScopeFingerprint
 	if what == nil {
