@@ -128,7 +128,7 @@ func ValidNonce(n string) bool { return nonceSyntax.MatchString(n) }
 // (a refund belongs to the client whose order it refunds) derived from the form's nonce.
 // So everything that makes an API refund safe holds for it: the amount is reserved on the
 // order under its row lock and the CHECK refuses an over-refund (422
-// refund_exceeds_captured); the provider refunds once under a key derived from the key row;
+// refund_exceeds_captured); the provider refunds once under the key's providerKey;
 // a crash is resumed by the completer; and a second post of the same form replays the
 // first refund instead of making another. The same nonce with another amount or reason is
 // 422 idempotency_key_reused: the form was changed after it was sent, and refunds nothing.

@@ -19,7 +19,7 @@ import (
 // and the sweeper leave it alone. Releasing it must not guess either, and must never charge:
 // card tokens are not stored, and a charge made without looking could be a second one. So
 // a release does what the completer would have done had the provider answered, asking about
-// the provider key derived from the key row, as every resume does:
+// the key's providerKey, as every resume does:
 //
 //   - an order whose charge the provider has: the order is settled from that charge (paid or
 //     declined), and the key stores the body a retry would have got;

@@ -168,25 +168,32 @@ func (s *Service) apply(ctx context.Context, tx *sqlx.Tx, e providerEvent) (stri
 //
 //   - a paid order's refunded amount follows the charge's (syncRefunds).
 //
-// A charge whose description names no order of tekrar's, or whose key is not the key tekrar
-// derives from that order's key row (or recorded on its payment), is not tekrar's to settle
-// (reconciliation's job).
+// A charge that is on no payment of tekrar's and whose description names no order of
+// tekrar's, or whose key is not the key tekrar derives from that order's key, is not
+// tekrar's to settle (reconciliation's job).
 func (s *Service) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c providerCharge) (err error) {
+	// A settled order is found by its payment, which names the charge's provider key (its
+	// key row may have been swept long before a refund or dispute arrives), whatever the
+	// description says: a charge adopted by a lost row's retry names the lost order's id
+	// (docs/recovery.md, "Provider keys").
+	var paidOrder int64
+	err = tx.GetContext(ctx, &paidOrder, `SELECT order_id FROM payments WHERE provider_key = $1`, c.Key)
+	switch {
+	case err == nil:
+		return s.syncSettled(ctx, tx, paidOrder, c)
+	case !errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("payment of charge key %s: %w", c.Key, err)
+	}
 	orderID, ok := orderOfDescription(c.Description)
 	if !ok {
 		return nil
 	}
-	// A settled order has its payment, which names the provider key: it is checked there
-	// (its key row may have been swept long before a refund or dispute arrives).
-	var paidKey string
-	err = tx.GetContext(ctx, &paidKey, `SELECT provider_key FROM payments WHERE order_id = $1`, orderID)
-	switch {
-	case err == nil && paidKey == c.Key:
-		return s.syncSettled(ctx, tx, orderID, c)
-	case err == nil:
-		return nil // another charge's order
-	case !errors.Is(err, sql.ErrNoRows):
+	var paid bool
+	if err := tx.GetContext(ctx, &paid, `SELECT EXISTS (SELECT 1 FROM payments WHERE order_id = $1)`, orderID); err != nil {
 		return fmt.Errorf("payment of order %d: %w", orderID, err)
+	}
+	if paid {
+		return nil // another charge's order
 	}
 	var k Key
 	err = tx.GetContext(ctx, &k, `SELECT `+keyColumns+` FROM idempotency_keys WHERE order_id = $1 FOR UPDATE`, orderID)

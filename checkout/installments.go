@@ -22,8 +22,8 @@ import (
 // runs.
 //
 // An installment is one row of installments, keyed by (order_id, n). Each attempt to charge
-// it has a number, and its provider key is derived from the order, n and that number
-// (installmentKey): whoever charges attempt a of installment n — two replicas at once, a
+// it has a number, and its provider key is derived from the order's intent (or, for an order
+// claimed before there was one, the order), n and that number (installmentKey): whoever charges attempt a of installment n — two replicas at once, a
 // rerun after a kill, a process that froze and woke — asks the provider under the same key,
 // and the provider charges at most once per key. The row is claimed with a lease (FOR UPDATE
 // SKIP LOCKED, then a lease token) and the outcome is recorded fenced by that token, so a
@@ -129,12 +129,20 @@ func nextInstallmentAttempt(dueOn civilDate, attempts int, now time.Time, loc *t
 
 // installmentKey is the provider key of attempt a of installment n of an order: stable for
 // the three (a rerun, a second replica, a woken process all send the same), and never the
-// same for two attempts, since a declined charge is final under its key. The order's
-// creation time is part of it, as it is of providerKey, so that an order id reused after a
-// database restore cannot meet an old charge.
-func installmentKey(orderID int64, orderCreated time.Time, n, attempt int) string {
+// same for two attempts, since a declined charge is final under its key. An order claimed
+// with an intent (orders.intent, its key row's) derives it from that intent, as providerKey
+// does, and from nothing of the order's row: an order whose rows were lost and claimed again
+// by the client's retry charges its installments under the first order's keys, and meets
+// the charges already made. An order claimed before keeps the old derivation, from its id
+// and creation time (so that an order id reused after a database restore cannot meet an old
+// charge).
+func installmentKey(orderID int64, orderCreated time.Time, intent []byte, n, attempt int) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "installment\x00%d\x00%d\x00%d\x00%d", orderID, orderCreated.UnixMicro(), n, attempt)
+	if intent != nil {
+		fmt.Fprintf(h, "installment\x00intent\x00%x\x00%d\x00%d", intent, n, attempt)
+	} else {
+		fmt.Fprintf(h, "installment\x00%d\x00%d\x00%d\x00%d", orderID, orderCreated.UnixMicro(), n, attempt)
+	}
 	return "tekrar_in_" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 

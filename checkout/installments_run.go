@@ -94,7 +94,7 @@ func (s *Service) claimInstallment(ctx context.Context, now time.Time) (*install
 		if !c.InFlight {
 			c.Attempts++
 		}
-		c.Key = installmentKey(c.OrderID, c.OrderCreated, c.N, c.Attempts)
+		c.Key = installmentKey(c.OrderID, c.OrderCreated, c.OrderIntent, c.N, c.Attempts)
 		return tx.GetContext(ctx, &c.LeaseToken, takeInstallmentSQL, c.OrderID, c.N, c.Attempts, c.Key,
 			clock.Add(s.cfg.Lease), clock)
 	})

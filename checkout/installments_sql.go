@@ -24,6 +24,7 @@ type installmentClaim struct {
 	LeaseToken   int64     `db:"lease_token"`
 	Currency     string    `db:"currency"`
 	OrderCreated time.Time `db:"order_created"`
+	OrderIntent  []byte    `db:"order_intent"` // orders.intent: see installmentKey
 	// ProviderCustomer is the customer the order's first charge was made with.
 	ProviderCustomer sql.NullString `db:"provider_customer"`
 	PaymentMethod    sql.NullString `db:"payment_method"`
@@ -37,7 +38,7 @@ type installmentClaim struct {
 // is free ($2 the clock), locked, skipping those another run holds locked.
 const dueInstallmentSQL = `
 	SELECT i.order_id, i.n, i.amount, i.due_on, i.attempts, i.in_flight, i.lease_token,
-	       o.currency, o.created_at AS order_created, o.provider_customer, o.payment_method, c.time_zone
+	       o.currency, o.created_at AS order_created, o.intent AS order_intent, o.provider_customer, o.payment_method, c.time_zone
 	  FROM installments i
 	  JOIN orders o ON o.id = i.order_id
 	  JOIN clients c ON c.id = o.client_id

@@ -62,6 +62,10 @@ type Key struct {
 	AttentionReason sql.NullString `db:"attention_reason"`
 	CreatedAt       time.Time      `db:"created_at"`
 	ExpiresAt       time.Time      `db:"expires_at"`
+	// Intent is what the key's provider keys derive from (intentOf, providerKey); nil in a
+	// row claimed before there was one, whose provider keys derive from its id, and in a
+	// tombstone.
+	Intent []byte `db:"intent"`
 	// Tombstone marks what remains of a swept key (see key_tombstones): enough to refuse a
 	// late retry, with ID 0 and no response.
 	Tombstone bool `db:"tombstone"`
@@ -81,7 +85,7 @@ type Key struct {
 // keyColumns is the select list that fills a Key.
 const keyColumns = `id, client_id, key, fingerprint, method, path, state, recovery_point, lease_token,
 	lease_expires_at, order_id, refund_id, response_status, response_headers, response_body,
-	attention_reason, created_at, expires_at, false AS tombstone`
+	attention_reason, created_at, expires_at, intent, false AS tombstone`
 
 // publicIDs reads the public ids of the key's order and refund when the statement that read
 // the key did not: for the rare answers that name them from a key looked up (an expired

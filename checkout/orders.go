@@ -332,7 +332,7 @@ func (o *orderOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
 		}
 	}
 	lines := stockLines(o.in.Items)
-	p := orderClaim{keyClaim: claimOf(k), Amount: o.in.Amount, Currency: o.in.Currency, Items: string(items), Metadata: nullJSON(metadata)}
+	p := orderClaim{keyClaim: claimOf(k, "charge"), Amount: o.in.Amount, Currency: o.in.Currency, Items: string(items), Metadata: nullJSON(metadata)}
 	stockParams(&p, lines)
 	if c := o.in.Customer; c != nil {
 		p.CustomerID, p.CustomerEmail = nullString(c.ID), nullString(c.Email)

@@ -18,14 +18,39 @@ import (
 	"github.com/tekrar/tekrar/internal/problem"
 )
 
-// providerKey derives the key tekrar sends the provider for one step of a key row. It is
-// stable for the row (a resumed request sends the same one, so the provider charges once)
-// and never reveals the client's raw key. created_at is part of it so that a key row id
-// reused after a database restore cannot collide with an old charge.
+// providerKey derives the key tekrar sends the provider for one step ("charge", "refund")
+// of a key row; a cancel fences the charge's. It never reveals the client's raw key.
+//
+// A row claimed with an intent (every row since migration 35) derives it from the intent
+// and the step alone, nothing of the row: a resumed request sends the same key, and so does
+// the client's retry after the row itself was lost (a restore from a backup, a failover
+// under asynchronous replication), which claims a new row for the same intent and meets the
+// provider's first charge instead of charging again (docs/recovery.md, "Provider keys").
+// A row claimed before keeps the old derivation, from its id and created_at, until it
+// ends: its charge may stand at the provider under that key.
 func providerKey(step string, k *Key) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%d\x00%d\x00%s\x00%d", step, k.ID, k.ClientID, k.Key, k.CreatedAt.UnixMicro())
+	if k.Intent != nil {
+		fmt.Fprintf(h, "%s\x00intent\x00%x", step, k.Intent)
+	} else {
+		fmt.Fprintf(h, "%s\x00%d\x00%d\x00%s\x00%d", step, k.ID, k.ClientID, k.Key, k.CreatedAt.UnixMicro())
+	}
 	return "tekrar_" + step[:2] + "_" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// intentOf is what a claim stores as the key row's intent: the SHA-256 of the client, the
+// client's key and what the request is (its scope fingerprint, or on a route without one
+// its exact fingerprint). Every retry the key row would answer has the row's intent, a lost
+// row's retry included, and a request of another client, key or scope has another. The key
+// is length-prefixed: no choice of key can make two intents' inputs alike.
+func intentOf(k *Key) []byte {
+	what := k.ScopeFingerprint
+	if what == nil {
+		what = k.Fingerprint
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "tekrar intent 1\x00%d\x00%d:%s\x00%x", k.ClientID, len(k.Key), k.Key, what)
+	return h.Sum(nil)
 }
 
 // keyClaim is the key row a claim inserts (or finds a tombstone for), the part of its
@@ -43,14 +68,38 @@ type keyClaim struct {
 	LeaseExpiresAt   sql.NullTime   `db:"lease_expires_at"`
 	CreatedAt        time.Time      `db:"created_at"` // also now
 	ExpiresAt        time.Time      `db:"expires_at"`
+	// Intent is intentOf the key: its provider keys derive from it (providerKey). The
+	// claim stores NULL instead (the row's own derivation) when tekrar still holds what
+	// IntentKey, the intent's key for the claim's step, was used for (orderIntentSQL).
+	Intent    []byte `db:"intent"`
+	IntentKey string `db:"intent_key"`
 }
 
-// claimOf is the key row of k as a claim inserts it.
-func claimOf(k *Key) keyClaim {
+// claimOf is the key row of k as a claim of step ("charge", "refund") inserts it.
+func claimOf(k *Key, step string) keyClaim {
+	intent := intentOf(k)
 	return keyClaim{ClientID: k.ClientID, Key: k.Key, Fingerprint: k.Fingerprint, Method: k.Method, Path: k.Path,
 		ScopeFingerprint: k.ScopeFingerprint, CardFingerprint: k.CardFingerprint,
-		LeaseExpiresAt: k.LeaseExpiresAt, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt}
+		LeaseExpiresAt: k.LeaseExpiresAt, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt,
+		Intent: intent, IntentKey: providerKey(step, &Key{Intent: intent})}
 }
+
+// The claims' intent: a key forgotten by tekrar (swept, its tombstone ended) and reused by
+// the client for a request with the same scope has the intent of the key's first request,
+// and the provider, which may remember that request's provider key for longer, would answer
+// the new request with the first one's charge or refund. The first request is still in
+// tekrar when its payment, its refund or the compensation of its canceled charge names that
+// key (a lost row's retry finds none of them: they were lost with the row, or never made):
+// the new row then derives its provider keys from itself, as rows did before there were
+// intents, and the request is the new intent the docs promise. Each test is one probe of a
+// unique index.
+const (
+	orderIntentSQL = `CASE WHEN EXISTS (SELECT 1 FROM payments WHERE provider_key = :intent_key)
+	                       OR EXISTS (SELECT 1 FROM compensations WHERE charge_key = :intent_key)
+	                  THEN NULL ELSE CAST(:intent AS bytea) END`
+	refundIntentSQL = `CASE WHEN EXISTS (SELECT 1 FROM refunds WHERE provider_key = :intent_key)
+	                   THEN NULL ELSE CAST(:intent AS bytea) END`
+)
 
 // orderClaim is the parameters of claimOrder: the key row it inserts and the pending order.
 type orderClaim struct {
@@ -84,7 +133,7 @@ var claimOrderSQL = named[orderClaim](`
 	           'finished' AS recovery_point, CAST(0 AS bigint) AS lease_token, CAST(NULL AS timestamptz) AS lease_expires_at,
 	           t.order_id, t.refund_id, CAST(NULL AS int) AS response_status, CAST(NULL AS jsonb) AS response_headers,
 	           CAST(NULL AS bytea) AS response_body, CAST(NULL AS text) AS attention_reason, t.first_seen AS created_at,
-	           t.expired_at AS expires_at, true AS tombstone,
+	           t.expired_at AS expires_at, CAST(NULL AS bytea) AS intent, true AS tombstone,
 	           coalesce(CAST(o.public_id AS text), '') AS order_public_id, coalesce(CAST(r.public_id AS text), '') AS refund_public_id
 	      FROM key_tombstones t
 	      LEFT JOIN orders o ON o.id = t.order_id
@@ -93,20 +142,20 @@ var claimOrderSQL = named[orderClaim](`
 	), k AS (
 	    INSERT INTO idempotency_keys
 	           (client_id, key, fingerprint, method, path, state, recovery_point,
-	            lease_expires_at, order_id, created_at, expires_at, scope_fingerprint, card_fingerprint)
+	            lease_expires_at, order_id, created_at, expires_at, scope_fingerprint, card_fingerprint, intent)
 	    SELECT :client_id, :key, CAST(:fingerprint AS bytea), :method, :path, 'in_progress', 'order_created',
 	           :lease_expires_at, nextval('orders_id_seq'), :created_at, :expires_at,
-	           CAST(:scope_fingerprint AS bytea), :card_fingerprint
+	           CAST(:scope_fingerprint AS bytea), :card_fingerprint, ` + orderIntentSQL + `
 	     WHERE NOT EXISTS (SELECT 1 FROM t)
 	    ON CONFLICT (client_id, key) DO NOTHING
 	    RETURNING ` + keyColumns + `
 	), o AS (
 	    INSERT INTO orders (id, client_id, status, amount, currency, items, customer_id,
 	                        customer_email, metadata, created_at, updated_at,
-	                        installments, payment_customer, payment_method, provider_customer)
+	                        installments, payment_customer, payment_method, provider_customer, intent)
 	    SELECT k.order_id, :client_id, 'pending', :amount, :currency, :items, :customer_id,
 	           :customer_email, :metadata, :created_at, :created_at,
-	           :installments, :payment_customer, :payment_method, :provider_customer FROM k
+	           :installments, :payment_customer, :payment_method, :provider_customer, k.intent FROM k
 	    RETURNING public_id
 	), i AS (
 	    INSERT INTO installments (order_id, n, amount, due_on, due_at, next_attempt_at, updated_at)

@@ -44,7 +44,7 @@ func lookupKeys(ctx context.Context, db sqlx.QueryerContext, clientID int64, key
 		  FROM idempotency_keys WHERE client_id = $1 AND key = ANY($2)
 		UNION ALL
 		SELECT 0, t.client_id, t.key, t.fingerprint, t.method, t.path, 'completed', 'finished', 0, NULL,
-		       t.order_id, t.refund_id, NULL, NULL, NULL, NULL, t.first_seen, t.expired_at, true, '', ''
+		       t.order_id, t.refund_id, NULL, NULL, NULL, NULL, t.first_seen, t.expired_at, NULL, true, '', ''
 		  FROM key_tombstones t
 		 WHERE t.client_id = $1 AND t.key = ANY($2) AND t.forget_at > $3`, clientID, pq.StringArray(keys), now)
 	if err != nil {
@@ -98,13 +98,14 @@ const claimSalesSQL = `
 	WITH i AS (
 	    SELECT * FROM unnest(CAST($5 AS text[]), CAST($6 AS bytea[]), CAST($7 AS text[]), CAST($8 AS bigint[]),
 	                         CAST($9 AS text[]), CAST($10 AS text[]), CAST($11 AS text[]), CAST($12 AS text[]),
-	                         CAST($13 AS text[]), CAST($14 AS int[]), CAST($15 AS text[]))
+	                         CAST($13 AS text[]), CAST($14 AS int[]), CAST($15 AS text[]), CAST($16 AS bytea[]),
+	                         CAST($17 AS text[]))
 	           AS i(key, fingerprint, public_id, amount, currency, items, customer_id, customer_email,
-	                metadata, response_status, response_body)
+	                metadata, response_status, response_body, intent, intent_key)
 	), k AS (
 	    INSERT INTO idempotency_keys
 	           (client_id, key, fingerprint, method, path, state, recovery_point, lease_expires_at, order_id,
-	            response_status, response_headers, response_body, created_at, completed_at, expires_at)
+	            response_status, response_headers, response_body, created_at, completed_at, expires_at, intent)
 	    SELECT $1, i.key, i.fingerprint, 'POST', '/v1/orders',
 	           CASE WHEN i.response_status IS NULL THEN 'in_progress' ELSE 'completed' END,
 	           CASE WHEN i.response_status IS NULL THEN 'order_created' ELSE 'finished' END,
@@ -112,7 +113,11 @@ const claimSalesSQL = `
 	           nextval('orders_id_seq'), i.response_status,
 	           CASE WHEN i.response_status IS NOT NULL THEN CAST('{"Content-Type":"application/json"}' AS jsonb) END,
 	           CASE WHEN i.response_status IS NOT NULL THEN convert_to(i.response_body, 'UTF8') END, $2,
-	           CASE WHEN i.response_status IS NOT NULL THEN CAST($2 AS timestamptz) END, $4
+	           CASE WHEN i.response_status IS NOT NULL THEN CAST($2 AS timestamptz) END, $4,
+	           -- orderIntentSQL's test: a forgotten key reused derives from its row
+	           CASE WHEN EXISTS (SELECT 1 FROM payments p WHERE p.provider_key = i.intent_key)
+	                  OR EXISTS (SELECT 1 FROM compensations c WHERE c.charge_key = i.intent_key)
+	                THEN NULL ELSE i.intent END
 	      FROM i
 	     WHERE NOT EXISTS (SELECT 1 FROM key_tombstones t WHERE t.client_id = $1 AND t.key = i.key AND t.forget_at > $2)
 	     ORDER BY i.key
@@ -120,10 +125,10 @@ const claimSalesSQL = `
 	    RETURNING ` + keyColumns + `
 	), o AS (
 	    INSERT INTO orders (id, public_id, client_id, status, amount, currency, items, customer_id,
-	                        customer_email, metadata, captured_amount, created_at, updated_at)
+	                        customer_email, metadata, captured_amount, created_at, updated_at, intent)
 	    SELECT k.order_id, i.public_id, $1, CASE WHEN i.response_status IS NULL THEN 'pending' ELSE 'paid' END,
 	           i.amount, i.currency, CAST(i.items AS jsonb), i.customer_id, i.customer_email,
-	           CAST(i.metadata AS jsonb), CASE WHEN i.response_status IS NULL THEN 0 ELSE i.amount END, $2, $2
+	           CAST(i.metadata AS jsonb), CASE WHEN i.response_status IS NULL THEN 0 ELSE i.amount END, $2, $2, k.intent
 	      FROM k JOIN i ON i.key = k.key
 	    RETURNING id, public_id
 	)
@@ -210,12 +215,12 @@ func (s *Service) claimSales(ctx context.Context, tx *sqlx.Tx, c clients.Client,
 		}
 	}
 	var (
-		keys, publicIDs, currencies, items, bodies []string
-		customerIDs, customerEmails, metadata      []sql.NullString
-		fps                                        pq.ByteaArray
-		amounts                                    []int64
-		statuses                                   []sql.NullInt64
-		byKey                                      = map[string]*saleWork{}
+		keys, publicIDs, currencies, items, bodies, intentKeys []string
+		customerIDs, customerEmails, metadata                  []sql.NullString
+		fps, intents                                           pq.ByteaArray
+		amounts                                                []int64
+		statuses                                               []sql.NullInt64
+		byKey                                                  = map[string]*saleWork{}
 	)
 	for _, w := range ws {
 		for _, l := range w.lines {
@@ -254,6 +259,8 @@ func (s *Service) claimSales(ctx context.Context, tx *sqlx.Tx, c clients.Client,
 			append(currencies, in.Currency), append(items, it), append(bodies, body)
 		customerIDs, customerEmails, metadata = append(customerIDs, cid), append(customerEmails, cemail), append(metadata, md)
 		fps, amounts, statuses = append(fps, w.fp[:]), append(amounts, in.Amount), append(statuses, status)
+		ic := claimOf(&Key{ClientID: c.ID, Key: w.sale.Key, Fingerprint: w.fp[:]}, "charge")
+		intents, intentKeys = append(intents, ic.Intent), append(intentKeys, ic.IntentKey)
 		byKey[w.sale.Key] = w
 	}
 	claimed := map[string]*Key{}
@@ -264,7 +271,7 @@ func (s *Service) claimSales(ctx context.Context, tx *sqlx.Tx, c clients.Client,
 	err := tx.SelectContext(ctx, &rows, claimSalesSQL, c.ID, now, now.Add(s.cfg.Lease), now.Add(c.KeyTTL),
 		pq.StringArray(keys), fps, pq.StringArray(publicIDs), pq.Int64Array(amounts), pq.StringArray(currencies),
 		pq.StringArray(items), pq.Array(customerIDs), pq.Array(customerEmails), pq.Array(metadata),
-		pq.Array(statuses), pq.StringArray(bodies))
+		pq.Array(statuses), pq.StringArray(bodies), intents, pq.StringArray(intentKeys))
 	if err != nil {
 		return nil, fmt.Errorf("claim sales: %w", err)
 	}

@@ -193,7 +193,8 @@ func (r *reconcileRun) owner(ctx context.Context, ch psp.Charge) (o ownerOrder, 
 	}
 	o.order = &row
 	if row.KeyID.Valid {
-		k := Key{ID: row.KeyID.Int64, ClientID: row.KeyClientID.Int64, Key: row.Key.String, CreatedAt: row.KeyCreatedAt.Time}
+		k := Key{ID: row.KeyID.Int64, ClientID: row.KeyClientID.Int64, Key: row.Key.String, CreatedAt: row.KeyCreatedAt.Time,
+			Intent: row.KeyIntent}
 		o.own = providerKey("charge", &k) == ch.Key
 	}
 	switch {

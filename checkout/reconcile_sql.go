@@ -71,13 +71,15 @@ type chargeOrder struct {
 	KeyClientID  sql.NullInt64  `db:"key_client_id"`
 	Key          sql.NullString `db:"key"`
 	KeyCreatedAt sql.NullTime   `db:"key_created_at"`
+	KeyIntent    []byte         `db:"key_intent"`
 }
 
 // chargeOrderSQL reads order $1 and the key that created it (a refund's key names its
 // refund, not the order).
 const chargeOrderSQL = `
 	SELECT o.id, o.client_id, o.status, o.amount, o.currency,
-	       k.id AS key_id, k.client_id AS key_client_id, k.key, k.created_at AS key_created_at
+	       k.id AS key_id, k.client_id AS key_client_id, k.key, k.created_at AS key_created_at,
+	       k.intent AS key_intent
 	  FROM orders o LEFT JOIN idempotency_keys k ON k.order_id = o.id
 	 WHERE o.id = $1`
 

@@ -35,7 +35,7 @@ var refundTombstoneSQL = named[refundClaim](`
 	       'finished' AS recovery_point, CAST(0 AS bigint) AS lease_token, CAST(NULL AS timestamptz) AS lease_expires_at,
 	       t.order_id, t.refund_id, CAST(NULL AS int) AS response_status, CAST(NULL AS jsonb) AS response_headers,
 	       CAST(NULL AS bytea) AS response_body, CAST(NULL AS text) AS attention_reason, t.first_seen AS created_at,
-	       t.expired_at AS expires_at, true AS tombstone,
+	       t.expired_at AS expires_at, CAST(NULL AS bytea) AS intent, true AS tombstone,
 	       coalesce(CAST(o.public_id AS text), '') AS order_public_id, coalesce(CAST(r.public_id AS text), '') AS refund_public_id
 	  FROM key_tombstones t
 	  LEFT JOIN orders o ON o.id = t.order_id
@@ -45,10 +45,10 @@ var refundTombstoneSQL = named[refundClaim](`
 var claimRefundKeySQL = named[refundClaim](`
 	INSERT INTO idempotency_keys
 	       (client_id, key, fingerprint, method, path, state, recovery_point,
-	        lease_expires_at, refund_id, created_at, expires_at, scope_fingerprint, card_fingerprint)
+	        lease_expires_at, refund_id, created_at, expires_at, scope_fingerprint, card_fingerprint, intent)
 	VALUES (:client_id, :key, CAST(:fingerprint AS bytea), :method, :path, 'in_progress', 'refund_created', -- bytea, see claimOrder
 	        :lease_expires_at, nextval('refunds_id_seq'), :created_at, :expires_at,
-	        CAST(:scope_fingerprint AS bytea), :card_fingerprint)
+	        CAST(:scope_fingerprint AS bytea), :card_fingerprint, ` + refundIntentSQL + `)
 	ON CONFLICT (client_id, key) DO NOTHING
 	RETURNING ` + keyColumns)
 
@@ -93,7 +93,7 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderPublicID string, 
 	if !ValidOrderID(orderPublicID) {
 		return nil, false, ErrOrderNotFound
 	}
-	p := refundClaim{keyClaim: claimOf(k), OrderPublicID: orderPublicID, Amount: in.Amount, Reason: nullString(in.Reason)}
+	p := refundClaim{keyClaim: claimOf(k, "refund"), OrderPublicID: orderPublicID, Amount: in.Amount, Reason: nullString(in.Reason)}
 	var out *Key
 	err := inTx(ctx, d, "claim refund", func(tx *sqlx.Tx) error {
 		var tomb Key

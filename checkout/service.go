@@ -8,7 +8,8 @@
 // state that a retry can resume:
 //
 //  1. claim: insert the key row and create the order (or refund), in one statement;
-//  2. call the provider with a key derived from the key row, never the client's raw key;
+//  2. call the provider with a key derived from the request's intent (providerKey), never
+//     the client's raw key;
 //  3. complete: record the payment, the order status and the response, and finish the key,
 //     fenced by the lease token so that a worker that lost its lease writes nothing.
 //
