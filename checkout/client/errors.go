@@ -122,6 +122,8 @@ const (
 	CodeInstallmentInFlight           Code = "installment_in_flight"
 	CodeRefundExceedsFirstInstallment Code = "refund_exceeds_first_installment"
 	CodeCardIdentityUnavailable       Code = "card_identity_unavailable"
+	CodeRefundedAtProvider            Code = "refunded_at_provider"
+	CodeRefundRefused                 Code = "refund_refused"
 )
 
 var (
@@ -166,4 +168,6 @@ var (
 	ErrInstallmentInFlight           = sentinel(CodeInstallmentInFlight)
 	ErrRefundExceedsFirstInstallment = sentinel(CodeRefundExceedsFirstInstallment)
 	ErrCardIdentityUnavailable       = sentinel(CodeCardIdentityUnavailable)
+	ErrRefundedAtProvider            = sentinel(CodeRefundedAtProvider)
+	ErrRefundRefused                 = sentinel(CodeRefundRefused)
 )
