@@ -51,7 +51,9 @@ func TestInboxDeadLetters(t *testing.T) {
 	if p.doc.Find("a.replay").Length() != 0 {
 		t.Error("a viewer is offered a replay")
 	}
-	replay := func(webhookID string) string { return "/admin/inbox/dead/" + strconv.FormatInt(idOf(webhookID), 10) + "/replay" }
+	replay := func(webhookID string) string {
+		return "/admin/inbox/dead/" + strconv.FormatInt(idOf(webhookID), 10) + "/replay"
+	}
 	if s := viewer.do("GET", replay("evt_ok"), nil).status; s != http.StatusForbidden {
 		t.Errorf("a viewer's replay form: %d, want 403", s)
 	}
