@@ -100,8 +100,58 @@ func decodeStrict(body []byte, v any) *problem.Problem {
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return checkout.ValidationFailed([]checkout.FieldError{{Field: name, Message: "is not a known field"}})
 	default:
-		return problem.Of(problem.CodeMalformedJSON)
+		return problem.Of(problem.CodeMalformedJSON).WithDetail(whereJSONStopped(err, body))
 	}
+}
+
+// whereJSONStopped says where a body stopped parsing as JSON and what JSON expected there:
+// by byte offset (from 1) and kind, never quoting the body, which may hold a card token.
+func whereJSONStopped(err error, body []byte) string {
+	var se *json.SyntaxError
+	switch {
+	case errors.Is(err, io.EOF):
+		return "the body is empty: send a JSON document"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Sprintf("the body ends at byte %d, inside the JSON document: it was cut short", len(body))
+	case errors.As(err, &se):
+		return fmt.Sprintf("an unexpected character at byte %d, where JSON expected %s", se.Offset, jsonExpected(se.Error()))
+	}
+	return "the body is not valid JSON"
+}
+
+// jsonExpected turns the context of encoding/json's syntax error ("invalid character 'x'
+// looking for beginning of value") into what JSON expected, leaving out the character.
+func jsonExpected(msg string) string {
+	ctx := msg
+	if rest, ok := strings.CutPrefix(msg, "invalid character "); ok && len(rest) > 1 {
+		if i := strings.Index(rest[1:], "' "); i >= 0 {
+			ctx = rest[i+3:]
+		}
+	}
+	switch {
+	case ctx == "looking for beginning of object key string":
+		return "the beginning of a member name (a string)"
+	case ctx == "looking for beginning of value":
+		return "the beginning of a value"
+	case ctx == "after object key":
+		return "a colon after the member name"
+	case ctx == "after object key:value pair":
+		return "a comma or the end of the object"
+	case ctx == "after array element":
+		return "a comma or the end of the list"
+	case ctx == "after top-level value":
+		return "the end of the document"
+	case ctx == "in string literal":
+		return "no control character inside a string"
+	case ctx == "in string escape code", strings.HasPrefix(ctx, "in \\u"):
+		return "a valid escape inside a string"
+	case ctx == "in numeric literal":
+		return "a number"
+	case strings.HasPrefix(ctx, "in literal "):
+		lit, _, _ := strings.Cut(strings.TrimPrefix(ctx, "in literal "), " ")
+		return "the literal " + lit
+	}
+	return "valid JSON"
 }
 
 // unknownMember walks a decoded document alongside the Go type it is to be decoded into

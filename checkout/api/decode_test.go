@@ -285,3 +285,32 @@ func writeString(b *bytes.Buffer, rng *rand.Rand, s string) {
 	}
 	b.WriteByte('"')
 }
+
+// A body that is not JSON says where it stopped parsing and what JSON expected there, by
+// offset and kind, never quoting the body (it may hold a card token): a trailing comma, a
+// cut body and an empty body are told apart.
+func TestMalformedJSONSaysWhere(t *testing.T) {
+	tests := []struct{ name, body, detail string }{
+		{"a trailing comma", `{"amount":100,"reason":"tok_visa",}`, "an unexpected character at byte 35, where JSON expected the beginning of a member name (a string)"},
+		{"a cut body", `{"amount":100,"reason":"tok_vi`, "the body ends at byte 30, inside the JSON document: it was cut short"},
+		{"an empty body", ``, "the body is empty: send a JSON document"},
+		{"only whitespace", " \n", "the body is empty: send a JSON document"},
+		{"not JSON at all", `@tok_visa`, "an unexpected character at byte 1, where JSON expected the beginning of a value"},
+		{"a literal misspelt", `{"amount":100,"reason":nul}`, "an unexpected character at byte 27, where JSON expected the literal null"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var in checkout.RefundInput
+			p := decodeStrict([]byte(tt.body), &in)
+			if p == nil || p.Status != 400 || p.Code != "malformed_json" {
+				t.Fatalf("%+v, want 400 malformed_json", p)
+			}
+			if p.Detail != tt.detail {
+				t.Errorf("detail %q, want %q", p.Detail, tt.detail)
+			}
+			if strings.Contains(p.Detail, "tok_") {
+				t.Errorf("the detail quotes the body: %q", p.Detail)
+			}
+		})
+	}
+}
