@@ -71,6 +71,9 @@ func decodeStrict(body []byte, v any) *problem.Problem {
 			if field, ok := unknownMember(doc, reflect.TypeOf(v), ""); ok {
 				return checkout.ValidationFailed([]checkout.FieldError{{Field: field, Message: "is not a known field (names are case-sensitive)"}})
 			}
+			if missing := missingMembers(doc, reflect.TypeOf(v), "", nil); len(missing) > 0 {
+				return checkout.ValidationFailed(missing)
+			}
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -194,6 +197,47 @@ func unknownMember(doc any, t reflect.Type, path string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// missingMembers walks a decoded document alongside the Go type it is to be decoded into
+// and lists, in field order, the members that the type tags tekrar:"required" and the
+// document leaves out or sends as null. encoding/json would decode either as the zero
+// value, and for a price, a stock level, an amount or a quantity zero is a value of its own:
+// a PUT without its price must not set the price to 0. Values of another shape than the
+// type are left to the decoder.
+func missingMembers(doc any, t reflect.Type, path string, out []checkout.FieldError) []checkout.FieldError {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch v := doc.(type) {
+	case map[string]any:
+		switch t.Kind() {
+		case reflect.Struct:
+			for f := range t.Fields() {
+				name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+				if name == "" || name == "-" {
+					continue
+				}
+				m, present := v[name]
+				if (!present || m == nil) && f.Tag.Get("tekrar") == "required" {
+					out = append(out, checkout.FieldError{Field: joinPath(path, name), Message: "is required"})
+					continue
+				}
+				out = missingMembers(m, f.Type, joinPath(path, name), out)
+			}
+		case reflect.Map:
+			for _, name := range slices.Sorted(maps.Keys(v)) {
+				out = missingMembers(v[name], t.Elem(), joinPath(path, name), out)
+			}
+		}
+	case []any:
+		if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+			for i, e := range v {
+				out = missingMembers(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), out)
+			}
+		}
+	}
+	return out
 }
 
 // jsonFields maps the JSON names of a struct's fields, as encoding/json names them, to
