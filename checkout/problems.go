@@ -10,7 +10,7 @@ import (
 func keyReused(k *Key, method, path string) *problem.Problem {
 	detail := "this Idempotency-Key was first used with a different request body; use a new key for a new intent"
 	if k.Method != method || k.Path != path {
-		detail = fmt.Sprintf("this Idempotency-Key was first used on %s %s", k.Method, k.Path)
+		detail = fmt.Sprintf("this Idempotency-Key was first used on %s %s; use a new key for a new intent", k.Method, k.Path)
 	}
 	return problem.Of(problem.CodeIdempotencyKeyReused).WithDetail(detail).Advised()
 }
