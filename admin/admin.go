@@ -110,6 +110,8 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	acts.POST("/keys/:client/:key/expire", h(c.expire))
 	acts.GET("/webhooks/deliveries/:delivery/redeliver", h(c.redeliverForm))
 	acts.POST("/webhooks/deliveries/:delivery/redeliver", h(c.redeliver))
+	acts.GET("/inbox/dead/:id/replay", h(c.replayForm))
+	acts.POST("/inbox/dead/:id/replay", h(c.replay))
 	acts.GET("/operators", h(c.operators))
 	acts.GET("/operators/:id/end-sessions", h(c.endSessionsForm))
 	acts.POST("/operators/:id/end-sessions", h(c.endSessions))

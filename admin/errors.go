@@ -58,6 +58,7 @@ var missing = []struct {
 	{ErrNoOperator, noSuchOperator},
 	{hooks.ErrEndpointNotFound, "There is no such webhook endpoint."},
 	{hooks.ErrDeliveryNotFound, "There is no such webhook delivery."},
+	{checkout.ErrDeadLetterNotFound, "There is no such dead letter."},
 }
 
 // handle is the one way a console handler (or middleware) is mounted: what h returns is

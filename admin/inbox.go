@@ -14,7 +14,8 @@ import (
 )
 
 // inbox lists the payment provider's events as tekrar received them (?charge= narrows it to
-// one charge's events).
+// one charge's events), and the dead letters: signed events it could not store (?view=dead
+// lists only those).
 func (a *console) inbox(c *gin.Context) error {
 	charge := strings.TrimSpace(c.Query("charge"))
 	rows, counts, err := report.Inbox(c.Request.Context(), a.DB, charge)
@@ -26,8 +27,13 @@ func (a *console) inbox(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	dead, waiting, err := report.DeadLetters(c.Request.Context(), a.DB)
+	if err != nil {
+		return err
+	}
 	p := views.InboxPage{Nav: nav(c, "Inbox"), Charge: charge, Events: counts.Events, Applied: counts.Applied,
-		Stale: counts.Stale, Ignored: counts.Ignored, Duplicates: counts.Duplicates}
+		Stale: counts.Stale, Ignored: counts.Ignored, Duplicates: counts.Duplicates,
+		DeadOnly: c.Query("view") == "dead", DeadLetters: deadLetterLines(c, dead), DeadWaiting: waiting}
 	for _, r := range refusals.ByReason {
 		p.Refusals = append(p.Refusals, views.InboxRefusalLine{Reason: r.Reason, LastHour: r.LastHour, LastDay: r.LastDay})
 		if r.Reason != checkout.RefusalApplyFailed && r.LastHour > 0 {

@@ -97,3 +97,18 @@ func TestStoredProblemBodiesKeepTheirBytes(t *testing.T) {
 		})
 	}
 }
+
+// A key reused for another request is safe_new_key false (tekrar cannot tell a new purchase
+// from a retry whose body changed), so its detail may not tell the client to use a new key
+// unconditionally; it says what to do either way, on another body and on another endpoint.
+func TestKeyReusedAdviceAgreesWithItsDetail(t *testing.T) {
+	for _, k := range []*Key{{Method: "POST", Path: "/v1/orders"}, {Method: "POST", Path: "/v1/orders/ord_1/refunds"}} {
+		p := keyReused(k, "POST", "/v1/orders")
+		if p.Extensions["safe_new_key"] != false || p.Extensions["retryable"] != false {
+			t.Errorf("%s %s: %+v, want safe_new_key false, retryable false", k.Method, k.Path, p.Extensions)
+		}
+		if strings.Contains(p.Detail, "use a new key") || !strings.Contains(p.Detail, "resend its body") {
+			t.Errorf("%s %s: detail %q contradicts safe_new_key false, or says nothing of a retry", k.Method, k.Path, p.Detail)
+		}
+	}
+}

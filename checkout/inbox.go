@@ -73,6 +73,7 @@ const (
 	InboxStale     = "stale"     // a newer event of the charge was applied first: stored, changes nothing
 	InboxIgnored   = "ignored"   // a type tekrar does not act on: stored and acknowledged
 	InboxDuplicate = "duplicate" // delivered before: counted, changes nothing
+	// InboxDeadLetter (deadletters.go): signed, but not storable as it is: kept raw, acknowledged
 )
 
 // knownProviderEvents are the event types the inbox applies.
@@ -83,7 +84,23 @@ var knownProviderEvents = map[string]bool{
 
 // ReceiveProviderEvent records the verified event pe (body as received) of provider and
 // applies it, in one transaction.
+//
+// An event the database refuses as data (refusedAsData) is refused on every redelivery too:
+// it is kept as a dead letter instead, and the outcome is InboxDeadLetter. Any other error
+// is returned, for the delivery to be answered 5xx and delivered again.
 func (s *Service) ReceiveProviderEvent(ctx context.Context, provider string, body []byte, pe psp.Event) (outcome string, err error) {
+	outcome, err = s.receive(ctx, providerEventOf(provider, body, pe))
+	if u, ok := refusedAsData(err); ok {
+		if err := s.DeadLetter(ctx, provider, pe.ID, body, u); err != nil {
+			return "", err
+		}
+		return InboxDeadLetter, nil
+	}
+	return outcome, err
+}
+
+// providerEventOf is the inbox's record of the decoded event pe of provider, body as received.
+func providerEventOf(provider string, body []byte, pe psp.Event) providerEvent {
 	e := providerEvent{Provider: provider, ID: pe.ID, Type: pe.Type, Body: body}
 	if d := pe.Data; d.ChargeID != "" {
 		e.Charge = &providerCharge{ID: d.ChargeID, Key: d.ChargeKey, Description: d.Description,
@@ -91,7 +108,7 @@ func (s *Service) ReceiveProviderEvent(ctx context.Context, provider string, bod
 			Amount: d.Amount, Currency: d.Currency, Refunded: d.RefundedAmount,
 			Disputed: d.Dispute != nil && d.Dispute.Status == psp.DisputeOpen, Dispute: d.Dispute}
 	}
-	return s.receive(ctx, e)
+	return e
 }
 
 // receive records e and applies it, in one transaction.

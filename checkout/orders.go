@@ -27,7 +27,7 @@ type OrderInput struct {
 	// arrives (see BindCart).
 	Items    []Item            `json:"items,omitempty"`
 	CartID   string            `json:"cart_id,omitempty"`
-	Amount   int64             `json:"amount"`
+	Amount   int64             `json:"amount" tekrar:"required"`
 	Payment  PaymentInput      `json:"payment"`
 	Customer *Customer         `json:"customer,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
@@ -42,8 +42,8 @@ type OrderInput struct {
 type Item struct {
 	SKU        string `json:"sku"`
 	Name       string `json:"name"`
-	Quantity   int64  `json:"quantity"`
-	UnitAmount int64  `json:"unit_amount"`
+	Quantity   int64  `json:"quantity" tekrar:"required"`
+	UnitAmount int64  `json:"unit_amount" tekrar:"required"`
 	FromStock  bool   `json:"from_stock,omitempty"`
 }
 

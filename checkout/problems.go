@@ -7,10 +7,14 @@ import (
 	"github.com/tekrar/tekrar/internal/problem"
 )
 
+// keyReusedNext is what a client does after idempotency_key_reused, in step with its
+// safe_new_key false: tekrar cannot tell a new purchase from a retry whose body changed.
+const keyReusedNext = "If this retries the first request, resend its body; only a request you know to be a new purchase may go under another key"
+
 func keyReused(k *Key, method, path string) *problem.Problem {
-	detail := "this Idempotency-Key was first used with a different request body; use a new key for a new intent"
+	detail := "this Idempotency-Key was first used with a different request body; nothing was executed. " + keyReusedNext
 	if k.Method != method || k.Path != path {
-		detail = fmt.Sprintf("this Idempotency-Key was first used on %s %s", k.Method, k.Path)
+		detail = fmt.Sprintf("this Idempotency-Key was first used on %s %s; nothing was executed. %s", k.Method, k.Path, keyReusedNext)
 	}
 	return problem.Of(problem.CodeIdempotencyKeyReused).WithDetail(detail).Advised()
 }

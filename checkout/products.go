@@ -19,9 +19,9 @@ import (
 // makes sure no sale happened since it read the level it corrects.
 type ProductInput struct {
 	Name     string `json:"name"`
-	Price    int64  `json:"price"`
+	Price    int64  `json:"price" tekrar:"required"`
 	Currency string `json:"currency"`
-	Stock    int64  `json:"stock"`
+	Stock    int64  `json:"stock" tekrar:"required"`
 }
 
 // MaxStock bounds a product's level, so that no sum of levels and quantities overflows.

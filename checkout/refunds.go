@@ -17,7 +17,7 @@ import (
 
 // RefundInput is the body of POST /v1/orders/{id}/refunds.
 type RefundInput struct {
-	Amount int64  `json:"amount"`
+	Amount int64  `json:"amount" tekrar:"required"`
 	Reason string `json:"reason,omitempty"`
 	// Restock puts back into stock what the order took from it (its from_stock lines):
 	// all of it not put back yet, or only RestockItems. It happens once, with the refund's
@@ -29,7 +29,7 @@ type RefundInput struct {
 // RestockItem is a quantity of one sku to put back.
 type RestockItem struct {
 	SKU      string `json:"sku"`
-	Quantity int64  `json:"quantity"`
+	Quantity int64  `json:"quantity" tekrar:"required"`
 }
 
 // Validate lists every problem with the input.

@@ -71,6 +71,9 @@ func decodeStrict(body []byte, v any) *problem.Problem {
 			if field, ok := unknownMember(doc, reflect.TypeOf(v), ""); ok {
 				return checkout.ValidationFailed([]checkout.FieldError{{Field: field, Message: "is not a known field (names are case-sensitive)"}})
 			}
+			if missing := missingMembers(doc, reflect.TypeOf(v), "", nil); len(missing) > 0 {
+				return checkout.ValidationFailed(missing)
+			}
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -100,8 +103,58 @@ func decodeStrict(body []byte, v any) *problem.Problem {
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return checkout.ValidationFailed([]checkout.FieldError{{Field: name, Message: "is not a known field"}})
 	default:
-		return problem.Of(problem.CodeMalformedJSON)
+		return problem.Of(problem.CodeMalformedJSON).WithDetail(whereJSONStopped(err, body))
 	}
+}
+
+// whereJSONStopped says where a body stopped parsing as JSON and what JSON expected there:
+// by byte offset (from 1) and kind, never quoting the body, which may hold a card token.
+func whereJSONStopped(err error, body []byte) string {
+	var se *json.SyntaxError
+	switch {
+	case errors.Is(err, io.EOF):
+		return "the body is empty: send a JSON document"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Sprintf("the body ends at byte %d, inside the JSON document: it was cut short", len(body))
+	case errors.As(err, &se):
+		return fmt.Sprintf("an unexpected character at byte %d, where JSON expected %s", se.Offset, jsonExpected(se.Error()))
+	}
+	return "the body is not valid JSON"
+}
+
+// jsonExpected turns the context of encoding/json's syntax error ("invalid character 'x'
+// looking for beginning of value") into what JSON expected, leaving out the character.
+func jsonExpected(msg string) string {
+	ctx := msg
+	if rest, ok := strings.CutPrefix(msg, "invalid character "); ok && len(rest) > 1 {
+		if i := strings.Index(rest[1:], "' "); i >= 0 {
+			ctx = rest[i+3:]
+		}
+	}
+	switch {
+	case ctx == "looking for beginning of object key string":
+		return "the beginning of a member name (a string)"
+	case ctx == "looking for beginning of value":
+		return "the beginning of a value"
+	case ctx == "after object key":
+		return "a colon after the member name"
+	case ctx == "after object key:value pair":
+		return "a comma or the end of the object"
+	case ctx == "after array element":
+		return "a comma or the end of the list"
+	case ctx == "after top-level value":
+		return "the end of the document"
+	case ctx == "in string literal":
+		return "no control character inside a string"
+	case ctx == "in string escape code", strings.HasPrefix(ctx, "in \\u"):
+		return "a valid escape inside a string"
+	case ctx == "in numeric literal":
+		return "a number"
+	case strings.HasPrefix(ctx, "in literal "):
+		lit, _, _ := strings.Cut(strings.TrimPrefix(ctx, "in literal "), " ")
+		return "the literal " + lit
+	}
+	return "valid JSON"
 }
 
 // unknownMember walks a decoded document alongside the Go type it is to be decoded into
@@ -144,6 +197,47 @@ func unknownMember(doc any, t reflect.Type, path string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// missingMembers walks a decoded document alongside the Go type it is to be decoded into
+// and lists, in field order, the members that the type tags tekrar:"required" and the
+// document leaves out or sends as null. encoding/json would decode either as the zero
+// value, and for a price, a stock level, an amount or a quantity zero is a value of its own:
+// a PUT without its price must not set the price to 0. Values of another shape than the
+// type are left to the decoder.
+func missingMembers(doc any, t reflect.Type, path string, out []checkout.FieldError) []checkout.FieldError {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch v := doc.(type) {
+	case map[string]any:
+		switch t.Kind() {
+		case reflect.Struct:
+			for f := range t.Fields() {
+				name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+				if name == "" || name == "-" {
+					continue
+				}
+				m, present := v[name]
+				if (!present || m == nil) && f.Tag.Get("tekrar") == "required" {
+					out = append(out, checkout.FieldError{Field: joinPath(path, name), Message: "is required"})
+					continue
+				}
+				out = missingMembers(m, f.Type, joinPath(path, name), out)
+			}
+		case reflect.Map:
+			for _, name := range slices.Sorted(maps.Keys(v)) {
+				out = missingMembers(v[name], t.Elem(), joinPath(path, name), out)
+			}
+		}
+	case []any:
+		if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+			for i, e := range v {
+				out = missingMembers(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), out)
+			}
+		}
+	}
+	return out
 }
 
 // jsonFields maps the JSON names of a struct's fields, as encoding/json names them, to

@@ -63,7 +63,7 @@ func TestFingerprintDecodesOneWay(t *testing.T) {
 				}
 				groups[fp] = append(groups[fp], d)
 			}
-			for range 6000 { // OrderInput has many members: enough bodies that 500 or more decode
+			for range 7500 { // OrderInput has many members: enough bodies that 500 or more decode
 				n := genValue(rng, typ, 0, rng.IntN(2) == 0)
 				a := n.emit(rng)
 				decode(a)
@@ -156,8 +156,10 @@ func genValue(rng *rand.Rand, t reflect.Type, depth int, messy bool) *node {
 		n := &node{kind: '{'}
 		for f := range t.Fields() {
 			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if rng.IntN(6) == 0 {
-				continue // absent
+			// Absent: a required member more rarely, since its absence is refused (and
+			// enough bodies must decode for the property to test much).
+			if rng.IntN(6) == 0 && (f.Tag.Get("tekrar") != "required" || rng.IntN(4) == 0) {
+				continue
 			}
 			if !messy {
 				n.members = append(n.members, member{name, genValue(rng, f.Type, depth+1, messy)})
@@ -284,4 +286,105 @@ func writeString(b *bytes.Buffer, rng *rand.Rand, s string) {
 		}
 	}
 	b.WriteByte('"')
+}
+
+// A body that is not JSON says where it stopped parsing and what JSON expected there, by
+// offset and kind, never quoting the body (it may hold a card token): a trailing comma, a
+// cut body and an empty body are told apart.
+func TestMalformedJSONSaysWhere(t *testing.T) {
+	tests := []struct{ name, body, detail string }{
+		{"a trailing comma", `{"amount":100,"reason":"tok_visa",}`, "an unexpected character at byte 35, where JSON expected the beginning of a member name (a string)"},
+		{"a cut body", `{"amount":100,"reason":"tok_vi`, "the body ends at byte 30, inside the JSON document: it was cut short"},
+		{"an empty body", ``, "the body is empty: send a JSON document"},
+		{"only whitespace", " \n", "the body is empty: send a JSON document"},
+		{"not JSON at all", `@tok_visa`, "an unexpected character at byte 1, where JSON expected the beginning of a value"},
+		{"a literal misspelt", `{"amount":100,"reason":nul}`, "an unexpected character at byte 27, where JSON expected the literal null"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var in checkout.RefundInput
+			p := decodeStrict([]byte(tt.body), &in)
+			if p == nil || p.Status != 400 || p.Code != "malformed_json" {
+				t.Fatalf("%+v, want 400 malformed_json", p)
+			}
+			if p.Detail != tt.detail {
+				t.Errorf("detail %q, want %q", p.Detail, tt.detail)
+			}
+			if strings.Contains(p.Detail, "tok_") {
+				t.Errorf("the detail quotes the body: %q", p.Detail)
+			}
+		})
+	}
+}
+
+// requiredMembers are every request type's members whose zero value is a valid-looking
+// value (0 minor units, 0 units in stock, a free line): a missing or null one must be
+// refused naming it, never decoded as zero. valid is a body with all of them.
+var requiredMembers = []struct {
+	name    string
+	input   func() any
+	valid   string
+	members []string // as paths into valid; items[0].x is a member of the first line
+}{
+	{"PUT /v1/products/{sku}", func() any { return new(checkout.ProductInput) },
+		`{"name":"Latte","price":9000,"currency":"TRY","stock":5}`, []string{"price", "stock"}},
+	{"POST /v1/orders", func() any { return new(checkout.OrderInput) },
+		`{"currency":"TRY","amount":9000,"items":[{"sku":"l","name":"Latte","quantity":1,"unit_amount":9000}],"payment":{"card_token":"tok_visa"}}`,
+		[]string{"amount", "items[0].quantity", "items[0].unit_amount"}},
+	{"POST /v1/orders/{id}/refunds", func() any { return new(checkout.RefundInput) },
+		`{"amount":100,"restock_items":[{"sku":"l","quantity":1}]}`, []string{"amount", "restock_items[0].quantity"}},
+	{"PUT /v1/carts/{id}", func() any { return new(checkout.CartInput) },
+		`{"items":[{"sku":"l","name":"Latte","quantity":1,"unit_amount":9000}]}`, []string{"items[0].quantity", "items[0].unit_amount"}},
+}
+
+// TestRequiredMembersMissingOrNull: every required member, left out or sent as null, is
+// 422 validation_failed naming it; the body with all of them decodes.
+func TestRequiredMembersMissingOrNull(t *testing.T) {
+	for _, rt := range requiredMembers {
+		if p := decodeStrict([]byte(rt.valid), rt.input()); p != nil {
+			t.Fatalf("%s: the valid body is refused: %+v", rt.name, p)
+		}
+		for _, m := range rt.members {
+			for _, how := range []string{"missing", "null"} {
+				t.Run(rt.name+" "+m+" "+how, func(t *testing.T) {
+					body := withMember(t, rt.valid, m, how == "null")
+					p := decodeStrict(body, rt.input())
+					if p == nil {
+						t.Fatalf("%s decoded", body)
+					}
+					b, _ := json.Marshal(p)
+					if p.Status != 422 || p.Code != "validation_failed" || !bytes.Contains(b, []byte(`"field":"`+m+`","message":"is required"`)) {
+						t.Fatalf("%s: %s, want 422 validation_failed naming %s as required", body, b, m)
+					}
+				})
+			}
+		}
+	}
+}
+
+// withMember is body with the member at path removed, or set to null.
+func withMember(t *testing.T, body, path string, null bool) []byte {
+	t.Helper()
+	var doc any
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatal(err)
+	}
+	obj := doc.(map[string]any)
+	parts := strings.Split(path, ".")
+	for _, p := range parts[:len(parts)-1] {
+		name, idx, _ := strings.Cut(p, "[")
+		obj = obj[name].([]any)[0].(map[string]any)
+		_ = idx
+	}
+	last := parts[len(parts)-1]
+	if null {
+		obj[last] = nil
+	} else {
+		delete(obj, last)
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -68,21 +68,25 @@ func setKeyHeaders(c *gin.Context, k keyed, replayed bool, expires time.Time) {
 	}
 }
 
-// failRead answers a GET whose domain call failed: a problem of the domain (a sentinel
-// such as checkout.ErrOrderNotFound) as it is, without the advice of a keyed request (a
-// read has no key); anything else as fail does.
+// failRead answers a request without an Idempotency-Key (a GET, a DELETE) whose domain call
+// failed, without the advice of a keyed request: retryable and safe_new_key speak of a key
+// the request has not got, and Idempotent-Replayed of a replay it cannot be. Retry-After
+// still comes with the code.
 func (a *handlers) failRead(c *gin.Context, err error) {
-	var p *problem.Problem
-	if errors.As(err, &p) {
-		server.Abort(c, p)
-		return
-	}
-	a.fail(c, keyed{}, err)
+	server.Abort(c, a.problemOf(c, err))
 }
 
 // fail answers a keyed request that did not produce a response: a problem from the
 // domain, the store being down, or a bug.
 func (a *handlers) fail(c *gin.Context, k keyed, err error) {
+	p := a.problemOf(c, err)
+	setKeyHeaders(c, k, false, time.Time{})
+	server.Abort(c, p.Advised()) // Retry-After comes with the code, from problem.Codes
+}
+
+// problemOf is the problem that answers err: the domain's own, store_unavailable, or
+// internal_error for a bug (logged).
+func (a *handlers) problemOf(c *gin.Context, err error) *problem.Problem {
 	var p *problem.Problem
 	switch {
 	case errors.As(err, &p):
@@ -90,9 +94,8 @@ func (a *handlers) fail(c *gin.Context, k keyed, err error) {
 		a.logger.Warn("store unavailable", "err", err, "request_id", server.RequestID(c))
 		p = checkout.StoreUnavailable()
 	default:
-		a.logger.Error("keyed request failed", "err", err, "request_id", server.RequestID(c))
+		a.logger.Error("request failed", "err", err, "request_id", server.RequestID(c))
 		p = problem.Internal()
 	}
-	setKeyHeaders(c, k, false, time.Time{})
-	server.Abort(c, p.Advised()) // Retry-After comes with the code, from problem.Codes
+	return p
 }

@@ -335,3 +335,30 @@ func TestRestockConcurrentRefunds(t *testing.T) {
 	}
 	checkLedger(t, e, "BEANS", 1)
 }
+
+// A product PUT without its price or stock, or with either null, is 422 naming the member
+// and changes nothing: it must not set the price or the level to 0.
+func TestPutProductWithoutPriceOrStock(t *testing.T) {
+	e := apptest.New(t)
+	if r := putProduct(t, e, "BEANS", 1000, 3); r.Status != 201 {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
+	}
+	for _, tt := range []struct{ body, member string }{
+		{`{"name":"Beans","currency":"TRY","stock":3}`, "price"},
+		{`{"name":"Beans","price":null,"currency":"TRY","stock":3}`, "price"},
+		{`{"name":"Beans","price":1000,"currency":"TRY"}`, "stock"},
+		{`{"name":"Beans","price":1000,"currency":"TRY","stock":null}`, "stock"},
+	} {
+		r := e.Do(t, "PUT", "/v1/products/BEANS", e.Secret, []byte(tt.body))
+		problemOf(t, r, 422, "validation_failed")
+		if !strings.Contains(string(r.Body), `"field":"`+tt.member+`","message":"is required"`) {
+			t.Errorf("%s: %s, want %s named as required", tt.body, r.Body, tt.member)
+		}
+	}
+	if n := count(t, e, `SELECT count(*) FROM products WHERE sku = 'BEANS' AND price = 1000 AND stock = 3 AND version = 1`); n != 1 {
+		t.Error("a refused PUT changed the product")
+	}
+	if n := count(t, e, `SELECT count(*) FROM stock_movements`); n != 1 {
+		t.Errorf("%d movements, want the creation's only", n)
+	}
+}

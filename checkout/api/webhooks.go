@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -10,10 +9,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
-	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/webhook"
 	"github.com/tekrar/tekrar/internal/db"
-	"github.com/tekrar/tekrar/internal/pgtext"
 	"github.com/tekrar/tekrar/internal/problem"
 	"github.com/tekrar/tekrar/internal/server"
 )
@@ -25,9 +22,12 @@ const maxWebhookBody = 256 << 10
 // client authentication. The Standard Webhooks signature (under one of keys) and a
 // timestamp within five minutes are checked before anything is read or stored: a forged,
 // stale or altered delivery is 400 webhook_signature_invalid, stores nothing of itself and
-// is only counted, by reason class, for the console (CountInboxRefusal). A verified event is recorded once (a redelivery is acknowledged with 200 and
-// counted) and applied in its charge's order; an event type tekrar does not act on is
-// stored and acknowledged, not refused, so that the provider stops resending it.
+// is only counted, by reason class, for the console (CountInboxRefusal). A verified event is
+// recorded once (a redelivery is acknowledged with 200 and counted) and applied in its
+// charge's order; an event type tekrar does not act on is stored and acknowledged, not
+// refused, so that the provider stops resending it. A verified delivery tekrar can never
+// store or apply as it is (checkout.UnstorableEventError) is kept raw as a dead letter and
+// acknowledged with 200 and the outcome dead_letter; only a failure that may pass is 5xx.
 func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logger) gin.HandlerFunc {
 	verifier := webhook.Verifier{Keys: keys}
 	return func(c *gin.Context) {
@@ -48,30 +48,43 @@ func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logge
 			server.Abort(c, problem.Of(problem.CodeWebhookSignatureInvalid).WithDetail(err.Error()))
 			return
 		}
-		e, err := decodeProviderEvent(body)
-		if err != nil {
-			server.Abort(c, problem.Of(problem.CodeMalformedJSON).WithDetail(err.Error()))
-			return
-		}
-		if e.ID != m.ID {
+		e, err := checkout.DecodeProviderEvent(body)
+		if e.ID != "" && e.ID != m.ID {
 			// The id deduplication goes by must be the one the signature covers.
 			countRefusal(c, svc, checkout.RefusalIDMismatch)
 			server.Abort(c, problem.Of(problem.CodeWebhookSignatureInvalid).WithDetail("webhook-id is not the event's id"))
 			return
 		}
+		if err != nil {
+			// Signed, so the provider's word, but not storable as it is: kept raw and
+			// acknowledged, never refused for ever.
+			if err := svc.DeadLetter(c.Request.Context(), "psp", m.ID, body, err); err != nil {
+				inboxFailed(c, svc, logger, m.ID, err)
+				return
+			}
+			logger.Warn("provider webhook kept as a dead letter", "err", err, "event_id", m.ID, "request_id", server.RequestID(c))
+			c.JSON(http.StatusOK, gin.H{"id": m.ID, "outcome": checkout.InboxDeadLetter})
+			return
+		}
 		outcome, err := svc.ReceiveProviderEvent(c.Request.Context(), "psp", body, e)
 		if err != nil {
-			p := problem.Internal()
-			if db.IsUnavailable(err) {
-				p = checkout.StoreUnavailable()
-			}
-			logger.Warn("provider webhook not applied", "err", err, "event_id", e.ID, "request_id", server.RequestID(c))
-			countRefusal(c, svc, checkout.RefusalApplyFailed)
-			server.Abort(c, p) // the provider delivers it again
+			inboxFailed(c, svc, logger, e.ID, err)
 			return
 		}
 		c.JSON(http.StatusOK, gin.H{"id": e.ID, "outcome": outcome})
 	}
+}
+
+// inboxFailed answers a verified delivery that failed for a reason that may pass: 5xx, for
+// the provider to deliver it again.
+func inboxFailed(c *gin.Context, svc *checkout.Service, logger *slog.Logger, id string, err error) {
+	p := problem.Internal()
+	if db.IsUnavailable(err) {
+		p = checkout.StoreUnavailable()
+	}
+	logger.Warn("provider webhook not applied", "err", err, "event_id", id, "request_id", server.RequestID(c))
+	countRefusal(c, svc, checkout.RefusalApplyFailed)
+	server.Abort(c, p) // the provider delivers it again
 }
 
 // countRefusal counts a refused or failed delivery for the console. Counting never waits
@@ -92,21 +105,4 @@ func refusalReason(err error) string {
 	default:
 		return checkout.RefusalBadSignature
 	}
-}
-
-// decodeProviderEvent reads a verified body. Members tekrar does not know are allowed: a
-// provider adds fields without notice.
-func decodeProviderEvent(body []byte) (psp.Event, error) {
-	var pe psp.Event
-	if err := json.Unmarshal(body, &pe); err != nil {
-		return psp.Event{}, errors.New("the body is not a provider event: " + err.Error())
-	}
-	if pe.ID == "" || len(pe.ID) > 255 || pe.Type == "" || len(pe.Type) > 100 ||
-		!pgtext.Valid(pe.ID) || !pgtext.Valid(pe.Type) {
-		return psp.Event{}, errors.New("an event needs an id (1 to 255 characters) and a type (1 to 100)")
-	}
-	if d := pe.Data; d.ChargeID != "" && (d.Sequence <= 0 || !pgtext.Valid(d.ChargeID) || !pgtext.Valid(d.ChargeKey)) {
-		return psp.Event{}, errors.New("a charge's event needs a positive sequence")
-	}
-	return pe, nil
 }

@@ -43,7 +43,8 @@ func event(t *testing.T, id, typ, ch string, seq int, refunded int64) []byte {
 	return b
 }
 
-// deliver posts body to the inbox with headers h; h nil signs it now with k.
+// deliver posts body to the inbox with headers h (as application/json unless h says
+// otherwise); h nil signs it now with k.
 func deliver(e *apptest.Env, k webhook.Key, id string, body []byte, h http.Header) (int, string, error) {
 	if h == nil {
 		h = webhook.Headers(id, time.Now(), body, k)
@@ -53,7 +54,9 @@ func deliver(e *apptest.Env, k webhook.Key, id string, body []byte, h http.Heade
 		return 0, "", err
 	}
 	req.Header = h
-	req.Header.Set("Content-Type", "application/json")
+	if h.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := e.HTTP.Do(req)
 	if err != nil {
 		return 0, "", err

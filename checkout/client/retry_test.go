@@ -253,6 +253,7 @@ func TestRefusalsAreNotRetried(t *testing.T) {
 	if _, _, err := r.c.CreateOrder(ctx, "k-1", order(9000, "tok_visa")); err != nil {
 		t.Fatalf("the fixed request under the same key: %v", err)
 	}
+	// Another body under the key: not executed, and not known to be a new purchase.
 	other := order(4500, "tok_visa")
 	_, _, err = r.c.CreateOrder(ctx, "k-1", other)
 	if !errors.Is(err, client.ErrIdempotencyKeyReused) || !errors.As(err, &p) || p.Attempts != 1 || p.SafeNewKey || p.Key != "k-1" {

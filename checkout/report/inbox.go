@@ -124,3 +124,56 @@ func Refusals(ctx context.Context, db sqlx.QueryerContext, now time.Time) (Inbox
 	}
 	return r, nil
 }
+
+// InboxDeadLetter is a validly signed delivery tekrar could not store as an event, kept raw
+// (provider_dead_letters). Its body is not read here: the console shows its size, not its
+// bytes.
+type InboxDeadLetter struct {
+	ID             int64      `db:"id"`
+	WebhookID      string     `db:"webhook_id"`
+	Reason         string     `db:"reason"`
+	Detail         string     `db:"detail"`
+	State          string     `db:"state"` // dead or replayed
+	Size           int        `db:"size"`
+	Deliveries     int        `db:"deliveries"`
+	ReceivedAt     time.Time  `db:"received_at"`
+	LastDeliveryAt time.Time  `db:"last_delivery_at"`
+	ReplayedAt     *time.Time `db:"replayed_at"`
+	ReplayOutcome  *string    `db:"replay_outcome"`
+}
+
+// DeadLetters returns the newest dead letters of the inbox, waiting ones first, and how
+// many wait for an operator.
+func DeadLetters(ctx context.Context, db sqlx.QueryerContext) ([]InboxDeadLetter, int, error) {
+	var rows []InboxDeadLetter
+	if err := sqlx.SelectContext(ctx, db, &rows, `
+		SELECT id, webhook_id, reason, detail, state, length(body) AS size, deliveries, received_at,
+		       last_delivery_at, replayed_at, replay_outcome
+		  FROM provider_dead_letters
+		 ORDER BY state = 'dead' DESC, received_at DESC, id DESC LIMIT $1`, inboxLimit); err != nil {
+		return nil, 0, fmt.Errorf("dead letters: %w", err)
+	}
+	var waiting int
+	if err := sqlx.GetContext(ctx, db, &waiting, `SELECT count(*) FROM provider_dead_letters WHERE state = 'dead'`); err != nil {
+		return nil, 0, fmt.Errorf("dead letters waiting: %w", err)
+	}
+	for i := range rows {
+		rows[i].ReceivedAt, rows[i].LastDeliveryAt = rows[i].ReceivedAt.UTC(), rows[i].LastDeliveryAt.UTC()
+	}
+	return rows, waiting, nil
+}
+
+// DeadLetter returns dead letter id; ok false when there is none.
+func DeadLetter(ctx context.Context, db sqlx.QueryerContext, id int64) (d InboxDeadLetter, ok bool, err error) {
+	var rows []InboxDeadLetter
+	if err := sqlx.SelectContext(ctx, db, &rows, `
+		SELECT id, webhook_id, reason, detail, state, length(body) AS size, deliveries, received_at,
+		       last_delivery_at, replayed_at, replay_outcome
+		  FROM provider_dead_letters WHERE id = $1`, id); err != nil {
+		return d, false, fmt.Errorf("dead letter %d: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return d, false, nil
+	}
+	return rows[0], true, nil
+}

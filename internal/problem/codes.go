@@ -155,9 +155,12 @@ var Codes = []Spec{
 	{CodeRestockExceedsSold, http.StatusUnprocessableEntity, "Restock exceeds what the order sold", false, true, false, 0,
 		"a refund's `restock` asks to put back more of a sku than the order took from stock, counting what its earlier refunds put back; `sku` and `restockable` say which and how many"},
 	// The key already stands for another request, or for a request that has expired: its
-	// effect may exist, so a new key could duplicate it.
+	// effect may exist. The refused request was not executed, but tekrar cannot tell a new
+	// purchase from a retry of the first one whose body changed (a client's bug, another
+	// amount), for which a new key would charge twice: safe_new_key is false, and the text
+	// offers a new key only for what the client knows is a new purchase.
 	{CodeIdempotencyKeyReused, http.StatusUnprocessableEntity, "Idempotency key reused with another request", false, false, false, 0,
-		"the key was first used for another request (other body, other endpoint); nothing was executed"},
+		"the key was first used for another request (other body, other endpoint); nothing was executed. A retry of that first request must resend its body; only a request the client knows to be a new purchase may go under another key"},
 	{CodeIdempotencyKeyExpired, http.StatusUnprocessableEntity, "Idempotency key expired", false, false, true, 0,
 		"the key expired (or was swept and its tombstone is in its grace period); `order_id`, `first_seen` and `expired_at` say what it was. `safe_new_key` is false when this is the same purchase as the expired one, true when it is another purchase under an old key"},
 	{CodeHeadersTooLarge, http.StatusRequestHeaderFieldsTooLarge, "Request headers too large", false, true, false, 0,

@@ -256,3 +256,25 @@ func TestWriteFollowsTheTable(t *testing.T) {
 		t.Error("errors.Is does not match problems by code")
 	}
 }
+
+// TestAdviceAgreesWithText: a row's text may not contradict its advice. A code whose text
+// tells the client to go on with a new key says safe_new_key true (unless the occurrence
+// decides);
+// one that says to retry with the same key, or never a new one, is retryable; a Retry-After
+// is only sent with a retryable code.
+func TestAdviceAgreesWithText(t *testing.T) {
+	for _, s := range Codes {
+		doc := strings.ToLower(s.Doc)
+		for _, say := range []string{"with a new key", "use a new key"} {
+			if !s.PerOccurrence && strings.Contains(doc, say) && !s.SafeNewKey {
+				t.Errorf("%s: its text says to go on %q, but safe_new_key is false", s.Code, say)
+			}
+		}
+		if strings.Contains(doc, "retry with the same key") && !s.Retryable {
+			t.Errorf("%s: its text says to retry with the same key, but it is not retryable", s.Code)
+		}
+		if s.RetryAfter > 0 && !s.Retryable {
+			t.Errorf("%s: Retry-After %d on a code that is not retryable", s.Code, s.RetryAfter)
+		}
+	}
+}
