@@ -20,7 +20,7 @@ func (f *fixture) installmentOrder(clientID int64, email string) string {
 		INSERT INTO orders (client_id, status, amount, currency, items, customer_email, captured_amount, installments,
 		                    payment_customer, provider_customer, payment_method, created_at, updated_at)
 		VALUES ($1, 'paid', 90000, 'TRY', '[{"sku":"SOFA","name":"Sofa","quantity":1,"unit_amount":90000}]', $2, 60000, 3,
-		        'cus_1', 'cl_' || $1 || '_cus_1', 'pm_1', $3, $3)
+		        'cus_1', 'cl_' || $1::bigint || '_cus_1', 'pm_1', $3, $3)
 		RETURNING public_id, id`, clientID, email, testNow).Scan(&pub, &id)
 	if err != nil {
 		f.t.Fatal(err)
