@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/mail"
+	"slices"
 	"strconv"
 	"time"
 
@@ -174,7 +176,10 @@ func (in *OrderInput) validate(sale bool) []FieldError {
 	if len(in.Metadata) > MaxMetadataKeys {
 		add("metadata", "must have at most %d keys", MaxMetadataKeys)
 	}
-	for k, v := range in.Metadata {
+	// In key order: a map ranges in a different order each time, and a refused body's answer
+	// must be the same bytes on every resend.
+	for _, k := range slices.Sorted(maps.Keys(in.Metadata)) {
+		v := in.Metadata[k]
 		if k == "" || len(k) > MaxMetadataKey {
 			add("metadata", "keys must be 1 to %d characters", MaxMetadataKey)
 		} else if !pgtext.Valid(k) {
