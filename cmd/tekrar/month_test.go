@@ -34,7 +34,8 @@ import (
 // charged, an installment run exiting right after the provider charged or SIGKILLed while a
 // second runs, a settlement SIGKILLed half way or run twice at once, or run while the day's
 // traffic still arrives (its late movements are adjustments); and at the end of every day
-// both replicas are SIGKILLed. Cards go bad and recover, so installments are declined,
+// both replicas are SIGKILLed. The day after the last is settled too, as the next night
+// would, so that the last day's late movements are counted. Cards go bad and recover, so installments are declined,
 // retried and handed to an operator. The period runs across 29 February, New York's
 // 23-hour 10 March and Berlin's 23-hour 31 March.
 //
@@ -61,7 +62,11 @@ func TestSimulatedMonth(t *testing.T) {
 	m := newMonth(t, rand.New(rand.NewPCG(seed, seed)))
 	m.perDay = perDay
 
-	for day := first; !day.After(last.AddDate(0, 0, 1)); day = day.AddDate(0, 0, 1) {
+	// The day after the last is settled too, as the next night would: a day settled while
+	// its traffic still arrived has late movements, which only the client's next settlement
+	// counts (as adjustments); when that day is the last, the next settlement is the day
+	// after's.
+	for day := first; !day.After(last.AddDate(0, 0, 2)); day = day.AddDate(0, 0, 1) {
 		// The day's scheduled work runs at 11:00 UTC, when the day has begun in all three
 		// zones and the day before has ended in all of them; its traffic follows.
 		at := day.Add(11 * time.Hour)
@@ -71,7 +76,7 @@ func TestSimulatedMonth(t *testing.T) {
 			m.settle(day.AddDate(0, 0, -1))
 		}
 		if day.After(last) {
-			break
+			continue
 		}
 		m.cards(day)
 		m.installments(at)
@@ -536,7 +541,7 @@ func (m *month) check(first, last time.Time) {
 			        OR c.id IN (SELECT provider_charge_id FROM installments WHERE order_id = o.id))), 0)`, nil},
 		{"days of a client not settled exactly once",
 			`SELECT count(*) FROM clients c, generate_series($1::date, $2::date, interval '1 day') d
-			  WHERE (SELECT count(*) FROM settlements s WHERE s.client_id = c.id AND s.day = d::date) <> 1`, []any{first, last}},
+			  WHERE (SELECT count(*) FROM settlements s WHERE s.client_id = c.id AND s.day = d::date) <> 1`, []any{first, last.AddDate(0, 0, 1)}},
 		{unsettledCheck,
 			`SELECT (SELECT count(*) FROM payments p WHERE status = 'succeeded'
 			          AND NOT EXISTS (SELECT 1 FROM settlement_items i WHERE i.kind = 'capture' AND i.source_id = p.order_id))
@@ -639,9 +644,11 @@ func (m *month) check(first, last time.Time) {
 		s.days, s.intents, s.doubleTaps, s.orders, s.installmentOrders, s.declined, s.refunds, m.lost.Load(), len(m.abandoned))
 	t.Logf("installments charged by the job: %d (%d after a declined attempt); %d with an operator, %d waiting for a retry, %d canceled by refunds",
 		inst.Paid, inst.Retried, inst.Attention, inst.Waiting, inst.Canceled)
-	t.Logf("settlements: %d, with %d movements and %d adjustments (%d days settled while their traffic still arrived)",
+	t.Logf("settlements: %d, with %d movements and %d adjustments (%d days settled while their traffic still arrived; %d adjustments on the day after the last)",
 		count(`SELECT count(*) FROM settlements WHERE day BETWEEN $1 AND $2`, first, last),
-		count(`SELECT count(*) FROM settlement_items WHERE NOT adjusted`), count(`SELECT count(*) FROM settlement_items WHERE adjusted`), s.earlySettles)
+		count(`SELECT count(*) FROM settlement_items WHERE NOT adjusted`), count(`SELECT count(*) FROM settlement_items WHERE adjusted`), s.earlySettles,
+		count(`SELECT count(*) FROM settlement_items i JOIN settlements x ON x.id = i.settlement_id WHERE x.day = $1 AND i.adjusted`,
+			last.AddDate(0, 0, 1)))
 	t.Logf("kills: %d replicas SIGKILLed during traffic, %d at a crash point after the provider charged, %d at the end of a day; "+
 		"%d installment runs (%d exited at a crash point, %d SIGKILLed); %d settle runs (%d SIGKILLed, %d days settled twice at once)",
 		s.replicaKills, s.replicaCrashPoints, s.dayEndKills, s.installmentRuns, s.installmentCrashPoints, s.installmentKills,
