@@ -336,6 +336,35 @@ func TestADaySettledEarlyIsCountedByTheNextSettlement(t *testing.T) {
 	}
 }
 
+// TestAnOldDisputeRecordedLateIsAnAdjustment: a dispute counts on the day the provider says
+// it opened, which may be long before tekrar records it (a webhook lost and the dispute found
+// by a reconciliation months later). Recorded after its day was settled, it is an adjustment
+// of the client's next settlement however old its day is, and a rerun of its day reports it
+// waiting; it is not left out because it is older than the late window of the other movements,
+// whose time is tekrar's own.
+func TestAnOldDisputeRecordedLateIsAnAdjustment(t *testing.T) {
+	t.Parallel()
+	e := newSettleEnv(t, "Europe/Istanbul")
+	o := e.paidAt(utc("2026-01-05T10:00:00Z"), "k-1", 5000)
+	e.settleAt(utc("2026-03-20T00:00:00Z"))
+	jan5 := e.settle("2026-01-05")
+	e.disputeAt(utc("2026-01-05T12:00:00Z"), o, 900) // recorded on 19 March, 73 days later
+	if again := e.settle("2026-01-05"); again.Waiting != 1 {
+		t.Fatalf("rerun of 5 January: %d waiting, want the dispute", again.Waiting)
+	}
+	next := e.settle("2026-03-19")
+	if next.Adjusted != 1 || next.Items != 0 {
+		t.Fatalf("19 March: %d movements, %d adjustments; want the dispute of 5 January as its adjustment", next.Items, next.Adjusted)
+	}
+	if n := e.count(`SELECT count(*) FROM settlement_items WHERE kind = 'dispute' AND adjusted AND day = '2026-01-05'
+	                    AND settlement_id = $1`, next.ID); n != 1 {
+		t.Fatalf("%d dispute adjustments of 5 January on 19 March's settlement, want 1", n)
+	}
+	if again := e.settle("2026-01-05"); again.Waiting != 0 || totalsLine(again) != totalsLine(jan5) {
+		t.Fatalf("rerun of 5 January after: %d waiting, %s; want none and the row as written", again.Waiting, totalsLine(again))
+	}
+}
+
 // TestSettleDueFollowsTheClientsDay drives SettleDue with a clock: a client in Istanbul,
 // one in UTC and one in Europe/Berlin across its 23- and 25-hour days, month ends and 29
 // February. Each pass settles exactly the days that ended (plus the grace) in each zone.
