@@ -35,9 +35,9 @@ import (
 // second runs, a settlement SIGKILLed half way or run twice at once, or run while the day's
 // traffic still arrives (its late movements are adjustments); and at the end of every day
 // both replicas are SIGKILLed. The day after the last is settled too, as the next night
-// would, so that the last day's late movements are counted. Cards go bad and recover, so installments are declined,
-// retried and handed to an operator. The period runs across 29 February, New York's
-// 23-hour 10 March and Berlin's 23-hour 31 March.
+// would, so that the last day's late movements are counted. Cards go bad and recover, so
+// installments are declined, retried and handed to an operator. The period runs across 29
+// February, New York's 23-hour 10 March and Berlin's 23-hour 31 March.
 //
 // At the end, tekrar and the provider's ledger must agree to the unit: every installment
 // that fell due was charged once or is waiting for its retry or an operator, none early;
