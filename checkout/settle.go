@@ -49,7 +49,8 @@ type SettlerOptions struct {
 	// are not settled yet. Default 35. Older days are settled by hand (tekrar settle).
 	LookBack int
 	// LateWindow is how far before a day's start its settlement looks for movements of
-	// settled days that came late. Default 40 days.
+	// settled days that came late. Default 40 days. Disputes are looked for at any age:
+	// their time is the provider's, and may be long before tekrar records them.
 	LateWindow time.Duration
 	// Logger is where SettleDue reports; nothing is logged when nil.
 	Logger *slog.Logger
@@ -251,7 +252,7 @@ type claim struct {
 // unclaimed ones of the day, and the unclaimed ones of earlier settled days.
 func (s *Settler) claimable(ctx context.Context, tx *sqlx.Tx, clientID int64, day Day, loc *time.Location, start, end time.Time) ([]claim, error) {
 	var own []movement
-	if err := tx.SelectContext(ctx, &own, unclaimedMovementsSQL, clientID, start, end); err != nil {
+	if err := tx.SelectContext(ctx, &own, unclaimedMovementsSQL, clientID, start, end, start); err != nil {
 		return nil, fmt.Errorf("list the day's movements: %w", err)
 	}
 	out := make([]claim, 0, len(own))
@@ -265,19 +266,26 @@ func (s *Settler) claimable(ctx context.Context, tx *sqlx.Tx, clientID int64, da
 	return append(out, late...), nil
 }
 
-// late lists the unclaimed movements before until (and within the late window) whose day,
-// in loc, is before day and settled already: the adjustments the settlement of day counts.
+// late lists the unclaimed movements before until (within the late window, or of any age
+// for a dispute, whose time is the provider's) whose day, in loc, is before day and settled
+// already: the adjustments the settlement of day counts.
 func (s *Settler) late(ctx context.Context, tx *sqlx.Tx, clientID int64, day Day, loc *time.Location, until time.Time) ([]claim, error) {
 	from := until.Add(-s.opts.LateWindow)
 	var ms []movement
-	if err := tx.SelectContext(ctx, &ms, unclaimedMovementsSQL, clientID, from, until); err != nil {
+	if err := tx.SelectContext(ctx, &ms, unclaimedMovementsSQL, clientID, from, until, nil); err != nil {
 		return nil, fmt.Errorf("list late movements: %w", err)
 	}
 	if len(ms) == 0 {
 		return nil, nil
 	}
+	oldest := from
+	for _, m := range ms {
+		if m.OccurredAt.Before(oldest) {
+			oldest = m.OccurredAt
+		}
+	}
 	var days []time.Time
-	if err := tx.SelectContext(ctx, &days, settledDaysSQL, clientID, DayOf(from, loc).String()); err != nil {
+	if err := tx.SelectContext(ctx, &days, settledDaysSQL, clientID, DayOf(oldest, loc).String()); err != nil {
 		return nil, fmt.Errorf("list the settled days: %w", err)
 	}
 	settled := make(map[Day]bool, len(days))

@@ -58,7 +58,10 @@ type movement struct {
 //     statement that marks it succeeded sets, and nothing changes afterwards; a refund made
 //     at the provider is recorded succeeded when its event arrives);
 //   - a dispute: when the provider says it was opened (order_disputes.opened_at), so that
-//     a webhook delivered late still counts on the day the money was held;
+//     a webhook delivered late still counts on the day the money was held. That instant is
+//     the provider's, not tekrar's, and may be any time before the dispute is recorded, so
+//     disputes are looked for from $4, not $2: a day's own window passes its start, the late
+//     pass NULL, no lower bound;
 //   - a compensation: when its refund was recorded (compensations.settled_at, state
 //     refunded). A compensation of a charge of no order belongs to no client.
 const unclaimedMovementsSQL = `
@@ -78,7 +81,8 @@ const unclaimedMovementsSQL = `
 	    UNION ALL
 	    SELECT 'dispute', d.id, d.opened_at, d.amount, o.currency, d.order_id
 	      FROM order_disputes d JOIN orders o ON o.id = d.order_id
-	     WHERE o.client_id = $1 AND d.opened_at >= $2 AND d.opened_at < $3
+	     WHERE o.client_id = $1 AND d.opened_at >= COALESCE(CAST($4 AS timestamptz), '-infinity')
+	       AND d.opened_at < $3
 	    UNION ALL
 	    SELECT 'compensation', c.id, c.settled_at, c.amount, c.currency, c.order_id
 	      FROM compensations c

@@ -294,6 +294,77 @@ func TestLateMovementsAreAdjustments(t *testing.T) {
 	}
 }
 
+// TestADaySettledEarlyIsCountedByTheNextSettlement: a day settled while its traffic still
+// arrives (an operator's `tekrar settle` during the day, as the simulated month does) gets a
+// payment and a refund recorded after its settlement, dated inside it. They are counted by
+// no settlement until the client's next one, which counts them as adjustments of the day;
+// a rerun of the day in between reports them waiting. A check that every movement is
+// settled holds only once that next settlement is written.
+func TestADaySettledEarlyIsCountedByTheNextSettlement(t *testing.T) {
+	t.Parallel()
+	e := newSettleEnv(t, "America/New_York")
+	o := e.paidAt(utc("2024-03-31T11:00:00Z"), "k-1", 5000)
+	e.settleAt(utc("2026-12-04T19:00:00Z")) // the wall clock: the day is long over
+	day := e.settle("2024-03-31")
+	if day.Items != 1 {
+		t.Fatalf("the early settlement counted %d movements, want the order paid before it", day.Items)
+	}
+	e.paidAt(utc("2024-03-31T11:00:01Z"), "k-2", 700)
+	e.refundAt(utc("2024-03-31T11:00:02Z"), "r-1", o, 1200)
+	unsettled := `
+		SELECT (SELECT count(*) FROM payments p WHERE status = 'succeeded'
+		          AND NOT EXISTS (SELECT 1 FROM settlement_items i WHERE i.kind = 'capture' AND i.source_id = p.order_id))
+		     + (SELECT count(*) FROM refunds r WHERE status = 'succeeded'
+		          AND NOT EXISTS (SELECT 1 FROM settlement_items i WHERE i.kind = 'refund' AND i.source_id = r.id))`
+	if again := e.settle("2024-03-31"); again.Waiting != 2 || again.Items != 1 || again.Created {
+		t.Fatalf("rerun of the day: created %v, %d movements, %d waiting; want the row as written and 2 waiting",
+			again.Created, again.Items, again.Waiting)
+	}
+	if n := e.count(unsettled); n != 2 {
+		t.Fatalf("%d movements unsettled before the next settlement, want the 2 late ones", n)
+	}
+	next := e.settle("2024-04-01")
+	if next.Items != 0 || next.Adjusted != 2 || totalsLine(next) != "" {
+		t.Fatalf("the next day: %d movements, %d adjustments, %s; want the 2 late ones as adjustments only",
+			next.Items, next.Adjusted, totalsLine(next))
+	}
+	if n := e.count(unsettled); n != 0 {
+		t.Fatalf("%d movements unsettled after the next settlement, want none", n)
+	}
+	if n := e.count(`SELECT count(*) FROM settlement_items WHERE adjusted AND day = '2024-03-31'`); n != 2 {
+		t.Fatalf("%d adjustments name 31 March, want 2", n)
+	}
+}
+
+// TestAnOldDisputeRecordedLateIsAnAdjustment: a dispute counts on the day the provider says
+// it opened, which may be long before tekrar records it (a webhook lost and the dispute found
+// by a reconciliation months later). Recorded after its day was settled, it is an adjustment
+// of the client's next settlement however old its day is, and a rerun of its day reports it
+// waiting; it is not left out because it is older than the late window of the other movements,
+// whose time is tekrar's own.
+func TestAnOldDisputeRecordedLateIsAnAdjustment(t *testing.T) {
+	t.Parallel()
+	e := newSettleEnv(t, "Europe/Istanbul")
+	o := e.paidAt(utc("2026-01-05T10:00:00Z"), "k-1", 5000)
+	e.settleAt(utc("2026-03-20T00:00:00Z"))
+	jan5 := e.settle("2026-01-05")
+	e.disputeAt(utc("2026-01-05T12:00:00Z"), o, 900) // recorded on 19 March, 73 days later
+	if again := e.settle("2026-01-05"); again.Waiting != 1 {
+		t.Fatalf("rerun of 5 January: %d waiting, want the dispute", again.Waiting)
+	}
+	next := e.settle("2026-03-19")
+	if next.Adjusted != 1 || next.Items != 0 {
+		t.Fatalf("19 March: %d movements, %d adjustments; want the dispute of 5 January as its adjustment", next.Items, next.Adjusted)
+	}
+	if n := e.count(`SELECT count(*) FROM settlement_items WHERE kind = 'dispute' AND adjusted AND day = '2026-01-05'
+	                    AND settlement_id = $1`, next.ID); n != 1 {
+		t.Fatalf("%d dispute adjustments of 5 January on 19 March's settlement, want 1", n)
+	}
+	if again := e.settle("2026-01-05"); again.Waiting != 0 || totalsLine(again) != totalsLine(jan5) {
+		t.Fatalf("rerun of 5 January after: %d waiting, %s; want none and the row as written", again.Waiting, totalsLine(again))
+	}
+}
+
 // TestSettleDueFollowsTheClientsDay drives SettleDue with a clock: a client in Istanbul,
 // one in UTC and one in Europe/Berlin across its 23- and 25-hour days, month ends and 29
 // February. Each pass settles exactly the days that ended (plus the grace) in each zone.

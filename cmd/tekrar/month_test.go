@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -33,9 +34,10 @@ import (
 // charged, an installment run exiting right after the provider charged or SIGKILLed while a
 // second runs, a settlement SIGKILLed half way or run twice at once, or run while the day's
 // traffic still arrives (its late movements are adjustments); and at the end of every day
-// both replicas are SIGKILLed. Cards go bad and recover, so installments are declined,
-// retried and handed to an operator. The period runs across 29 February, New York's
-// 23-hour 10 March and Berlin's 23-hour 31 March.
+// both replicas are SIGKILLed. The day after the last is settled too, as the next night
+// would, so that the last day's late movements are counted. Cards go bad and recover, so
+// installments are declined, retried and handed to an operator. The period runs across 29
+// February, New York's 23-hour 10 March and Berlin's 23-hour 31 March.
 //
 // At the end, tekrar and the provider's ledger must agree to the unit: every installment
 // that fell due was charged once or is waiting for its retry or an operator, none early;
@@ -60,16 +62,21 @@ func TestSimulatedMonth(t *testing.T) {
 	m := newMonth(t, rand.New(rand.NewPCG(seed, seed)))
 	m.perDay = perDay
 
-	for day := first; !day.After(last.AddDate(0, 0, 1)); day = day.AddDate(0, 0, 1) {
+	// The day after the last is settled too, as the next night would: a day settled while
+	// its traffic still arrived has late movements, which only the client's next settlement
+	// counts (as adjustments); when that day is the last, the next settlement is the day
+	// after's.
+	for day := first; !day.After(last.AddDate(0, 0, 2)); day = day.AddDate(0, 0, 1) {
 		// The day's scheduled work runs at 11:00 UTC, when the day has begun in all three
 		// zones and the day before has ended in all of them; its traffic follows.
 		at := day.Add(11 * time.Hour)
 		m.shift = at.Sub(time.Now())
+		m.shifts[day.Format(time.DateOnly)] = m.shift
 		if day.After(first) {
 			m.settle(day.AddDate(0, 0, -1))
 		}
 		if day.After(last) {
-			break
+			continue
 		}
 		m.cards(day)
 		m.installments(at)
@@ -133,9 +140,10 @@ type month struct {
 	ports   []int
 	http    *http.Client
 	clients []*monthClient
-	perDay  int           // intents per client and day
-	shift   time.Duration // of the processes of the current day
-	n       int           // keys made
+	perDay  int                      // intents per client and day
+	shift   time.Duration            // of the processes of the current day
+	shifts  map[string]time.Duration // of the processes of each day (YYYY-MM-DD), for diagnostics
+	n       int                      // keys made
 	stats   monthStats
 	lost    atomic.Int64 // answers lost and retried
 
@@ -146,7 +154,7 @@ type month struct {
 func newMonth(t *testing.T, rng *rand.Rand) *month {
 	t.Helper()
 	dbURL := dbtest.NewURL(t)
-	m := &month{t: t, rng: rng, abandoned: map[string]bool{}, dbURL: dbURL, db: openDB(t, dbURL), ports: freePorts(t, 2), http: newHTTPClient()}
+	m := &month{t: t, rng: rng, abandoned: map[string]bool{}, shifts: map[string]time.Duration{}, dbURL: dbURL, db: openDB(t, dbURL), ports: freePorts(t, 2), http: newHTTPClient()}
 	m.sandbox = psp.NewSandbox(m.db, psp.SandboxOptions{})
 	for _, c := range []struct{ zone, currency string }{
 		{"Europe/Istanbul", "TRY"}, {"America/New_York", "USD"}, {"Europe/Berlin", "EUR"},
@@ -533,8 +541,8 @@ func (m *month) check(first, last time.Time) {
 			        OR c.id IN (SELECT provider_charge_id FROM installments WHERE order_id = o.id))), 0)`, nil},
 		{"days of a client not settled exactly once",
 			`SELECT count(*) FROM clients c, generate_series($1::date, $2::date, interval '1 day') d
-			  WHERE (SELECT count(*) FROM settlements s WHERE s.client_id = c.id AND s.day = d::date) <> 1`, []any{first, last}},
-		{"money movements no settlement counted",
+			  WHERE (SELECT count(*) FROM settlements s WHERE s.client_id = c.id AND s.day = d::date) <> 1`, []any{first, last.AddDate(0, 0, 1)}},
+		{unsettledCheck,
 			`SELECT (SELECT count(*) FROM payments p WHERE status = 'succeeded'
 			          AND NOT EXISTS (SELECT 1 FROM settlement_items i WHERE i.kind = 'capture' AND i.source_id = p.order_id))
 			      + (SELECT count(*) FROM installments x WHERE status = 'paid' AND n > 1
@@ -560,6 +568,9 @@ func (m *month) check(first, last time.Time) {
 	for _, c := range checks {
 		if n := count(c.query, c.args...); n != 0 {
 			t.Errorf("%s: %d", c.what, n)
+			if c.what == unsettledCheck {
+				m.logUnsettled()
+			}
 		}
 	}
 
@@ -633,11 +644,88 @@ func (m *month) check(first, last time.Time) {
 		s.days, s.intents, s.doubleTaps, s.orders, s.installmentOrders, s.declined, s.refunds, m.lost.Load(), len(m.abandoned))
 	t.Logf("installments charged by the job: %d (%d after a declined attempt); %d with an operator, %d waiting for a retry, %d canceled by refunds",
 		inst.Paid, inst.Retried, inst.Attention, inst.Waiting, inst.Canceled)
-	t.Logf("settlements: %d, with %d movements and %d adjustments (%d days settled while their traffic still arrived)",
+	t.Logf("settlements: %d, with %d movements and %d adjustments (%d days settled while their traffic still arrived; %d adjustments on the day after the last)",
 		count(`SELECT count(*) FROM settlements WHERE day BETWEEN $1 AND $2`, first, last),
-		count(`SELECT count(*) FROM settlement_items WHERE NOT adjusted`), count(`SELECT count(*) FROM settlement_items WHERE adjusted`), s.earlySettles)
+		count(`SELECT count(*) FROM settlement_items WHERE NOT adjusted`), count(`SELECT count(*) FROM settlement_items WHERE adjusted`), s.earlySettles,
+		count(`SELECT count(*) FROM settlement_items i JOIN settlements x ON x.id = i.settlement_id WHERE x.day = $1 AND i.adjusted`,
+			last.AddDate(0, 0, 1)))
 	t.Logf("kills: %d replicas SIGKILLed during traffic, %d at a crash point after the provider charged, %d at the end of a day; "+
 		"%d installment runs (%d exited at a crash point, %d SIGKILLed); %d settle runs (%d SIGKILLed, %d days settled twice at once)",
 		s.replicaKills, s.replicaCrashPoints, s.dayEndKills, s.installmentRuns, s.installmentCrashPoints, s.installmentKills,
 		s.settleRuns, s.settleKills, s.settleTwiceAtOnce)
+}
+
+// unsettledCheck is the check of the money movements no settlement counted.
+const unsettledCheck = "money movements no settlement counted"
+
+// logUnsettled names every money movement no settlement counted, with the instant
+// settlement dates it at, the client's zone, the business day that instant falls on and
+// that day's settlement, so that a failure of unsettledCheck says which movements were
+// missed and why they may have been. The processes of a day run on a shifted clock: the
+// instant a movement was recorded at by the wall clock (the clock of the settle command)
+// is its date less the shift of its day's processes.
+func (m *month) logUnsettled() {
+	t := m.t
+	t.Helper()
+	var rows []struct {
+		Kind       string       `db:"kind"`
+		ID         int64        `db:"id"`
+		OrderID    int64        `db:"order_id"`
+		ClientID   int64        `db:"client_id"`
+		Zone       string       `db:"time_zone"`
+		At         time.Time    `db:"at"`
+		Day        string       `db:"day"`
+		Settlement string       `db:"settlement"`
+		SettledAt  sql.NullTime `db:"settled_at"`
+		What       string       `db:"what"`
+	}
+	if err := m.db.Select(&rows, `
+		WITH u AS (
+		    SELECT 'capture' AS kind, p.order_id AS id, p.order_id, p.created_at AS at,
+		           format('payment created %s, charge %s', p.created_at, p.provider_charge_id) AS what
+		      FROM payments p WHERE p.status = 'succeeded'
+		       AND NOT EXISTS (SELECT 1 FROM settlement_items i WHERE i.kind = 'capture' AND i.source_id = p.order_id)
+		    UNION ALL
+		    SELECT 'installment', x.id, x.order_id, x.paid_at,
+		           format('installment %s of the order, due %s, paid %s, updated %s, %s attempts, charge %s',
+		                  x.n, x.due_at, x.paid_at, x.updated_at, x.attempts, x.provider_charge_id)
+		      FROM installments x WHERE x.status = 'paid' AND x.n > 1
+		       AND NOT EXISTS (SELECT 1 FROM settlement_items i WHERE i.kind = 'installment' AND i.source_id = x.id)
+		    UNION ALL
+		    SELECT 'refund', r.id, r.order_id, r.updated_at,
+		           format('refund %s created %s, updated %s, provider key %s, reason %s',
+		                  r.public_id, r.created_at, r.updated_at, r.provider_key, r.reason)
+		      FROM refunds r WHERE r.status = 'succeeded'
+		       AND NOT EXISTS (SELECT 1 FROM settlement_items i WHERE i.kind = 'refund' AND i.source_id = r.id)
+		)
+		SELECT u.kind, u.id, u.order_id, c.id AS client_id, c.time_zone, u.at,
+		       CAST(CAST(u.at AT TIME ZONE c.time_zone AS date) AS text) AS day, u.what,
+		       COALESCE(format('settlement %s (window %s to %s, %s own movements, %s adjustments)', s.id,
+		                       s.starts_at, s.ends_at,
+		                       (SELECT count(*) FROM settlement_items i WHERE i.settlement_id = s.id AND NOT i.adjusted),
+		                       (SELECT count(*) FROM settlement_items i WHERE i.settlement_id = s.id AND i.adjusted)),
+		                '') AS settlement,
+		       s.settled_at
+		  FROM u JOIN orders o ON o.id = u.order_id JOIN clients c ON c.id = o.client_id
+		  LEFT JOIN settlements s ON s.client_id = c.id AND s.day = CAST(u.at AT TIME ZONE c.time_zone AS date)
+		 ORDER BY u.at`); err != nil {
+		t.Fatal(err)
+	}
+	var newest string
+	if err := m.db.Get(&newest, `SELECT COALESCE(CAST(max(day) AS text), 'none') FROM settlements`); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		settled := "its day is not settled"
+		if r.SettledAt.Valid {
+			settled = fmt.Sprintf("its day settled at %s by %s", r.SettledAt.Time.UTC().Format(time.RFC3339Nano), r.Settlement)
+			if shift, ok := m.shifts[r.At.UTC().Format(time.DateOnly)]; ok {
+				wall := r.At.Add(-shift)
+				settled += fmt.Sprintf("; recorded at about %s by the wall clock, %s after that settlement",
+					wall.UTC().Format(time.RFC3339Nano), wall.Sub(r.SettledAt.Time).Round(time.Millisecond))
+			}
+		}
+		t.Logf("not settled: %s %d (order %d, client %d, %s): dated %s, day %s there; %s; %s; the newest settled day is %s",
+			r.Kind, r.ID, r.OrderID, r.ClientID, r.Zone, r.At.UTC().Format(time.RFC3339Nano), r.Day, settled, r.What, newest)
+	}
 }
