@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tekrar/tekrar/admin"
+	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/apptest"
 )
@@ -61,16 +62,18 @@ func TestRefundFormAfterAPartialRefund(t *testing.T) {
 }
 
 // planOrder orders amount in count installments on a saved card under key, and returns the
-// order's public id.
+// order's public id. The card is saved under the provider customer that names the client, as
+// a merchant saves it (checkout.ProviderCustomer).
 func planOrder(t *testing.T, e *apptest.Env, key, customer string, amount int64, count int) string {
 	t.Helper()
-	pm, err := psp.NewSandbox(e.DB, psp.SandboxOptions{}).SavePaymentMethod(context.Background(), customer, psp.TokenVisa)
+	pm, err := psp.NewSandbox(e.DB, psp.SandboxOptions{}).SavePaymentMethod(context.Background(),
+		checkout.ProviderCustomer(e.ClientID, customer), psp.TokenVisa)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body := fmt.Sprintf(`{"currency":"TRY","amount":%d,"installments":%d,
 		"items":[{"sku":"SOFA","name":"Sofa","quantity":1,"unit_amount":%d}],
-		"payment":{"customer":%q,"payment_method":%q},"customer":{"id":%q}}`, amount, count, amount, pm.Customer, pm.ID, customer)
+		"payment":{"customer":%q,"payment_method":%q},"customer":{"id":%q}}`, amount, count, amount, customer, pm.ID, customer)
 	if r := e.Do(t, "POST", "/v1/orders", e.Secret, []byte(body), "Idempotency-Key", key); r.Status != 201 {
 		t.Fatalf("order: %d %s", r.Status, r.Body)
 	}
