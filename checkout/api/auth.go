@@ -62,12 +62,23 @@ func keyedAdvice(c *gin.Context, p *problem.Problem) *problem.Problem {
 	if c.GetHeader("Idempotency-Key") != "" {
 		return p.Advised()
 	}
-	return p
+	return unkeyed(p)
+}
+
+// unkeyed is p as answered to a request without an Idempotency-Key: no retryable or
+// safe_new_key (they speak of a key it has not got), and no detail that tells it to retry
+// "with the same key".
+func unkeyed(p *problem.Problem) *problem.Problem {
+	q := p.Unadvised()
+	if q.Code == problem.CodeStoreUnavailable {
+		q.Detail = "the database is unavailable; send the request again after Retry-After seconds"
+	}
+	return q
 }
 
 // abortUnavailable fails closed: the client retries later, nothing was executed.
 func abortUnavailable(c *gin.Context) {
-	server.Abort(c, checkout.StoreUnavailable())
+	server.Abort(c, keyedAdvice(c, checkout.StoreUnavailable()))
 }
 
 // bearer extracts the token of an RFC 6750 Bearer header. The scheme is case-insensitive.

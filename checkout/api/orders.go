@@ -139,21 +139,21 @@ func (a *handlers) getOrder(c *gin.Context) {
 func (a *handlers) listOrders(c *gin.Context) {
 	customer := c.Query("customer_id")
 	if customer == "" || len(customer) > 255 {
-		server.Abort(c, checkout.ValidationFailed([]checkout.FieldError{{Field: "customer_id", Message: "is required (at most 255 characters)"}}))
+		a.failRead(c, checkout.ValidationFailed([]checkout.FieldError{{Field: "customer_id", Message: "is required (at most 255 characters)"}}))
 		return
 	}
 	limit, errL := queryInt(c, "limit", 20)
 	if errL != nil || limit < 1 || limit > 100 {
-		server.Abort(c, checkout.ValidationFailed([]checkout.FieldError{{Field: "limit", Message: "must be 1 to 100"}}))
+		a.failRead(c, checkout.ValidationFailed([]checkout.FieldError{{Field: "limit", Message: "must be 1 to 100"}}))
 		return
 	}
 	orders, more, err := a.svc.ListOrders(c.Request.Context(), client(c).ID, customer, c.Query("after"), int(limit))
 	if errors.Is(err, checkout.ErrBadCursor) {
-		server.Abort(c, checkout.ValidationFailed([]checkout.FieldError{{Field: "after", Message: "must be the id of an order of this list (next_after of the previous page)"}}))
+		a.failRead(c, checkout.ValidationFailed([]checkout.FieldError{{Field: "after", Message: "must be the id of an order of this list (next_after of the previous page)"}}))
 		return
 	}
 	if err != nil {
-		a.fail(c, keyed{}, err)
+		a.failRead(c, err)
 		return
 	}
 	out := gin.H{"data": orders, "has_more": more}

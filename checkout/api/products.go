@@ -7,7 +7,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
-	"github.com/tekrar/tekrar/internal/server"
 )
 
 // precondition reads If-Match and If-None-Match: each tag of each header line, as sent.
@@ -75,12 +74,12 @@ func (a *handlers) getProduct(c *gin.Context) {
 func (a *handlers) listProducts(c *gin.Context) {
 	limit, errL := queryInt(c, "limit", 20)
 	if errL != nil || limit < 1 || limit > 100 {
-		server.Abort(c, checkout.ValidationFailed([]checkout.FieldError{{Field: "limit", Message: "must be 1 to 100"}}))
+		a.failRead(c, checkout.ValidationFailed([]checkout.FieldError{{Field: "limit", Message: "must be 1 to 100"}}))
 		return
 	}
 	after := c.Query("after")
 	if after != "" && !checkout.ValidSKU(after) {
-		server.Abort(c, checkout.ValidationFailed([]checkout.FieldError{{Field: "after", Message: "must be a sku (next_after of the previous page)"}}))
+		a.failRead(c, checkout.ValidationFailed([]checkout.FieldError{{Field: "after", Message: "must be a sku (next_after of the previous page)"}}))
 		return
 	}
 	products, more, err := a.svc.ListProducts(c.Request.Context(), client(c).ID, after, int(limit))

@@ -73,7 +73,7 @@ func setKeyHeaders(c *gin.Context, k keyed, replayed bool, expires time.Time) {
 // the request has not got, and Idempotent-Replayed of a replay it cannot be. Retry-After
 // still comes with the code.
 func (a *handlers) failRead(c *gin.Context, err error) {
-	server.Abort(c, a.problemOf(c, err))
+	server.Abort(c, unkeyed(a.problemOf(c, err)))
 }
 
 // fail answers a keyed request that did not produce a response: a problem from the

@@ -53,7 +53,34 @@ func TestStoreUnavailableFailsClosed(t *testing.T) {
 	if r := e.Do(t, "GET", "/readyz", "", nil); r.Status != 503 {
 		t.Errorf("readyz with the database down: %d", r.Status)
 	}
+	// A read carries no key, so its 503 carries no key advice: retryable and safe_new_key
+	// speak of a key it has not got, Idempotent-Replayed of a replay it cannot be.
+	for _, path := range []string{"/v1/orders/ord_00000000000000000000000000000000", "/v1/orders?customer_id=cus_1"} {
+		r := e.Do(t, "GET", path, e.Secret, nil)
+		problemOf(t, r, 503, "store_unavailable")
+		for _, member := range []string{`"retryable"`, `"safe_new_key"`} {
+			if strings.Contains(string(r.Body), member) {
+				t.Errorf("GET %s: %s in a keyless answer: %s", path, member, r.Body)
+			}
+		}
+		if h := r.Header.Get("Idempotent-Replayed"); h != "" {
+			t.Errorf("GET %s: Idempotent-Replayed %q", path, h)
+		}
+		if r.Header.Get("Retry-After") == "" {
+			t.Errorf("GET %s: 503 without Retry-After", path)
+		}
+	}
 	setConnections(true)
+	// Nor does a refused read.
+	for _, path := range []string{"/v1/orders", "/v1/orders?customer_id=cus_1&limit=0", "/v1/products?limit=0"} {
+		r := e.Do(t, "GET", path, e.Secret, nil)
+		problemOf(t, r, 422, "validation_failed")
+		for _, member := range []string{`"retryable"`, `"safe_new_key"`} {
+			if strings.Contains(string(r.Body), member) {
+				t.Errorf("GET %s: %s in a keyless answer: %s", path, member, r.Body)
+			}
+		}
+	}
 	if r := postOrder(t, e, e.Secret, "k-down", orderBody(9000, "tok_visa")); r.Status != 201 {
 		t.Fatalf("after recovery: %d %s", r.Status, r.Body)
 	}

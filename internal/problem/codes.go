@@ -228,6 +228,18 @@ func (p *Problem) Advised() *Problem {
 	return q.With("retryable", s.Retryable).With("safe_new_key", s.SafeNewKey)
 }
 
+// Unadvised is a copy of p without retryable and safe_new_key, for the answer to a request
+// that carries no Idempotency-Key (a GET, a DELETE): that advice speaks of a key the request
+// has not got. The domain advises the problems it makes, as most are answered to keyed
+// requests; the API strips the advice where it does not apply.
+func (p *Problem) Unadvised() *Problem {
+	q := *p
+	q.Extensions = maps.Clone(p.Extensions)
+	delete(q.Extensions, "retryable")
+	delete(q.Extensions, "safe_new_key")
+	return &q
+}
+
 // Is makes a problem an error that errors.Is matches by code: a domain declares the
 // problems its callers test for as sentinels (var ErrOrderNotFound = problem.Of(...)), and
 // every problem of that code, with whatever detail, is that error. One condition, one
