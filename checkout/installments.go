@@ -51,51 +51,11 @@ func splitAmount(total int64, count int) []int64 {
 	return out
 }
 
-// civilDate is a day of the calendar, in no time zone: what a due date is.
-type civilDate struct {
-	Year  int
-	Month time.Month
-	Day   int
-}
-
-func dateOf(t time.Time, loc *time.Location) civilDate {
-	y, m, d := t.In(loc).Date()
-	return civilDate{y, m, d}
-}
-
-func (d civilDate) String() string { return fmt.Sprintf("%04d-%02d-%02d", d.Year, int(d.Month), d.Day) }
-
-// start is when the day starts in loc: its midnight, or, where a daylight-saving change
-// skips midnight, the first instant of the day that exists.
-func (d civilDate) start(loc *time.Location) time.Time {
-	t := time.Date(d.Year, d.Month, d.Day, 0, 0, 0, 0, loc)
-	if t.Day() != d.Day { // normalised back into the previous day by a gap at midnight
-		t = time.Date(d.Year, d.Month, d.Day, 1, 0, 0, 0, loc)
-	}
-	return t
-}
-
-// addDays is the day n days after d.
-func (d civilDate) addDays(n int) civilDate {
-	t := time.Date(d.Year, d.Month, d.Day+n, 12, 0, 0, 0, time.UTC)
-	return civilDate{t.Year(), t.Month(), t.Day()}
-}
-
-// addMonths is the day k months after d with d's day of the month, or the last day of that
-// month when it is shorter: Jan 31 + 1 month is Feb 28 (29 in a leap year), + 2 months
-// Mar 31. Always counted from d, never from the previous installment, so a short month does
-// not pull the later ones back.
-func (d civilDate) addMonths(k int) civilDate {
-	first := time.Date(d.Year, d.Month+time.Month(k), 1, 12, 0, 0, 0, time.UTC)
-	last := first.AddDate(0, 1, -1).Day()
-	return civilDate{first.Year(), first.Month(), min(d.Day, last)}
-}
-
 // plannedInstallment is an installment as an order's claim creates it.
 type plannedInstallment struct {
 	N      int
 	Amount int64
-	DueOn  civilDate
+	DueOn  Day
 	DueAt  time.Time // when DueOn starts in the client's zone
 }
 
@@ -103,11 +63,11 @@ type plannedInstallment struct {
 // installment n is due n-1 months after the order's day there.
 func planInstallments(total int64, count int, created time.Time, loc *time.Location) []plannedInstallment {
 	amounts := splitAmount(total, count)
-	day := dateOf(created, loc)
+	day := DayOf(created, loc)
 	out := make([]plannedInstallment, count)
 	for i := range out {
-		due := day.addMonths(i)
-		out[i] = plannedInstallment{N: i + 1, Amount: amounts[i], DueOn: due, DueAt: due.start(loc)}
+		due := day.AddMonths(i)
+		out[i] = plannedInstallment{N: i + 1, Amount: amounts[i], DueOn: due, DueAt: due.Start(loc)}
 	}
 	return out
 }
@@ -116,12 +76,12 @@ func planInstallments(total int64, count int, created time.Time, loc *time.Locat
 // after attempts declined: on the retry days after the due date, but never before the day
 // after now (a job that ran late does not spend every retry in one run). ok is false when
 // the retries are spent.
-func nextInstallmentAttempt(dueOn civilDate, attempts int, now time.Time, loc *time.Location) (time.Time, bool) {
+func nextInstallmentAttempt(dueOn Day, attempts int, now time.Time, loc *time.Location) (time.Time, bool) {
 	if attempts < 1 || attempts > len(installmentRetryDays) {
 		return time.Time{}, false
 	}
-	next := dueOn.addDays(installmentRetryDays[attempts-1]).start(loc)
-	if tomorrow := dateOf(now, loc).addDays(1).start(loc); next.Before(tomorrow) {
+	next := dueOn.AddDays(installmentRetryDays[attempts-1]).Start(loc)
+	if tomorrow := DayOf(now, loc).Next().Start(loc); next.Before(tomorrow) {
 		next = tomorrow
 	}
 	return next, true

@@ -154,7 +154,7 @@ func (s *Service) declineInstallment(ctx context.Context, c *installmentClaim, n
 	if err != nil {
 		return fmt.Errorf("installment %d of order %d: %w", c.N, c.OrderID, err)
 	}
-	due := civilDate{c.DueOn.Year(), c.DueOn.Month(), c.DueOn.Day()}
+	due := Day{c.DueOn.Year(), c.DueOn.Month(), c.DueOn.Day()}
 	var next sql.NullTime
 	var reason sql.NullString
 	counter := &res.Attention

@@ -82,6 +82,22 @@ func TestInstallmentSchedule(t *testing.T) {
 		{"New York into summer time", "America/New_York", "2027-02-14T15:00:00Z", 2,
 			[]string{"2027-02-14", "2027-03-14"},
 			[]string{"2027-02-14T05:00:00Z", "2027-03-14T05:00:00Z"}},
+		// Havana's clocks skip midnight on 2026-03-08 (00:00 is 01:00 CDT): that day begins,
+		// and its installment is due, at 01:00, 05:00 UTC; the 8th of April at its midnight,
+		// 04:00 UTC.
+		{"Havana skips its midnight", "America/Havana", "2026-02-08T15:00:00Z", 3,
+			[]string{"2026-02-08", "2026-03-08", "2026-04-08"},
+			[]string{"2026-02-08T05:00:00Z", "2026-03-08T05:00:00Z", "2026-04-08T04:00:00Z"}},
+		// Havana's clocks repeat midnight on 2026-11-01 (01:00 CDT is 00:00 CST): the day
+		// begins at the first 00:00, 04:00 UTC.
+		{"Havana repeats its midnight", "America/Havana", "2026-10-01T15:00:00Z", 2,
+			[]string{"2026-10-01", "2026-11-01"},
+			[]string{"2026-10-01T04:00:00Z", "2026-11-01T04:00:00Z"}},
+		// Amman repeated its midnight on 2016-10-28, east of UTC, where time.Date picks the
+		// second 00:00 (22:00 UTC): the installment is due at the first, 21:00 UTC.
+		{"Amman repeats its midnight", "Asia/Amman", "2016-09-28T12:00:00Z", 2,
+			[]string{"2016-09-28", "2016-10-28"},
+			[]string{"2016-09-27T21:00:00Z", "2016-10-27T21:00:00Z"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -137,7 +153,7 @@ func TestInstallmentAmounts(t *testing.T) {
 func TestInstallmentRetryDays(t *testing.T) {
 	t.Parallel()
 	ist := mustLoad(t, "Europe/Istanbul")
-	due := civilDate{2027, time.February, 28}
+	due := Day{2027, time.February, 28}
 	cases := []struct {
 		attempts int
 		now      string

@@ -593,3 +593,60 @@ func TestInstallmentsAreSettled(t *testing.T) {
 		t.Fatalf("settled %d in %d items, the provider charged %d; want 1000 in 3, and 1000", got.Settled, got.Items, got.Provider)
 	}
 }
+
+// TestSettlementWhereMidnightIsSkipped: Havana's clocks go from 00:00 to 01:00 on 8 March
+// 2026, so its 7 March lasts until 05:00 UTC on the 8th. An order paid at 23:30 on the 7th
+// is the 7th's own item, and a refund dated 23:45 on the 7th, recorded after the 7th was
+// settled, is an adjustment of the 7th on the 8th's settlement: the day's items and its late
+// adjustments are placed by the same rule, and every item lies in the window of the day it
+// names.
+func TestSettlementWhereMidnightIsSkipped(t *testing.T) {
+	t.Parallel()
+	e := newSettleEnv(t, "America/Havana")
+	o := e.paidAt(utc("2026-03-07T12:00:00Z"), "k-7", 10)         // 07:00 CST on the 7th
+	e.paidAt(utc("2026-03-08T04:30:00Z"), "k-7-late-evening", 20) // 23:30 CST on the 7th
+	e.settleAt(utc("2026-03-08T06:00:00Z"))
+	seventh := e.settle("2026-03-07")
+	if !seventh.StartsAt.Equal(utc("2026-03-07T05:00:00Z")) || !seventh.EndsAt.Equal(utc("2026-03-08T05:00:00Z")) ||
+		seventh.Items != 2 {
+		t.Errorf("7 March: %s to %s with %d items; want 05:00 UTC to 05:00 UTC with both orders of the day",
+			seventh.StartsAt.UTC().Format(time.RFC3339), seventh.EndsAt.UTC().Format(time.RFC3339), seventh.Items)
+	}
+	e.refundAt(utc("2026-03-08T04:45:00Z"), "r-7", o, 5) // 23:45 CST on the 7th, recorded late
+	e.paidAt(utc("2026-03-08T12:00:00Z"), "k-8", 100)
+	e.paidAt(utc("2026-03-09T12:00:00Z"), "k-9", 1000)
+	e.settleAt(utc("2026-03-10T06:00:00Z"))
+	eighth := e.settle("2026-03-08")
+	if !eighth.StartsAt.Equal(utc("2026-03-08T05:00:00Z")) || !eighth.EndsAt.Equal(utc("2026-03-09T04:00:00Z")) ||
+		eighth.Items != 1 || eighth.Adjusted != 1 {
+		t.Errorf("8 March: %s to %s with %d items and %d adjustments; want 05:00 UTC to 04:00 UTC, 1 and 1",
+			eighth.StartsAt.UTC().Format(time.RFC3339), eighth.EndsAt.UTC().Format(time.RFC3339), eighth.Items, eighth.Adjusted)
+	}
+	if ninth := e.settle("2026-03-09"); ninth.Items != 1 || ninth.Adjusted != 0 {
+		t.Errorf("9 March: %d items, %d adjustments; want 1, 0", ninth.Items, ninth.Adjusted)
+	}
+	var items []struct {
+		Kind       string    `db:"kind"`
+		Day        time.Time `db:"day"`
+		OccurredAt time.Time `db:"occurred_at"`
+		StartsAt   time.Time `db:"starts_at"`
+		EndsAt     time.Time `db:"ends_at"`
+	}
+	if err := e.db.Select(&items, `
+		SELECT i.kind, i.day, i.occurred_at, s.starts_at, s.ends_at
+		  FROM settlement_items i JOIN settlements s ON s.client_id = i.client_id AND s.day = i.day
+		 ORDER BY i.occurred_at`); err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 5 {
+		t.Fatalf("%d items, want 5", len(items))
+	}
+	for _, it := range items {
+		day := DayOf(it.Day, time.UTC)
+		if byRule := DayOf(it.OccurredAt, e.loc); byRule != day || it.OccurredAt.Before(it.StartsAt) || !it.OccurredAt.Before(it.EndsAt) {
+			t.Errorf("%s at %s is counted on %s (window %s to %s); DayOf says %s", it.Kind,
+				it.OccurredAt.UTC().Format(time.RFC3339), day, it.StartsAt.UTC().Format(time.RFC3339),
+				it.EndsAt.UTC().Format(time.RFC3339), byRule)
+		}
+	}
+}
