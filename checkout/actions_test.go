@@ -16,6 +16,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/checkout/sweeper"
 	"github.com/tekrar/tekrar/internal/dbtest"
 	"github.com/tekrar/tekrar/internal/problem"
 )
@@ -413,12 +414,12 @@ func TestExpireKey(t *testing.T) {
 		t.Fatalf("expire again: %+v %v (%d records)", res, err, len(e.recorded))
 	}
 
-	sweeper := NewSweeper(e.db, SweepConfig{Now: func() time.Time { return e.now }}, slog.New(slog.DiscardHandler))
-	if r, err := sweeper.Pass(ctx); err != nil || r.KeysTombstoned != 1 {
+	sw := sweeper.New(e.db, sweeper.Config{Now: func() time.Time { return e.now }}, slog.New(slog.DiscardHandler))
+	if r, err := sw.Pass(ctx); err != nil || r.KeysTombstoned != 1 {
 		t.Fatalf("sweep: %+v %v", r, err)
 	}
 	e.advance(2 * time.Minute)
-	if r, err := sweeper.Pass(ctx); err != nil || r.KeysDeleted != 1 {
+	if r, err := sw.Pass(ctx); err != nil || r.KeysDeleted != 1 {
 		t.Fatalf("second sweep: %+v %v", r, err)
 	}
 	res, err = e.s.ExpireKey(ctx, e.client.ID, "k", e.record(false))

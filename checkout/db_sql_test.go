@@ -52,7 +52,7 @@ func TestNamedStatements(t *testing.T) {
 		"completeRefund": completeRefundSQL.text, "refundTombstone": refundTombstoneSQL.text,
 		"claimRefundKey": claimRefundKeySQL.text, "reserveRefund": reserveRefundSQL.text,
 		"createRefund": createRefundSQL.text, "settleCompensation": settleCompensationSQL.text,
-		"oweRefund": oweRefundSQL.text, "recordSweep": recordSweepSQL.text, "insertEvents": insertEventsSQL.text,
+		"oweRefund": oweRefundSQL.text, "insertEvents": insertEventsSQL.text,
 	} {
 		if i := strings.IndexByte(text, ':'); i >= 0 {
 			t.Errorf("%s: a ':' is left at %d:\n%s", name, i, text)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tekrar/tekrar/checkout/sweeper"
 	"github.com/tekrar/tekrar/internal/problem"
 )
 
@@ -32,7 +33,7 @@ var expiryBoundary = []struct {
 func TestKeyExpiryBoundary(t *testing.T) {
 	e := newActionEnv(t)
 	ctx := context.Background()
-	sweeper := NewSweeper(e.db, SweepConfig{Now: func() time.Time { return e.now }}, slog.New(slog.DiscardHandler))
+	sw := sweeper.New(e.db, sweeper.Config{Now: func() time.Time { return e.now }}, slog.New(slog.DiscardHandler))
 	if !(&Key{Tombstone: true, ExpiresAt: e.now.Add(time.Hour)}).Expired(e.now) {
 		t.Error("a tombstone is not expired")
 	}
@@ -76,7 +77,7 @@ func TestKeyExpiryBoundary(t *testing.T) {
 			if err != nil || v.Expired != tt.expired {
 				t.Errorf("KeyStatus: expired %v (%v), want %v", v.Expired, err, tt.expired)
 			}
-			if _, err := sweeper.Pass(ctx); err != nil {
+			if _, err := sw.Pass(ctx); err != nil {
 				t.Fatal(err)
 			}
 			swept := e.count(`SELECT count(*) FROM key_tombstones WHERE client_id = $1 AND key = $2`, e.client.ID, key) == 1

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/sweeper"
 	"github.com/tekrar/tekrar/internal/app"
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/config"
@@ -152,7 +152,7 @@ func deref(s *string) string {
 	return *s
 }
 
-func sweep(t *testing.T, e *apptest.Env) checkout.SweepResult {
+func sweep(t *testing.T, e *apptest.Env) sweeper.Result {
 	t.Helper()
 	res, err := e.App.Sweeper.Pass(context.Background())
 	if err != nil {
@@ -291,7 +291,7 @@ func TestConcurrentSweepers(t *testing.T) {
 	}
 	// The second replica's sweeper, run as serve runs it: the scheduled task "sweep".
 	second, err := schedule.New(e.DB.DB, schedule.Config{Now: e.Clock.Now},
-		app.SweepTask(e.Config, checkout.NewSweeper(e.DB, checkout.SweepConfig{Batch: 100, Now: e.Clock.Now}, discardLogger())))
+		app.SweepTask(e.Config, sweeper.New(e.DB, sweeper.Config{Batch: 100, Now: e.Clock.Now}, discardLogger())))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/sweeper"
 	"github.com/tekrar/tekrar/internal/app"
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/schedule"
@@ -30,7 +30,7 @@ func sweep(ctx context.Context, e env, cfg config.Server) error {
 	}
 	defer pool.Close()
 	logger := app.NewLogger(cfg, e.stderr)
-	s := checkout.NewSweeper(pool, app.SweepConfig(cfg, nil), logger)
+	s := sweeper.New(pool, app.SweepConfig(cfg, nil), logger)
 	cfg.SweepInterval = time.Minute // the task's period; a run by hand has none
 	sched, err := schedule.New(pool.DB, schedule.Config{Logger: logger}, app.SweepTask(cfg, s))
 	if err != nil {

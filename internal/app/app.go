@@ -27,6 +27,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/hooks"
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/checkout/sweeper"
 	"github.com/tekrar/tekrar/checkout/webhook"
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/metrics"
@@ -41,7 +42,7 @@ import (
 type App struct {
 	Handler   http.Handler
 	Service   *checkout.Service
-	Sweeper   *checkout.Sweeper
+	Sweeper   *sweeper.Sweeper
 	Completer *checkout.Completer
 	// Scheduler runs the deployment's periodic tasks (the sweeper, reconciliation,
 	// installments, settlement) on River.
@@ -153,9 +154,9 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	}
 	sweepCfg := SweepConfig(cfg, o.now)
 	sweepCfg.Observe = m.Sweep
-	sweeper := checkout.NewSweeper(db, sweepCfg, logger)
+	sw := sweeper.New(db, sweepCfg, logger)
 	settler := checkout.NewSettler(db, checkout.SettlerOptions{Now: o.now, Logger: logger, Observe: m.Settlement})
-	sched, err := newScheduler(cfg, db.DB, svc, sweeper, settler, o.now, logger, m.ScheduledRun)
+	sched, err := newScheduler(cfg, db.DB, svc, sw, settler, o.now, logger, m.ScheduledRun)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +178,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	if err != nil {
 		return nil, err
 	}
-	return &App{Handler: server.HeadAsGet(e), Service: svc, Sweeper: sweeper, Completer: completer,
+	return &App{Handler: server.HeadAsGet(e), Service: svc, Sweeper: sw, Completer: completer,
 		Scheduler: sched, Settler: settler, River: rc, Metrics: m, engine: e, logger: logger}, nil
 }
 
@@ -259,8 +260,8 @@ func Now(clock func() time.Time) time.Time {
 }
 
 // SweepConfig is the sweeper's part of the configuration.
-func SweepConfig(cfg config.Server, now func() time.Time) checkout.SweepConfig {
-	return checkout.SweepConfig{
+func SweepConfig(cfg config.Server, now func() time.Time) sweeper.Config {
+	return sweeper.Config{
 		Batch:          cfg.SweepBatch,
 		Pause:          cfg.SweepPause,
 		Settle:         cfg.SweepSettle,

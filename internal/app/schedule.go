@@ -9,14 +9,15 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/sweeper"
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/schedule"
 )
 
 // tasks lists what the deployment does on a schedule, one process per tick
 // (docs/scheduled.md). A part of tekrar with periodic work adds its schedule.Task here.
-func tasks(cfg config.Server, svc *checkout.Service, sweeper *checkout.Sweeper, settler *checkout.Settler) []schedule.Task {
-	ts := []schedule.Task{SweepTask(cfg, sweeper),
+func tasks(cfg config.Server, svc *checkout.Service, sw *sweeper.Sweeper, settler *checkout.Settler) []schedule.Task {
+	ts := []schedule.Task{SweepTask(cfg, sw),
 		// Installments fall due when a day begins in their client's zone; a pass with nothing
 		// due is one indexed query (docs/installments.md).
 		{Name: "installments", Every: InstallmentsEvery, Run: svc.ChargeDueInstallments},
@@ -43,10 +44,10 @@ const (
 
 // SweepTask is the key sweeper as a task: every TEKRAR_SWEEP_INTERVAL, a pass as of the
 // tick. `tekrar sweep` runs the same task by hand.
-func SweepTask(cfg config.Server, sweeper *checkout.Sweeper) schedule.Task {
+func SweepTask(cfg config.Server, sw *sweeper.Sweeper) schedule.Task {
 	return schedule.Task{Name: "sweep", Every: cfg.SweepInterval,
 		Run: func(ctx context.Context, now time.Time) (string, error) {
-			res, err := sweeper.PassAt(ctx, now)
+			res, err := sw.PassAt(ctx, now)
 			return res.String(), err
 		}}
 }
@@ -63,10 +64,10 @@ func scheduleConsumer(s *schedule.Scheduler) Consumer {
 
 // newScheduler builds the process's scheduler over the deployment's tasks; observe is told
 // of every run it finishes (metrics).
-func newScheduler(cfg config.Server, db *sql.DB, svc *checkout.Service, sweeper *checkout.Sweeper, settler *checkout.Settler, now func() time.Time, logger *slog.Logger,
+func newScheduler(cfg config.Server, db *sql.DB, svc *checkout.Service, sw *sweeper.Sweeper, settler *checkout.Settler, now func() time.Time, logger *slog.Logger,
 	observe func(schedule.Run, time.Duration)) (*schedule.Scheduler, error) {
 	return schedule.New(db, schedule.Config{Now: now, Logger: logger.With("component", "schedule"), Observe: observe},
-		tasks(cfg, svc, sweeper, settler)...)
+		tasks(cfg, svc, sw, settler)...)
 }
 
 // taskNames are the names of s's tasks.

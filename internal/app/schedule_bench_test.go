@@ -42,7 +42,7 @@ func benchmarkSweep(b *testing.B, variant string) {
 			b.Fatal(err)
 		}
 	}
-	// loop is a pass as checkout.Sweeper.Pass ran it before: under the sweeper's own lock.
+	// loop is a pass as sweeper.Sweeper.Pass ran it before: under the sweeper's own lock.
 	loop := func() error {
 		conn, err := e.DB.Connx(ctx)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/sweeper"
 )
 
 // Completer exposes what this process's completer has done (checkout.Completer.Totals),
@@ -29,8 +30,8 @@ func (m *Metrics) Completer(totals func() checkout.CompleterResult) {
 	counter(comp, compHelp, prometheus.Labels{"result": "no_charge"}, func(r checkout.CompleterResult) int { return r.CompensationsOK })
 }
 
-// Sweep counts one sweeper pass (checkout.SweepConfig.Observe).
-func (m *Metrics) Sweep(res checkout.SweepResult, err error) {
+// Sweep counts one sweeper pass (sweeper.Config.Observe).
+func (m *Metrics) Sweep(res sweeper.Result, err error) {
 	switch {
 	case err != nil:
 		m.sweeps.WithLabelValues("failed").Inc()
