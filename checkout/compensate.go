@@ -74,12 +74,7 @@ type orderCancel struct {
 // cancelOrderSQL: see cancelOrder. Each later step reads the key's order_id from k, so it
 // does nothing when the fence matched no row.
 var cancelOrderSQL = named[orderCancel](`
-	WITH k AS (
-	    UPDATE idempotency_keys
-	       SET state = 'completed', recovery_point = 'finished', lease_expires_at = NULL,
-	           response_status = :response_status, response_headers = :response_headers,
-	           response_body = :response_body, completed_at = :now
-	     WHERE id = :key_id AND lease_token = :lease_token AND state = 'in_progress'
+	WITH k AS (` + keyCompletionSQL + `
 	    RETURNING order_id
 	), o AS (
 	    UPDATE orders SET status = 'canceled', updated_at = :now WHERE id = (SELECT order_id FROM k)

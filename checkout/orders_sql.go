@@ -126,19 +126,9 @@ type orderClaim struct {
 	InstDueAt        pq.StringArray `db:"inst_due_at"`
 }
 
-// claimOrderSQL: see claimOrder. The tombstone step is tombstoneSQL's.
+// claimOrderSQL: see claimOrder. The tombstone step t is keyTombstoneSQL.
 var claimOrderSQL = named[orderClaim](`
-	WITH t AS (
-	    SELECT CAST(0 AS bigint) AS id, t.client_id, t.key, t.fingerprint, t.method, t.path, 'completed' AS state,
-	           'finished' AS recovery_point, CAST(0 AS bigint) AS lease_token, CAST(NULL AS timestamptz) AS lease_expires_at,
-	           t.order_id, t.refund_id, CAST(NULL AS int) AS response_status, CAST(NULL AS jsonb) AS response_headers,
-	           CAST(NULL AS bytea) AS response_body, CAST(NULL AS text) AS attention_reason, t.first_seen AS created_at,
-	           t.expired_at AS expires_at, CAST(NULL AS bytea) AS intent, true AS tombstone,
-	           coalesce(CAST(o.public_id AS text), '') AS order_public_id, coalesce(CAST(r.public_id AS text), '') AS refund_public_id
-	      FROM key_tombstones t
-	      LEFT JOIN orders o ON o.id = t.order_id
-	      LEFT JOIN refunds r ON r.id = t.refund_id
-	     WHERE t.client_id = :client_id AND t.key = :key AND t.forget_at > :created_at
+	WITH t AS (` + keyTombstoneSQL + `
 	), k AS (
 	    INSERT INTO idempotency_keys
 	           (client_id, key, fingerprint, method, path, state, recovery_point,
@@ -273,12 +263,7 @@ type orderSettlement struct {
 // completeOrderSQL: see completeOrder. Each later step reads the key's order_id from k, so
 // it does nothing when the fence matched no row.
 var completeOrderSQL = named[orderSettlement](`
-	WITH k AS (
-	    UPDATE idempotency_keys
-	       SET state = 'completed', recovery_point = 'finished', lease_expires_at = NULL,
-	           response_status = :response_status, response_headers = :response_headers,
-	           response_body = :response_body, completed_at = :now
-	     WHERE id = :key_id AND lease_token = :lease_token AND state = 'in_progress'
+	WITH k AS (` + keyCompletionSQL + `
 	    RETURNING order_id
 	), o AS (
 	    UPDATE orders SET status = :order_status, captured_amount = :captured_amount, updated_at = :now

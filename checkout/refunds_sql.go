@@ -27,20 +27,9 @@ type refundClaim struct {
 	ProviderKey   string         `db:"provider_key"` // providerKey("refund", the key row)
 }
 
-// refundTombstoneSQL selects a live tombstone of the key, in keyColumns' shape, with the
-// public ids of its order and refund (for the late retry's answer): a key that has a
-// tombstone cannot be claimed again. claimOrderSQL has the same step.
-var refundTombstoneSQL = named[refundClaim](`
-	SELECT CAST(0 AS bigint) AS id, t.client_id, t.key, t.fingerprint, t.method, t.path, 'completed' AS state,
-	       'finished' AS recovery_point, CAST(0 AS bigint) AS lease_token, CAST(NULL AS timestamptz) AS lease_expires_at,
-	       t.order_id, t.refund_id, CAST(NULL AS int) AS response_status, CAST(NULL AS jsonb) AS response_headers,
-	       CAST(NULL AS bytea) AS response_body, CAST(NULL AS text) AS attention_reason, t.first_seen AS created_at,
-	       t.expired_at AS expires_at, CAST(NULL AS bytea) AS intent, true AS tombstone,
-	       coalesce(CAST(o.public_id AS text), '') AS order_public_id, coalesce(CAST(r.public_id AS text), '') AS refund_public_id
-	  FROM key_tombstones t
-	  LEFT JOIN orders o ON o.id = t.order_id
-	  LEFT JOIN refunds r ON r.id = t.refund_id
-	 WHERE t.client_id = :client_id AND t.key = :key AND t.forget_at > :created_at`)
+// refundTombstoneSQL selects a live tombstone of the key (keyTombstoneSQL): a key that has
+// a tombstone cannot be claimed again. claimOrderSQL has the same step, as its CTE t.
+var refundTombstoneSQL = named[refundClaim](keyTombstoneSQL)
 
 var claimRefundKeySQL = named[refundClaim](`
 	INSERT INTO idempotency_keys
@@ -203,12 +192,7 @@ type refundCompletion struct {
 // completeRefundSQL: see completeRefund. Each later step reads the key's refund_id from
 // k, so it does nothing when the fence matched no row.
 var completeRefundSQL = named[refundCompletion](`
-	WITH k AS (
-	    UPDATE idempotency_keys
-	       SET state = 'completed', recovery_point = 'finished', lease_expires_at = NULL,
-	           response_status = :response_status, response_headers = :response_headers,
-	           response_body = :response_body, completed_at = :now
-	     WHERE id = :key_id AND lease_token = :lease_token AND state = 'in_progress'
+	WITH k AS (` + keyCompletionSQL + `
 	    RETURNING refund_id
 	), r AS (
 	    UPDATE refunds SET status = 'succeeded', provider_refund_id = :provider_refund_id, updated_at = :now
@@ -402,9 +386,4 @@ const providerRefundsSQL = `
 
 // completeKeySQL stores a key's final answer, fenced by its lease token, for a settlement
 // whose other statements ran before it in the same transaction.
-var completeKeySQL = named[keyCompletion](`
-	UPDATE idempotency_keys
-	   SET state = 'completed', recovery_point = 'finished', lease_expires_at = NULL,
-	       response_status = :response_status, response_headers = :response_headers,
-	       response_body = :response_body, completed_at = :now
-	 WHERE id = :key_id AND lease_token = :lease_token AND state = 'in_progress'`)
+var completeKeySQL = named[keyCompletion](keyCompletionSQL)

@@ -2,61 +2,17 @@ package api
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
 )
 
-// precondition reads If-Match and If-None-Match: each tag of each header line, as sent.
-func precondition(h http.Header) checkout.Precondition {
-	return checkout.Precondition{IfMatch: entityTags(h.Values("If-Match")), IfNoneMatch: entityTags(h.Values("If-None-Match"))}
-}
-
-func entityTags(lines []string) []string {
-	var out []string
-	for _, l := range lines {
-		for _, t := range strings.Split(l, ",") {
-			if t = strings.TrimSpace(t); t != "" {
-				out = append(out, t)
-			}
-		}
-	}
-	return out
-}
-
 // putProduct: PUT /v1/products/{sku}, the whole product. 201 when it created it, 200
 // otherwise; ETag is the version it is at. No Idempotency-Key: a PUT is idempotent, and
 // If-Match guards a replace against a change made since the client read the product.
 func (a *handlers) putProduct(c *gin.Context) {
-	sku := c.Param("sku")
-	body, p := readJSON(c.Request, a.maxBody)
-	if p != nil {
-		a.failRead(c, p)
-		return
-	}
-	var in checkout.ProductInput
-	if p := decodeStrict(body, &in); p != nil {
-		a.failRead(c, p)
-		return
-	}
-	if errs := in.Validate(sku); len(errs) > 0 {
-		a.failRead(c, checkout.ValidationFailed(errs))
-		return
-	}
-	v, created, err := a.svc.PutProduct(c.Request.Context(), client(c).ID, sku, in, precondition(c.Request.Header))
-	if err != nil {
-		a.failRead(c, err)
-		return
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-		c.Header("Location", c.Request.URL.Path)
-	}
-	c.Header("ETag", checkout.ETag(v.Version))
-	c.JSON(status, v)
+	conditionalPut(a, c, c.Param("sku"), a.svc.PutProduct, func(v checkout.ProductView) int64 { return v.Version })
 }
 
 func (a *handlers) getProduct(c *gin.Context) {
@@ -97,33 +53,7 @@ func (a *handlers) listProducts(c *gin.Context) {
 // putCart: PUT /v1/carts/{id}, the cart's whole contents; the id is the client's. Like
 // putProduct: 201 or 200, ETag, If-Match, no Idempotency-Key.
 func (a *handlers) putCart(c *gin.Context) {
-	id := c.Param("id")
-	body, p := readJSON(c.Request, a.maxBody)
-	if p != nil {
-		a.failRead(c, p)
-		return
-	}
-	var in checkout.CartInput
-	if p := decodeStrict(body, &in); p != nil {
-		a.failRead(c, p)
-		return
-	}
-	if errs := in.Validate(id); len(errs) > 0 {
-		a.failRead(c, checkout.ValidationFailed(errs))
-		return
-	}
-	v, created, err := a.svc.PutCart(c.Request.Context(), client(c).ID, id, in, precondition(c.Request.Header))
-	if err != nil {
-		a.failRead(c, err)
-		return
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-		c.Header("Location", c.Request.URL.Path)
-	}
-	c.Header("ETag", checkout.ETag(v.Version))
-	c.JSON(status, v)
+	conditionalPut(a, c, c.Param("id"), a.svc.PutCart, func(v checkout.CartView) int64 { return v.Version })
 }
 
 func (a *handlers) getCart(c *gin.Context) {
