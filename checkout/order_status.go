@@ -55,6 +55,12 @@ func (s StatusSet) SQL() string {
 }
 
 var (
+	// OrderStatuses are every status an order may have: those the order_status domain's
+	// CHECK allows, and Order.status's enum in checkout/api/openapi.yaml
+	// (TestOrderStatusesClassified, TestOpenAPIOrderStatuses).
+	OrderStatuses = statusSet(StatusPending, StatusPaid, StatusPartiallyRefunded, StatusRefunded,
+		StatusDisputed, StatusDeclined, StatusCanceled)
+
 	// PendingStatuses are those of an order whose charge is not known yet.
 	PendingStatuses = statusSet(StatusPending)
 

@@ -10,6 +10,7 @@ import (
 
 // orderStatusSets are the named sets of order statuses, each checked in Go and in SQL.
 var orderStatusSets = map[string]StatusSet{
+	"OrderStatuses":   OrderStatuses,
 	"PendingStatuses": PendingStatuses, "ChargedStatuses": ChargedStatuses,
 	"RefundableStatuses": RefundableStatuses, "UnchargedStatuses": UnchargedStatuses,
 	"PlanChargingStatuses": PlanChargingStatuses,
@@ -40,6 +41,9 @@ func domainOrderStatuses(t *testing.T) []string {
 // migrations do not allow.
 func TestOrderStatusesClassified(t *testing.T) {
 	statuses := domainOrderStatuses(t)
+	if got, want := slices.Sorted(slices.Values(OrderStatuses.Members())), slices.Sorted(slices.Values(statuses)); !slices.Equal(got, want) {
+		t.Errorf("OrderStatuses are %v, the order_status domain allows %v", got, want)
+	}
 	for _, s := range statuses {
 		var in []string
 		for name, set := range map[string]StatusSet{"PendingStatuses": PendingStatuses,
