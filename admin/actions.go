@@ -228,7 +228,7 @@ func refundPage(c *gin.Context, t checkout.RefundTarget, adv tapAdvice, amount, 
 		Cancel: orderHref(t.PublicID),
 	}
 	switch {
-	case !checkout.WasPaid(t.Status):
+	case !checkout.ChargedStatuses.Has(t.Status):
 		v.Refused = "Only a paid order can be refunded; this one is " + t.Status + "."
 	case t.Status == checkout.StatusDisputed:
 		v.Refused = disputedNotRefundable

@@ -260,7 +260,7 @@ func orderCard(d report.OrderDetail, charges report.OrderCharges) views.OrderCar
 		left = tapOrderOf(d.OrderRow, charges).left()
 	}
 	switch {
-	case !checkout.WasPaid(d.Status):
+	case !checkout.ChargedStatuses.Has(d.Status):
 		o.NotRefundable = "Only a paid order can be refunded; this one is " + statusWords(d.Status) + "."
 	case d.Status == checkout.StatusDisputed:
 		o.NotRefundable = disputedNotRefundable

@@ -36,32 +36,10 @@ type RefundTarget struct {
 // Refundable is what may still be refunded: only the capture of a paid (or partially
 // refunded) order can be, and not while a dispute of it is open.
 func (t RefundTarget) Refundable() int64 {
-	if !WasPaid(t.Status) || t.Status == StatusDisputed {
+	if !RefundableStatuses.Has(t.Status) {
 		return 0
 	}
 	return t.Captured - t.Refunded
-}
-
-// Order statuses after a successful charge: paid, then partially_refunded and refunded as
-// refunds of it finish. Each keeps the capture, so each may be refunded (up to what is
-// left) and counts as a charge of the customer.
-const (
-	StatusPaid              = "paid"
-	StatusPartiallyRefunded = "partially_refunded"
-	StatusRefunded          = "refunded"
-	// StatusDisputed: the cardholder disputes the charge (its provider's dispute is open).
-	// Charged, but not refundable until the dispute is decided.
-	StatusDisputed = "disputed"
-)
-
-// paidStatusesSQL are the statuses of a charged order that may be refunded, for
-// "o.status IN "+paidStatusesSQL: WasPaid without disputed.
-const paidStatusesSQL = `('paid', 'partially_refunded', 'refunded')`
-
-// WasPaid reports whether an order of this status was charged successfully: paid, refunded
-// in part or whole since, or disputed.
-func WasPaid(status string) bool {
-	return status == StatusPaid || status == StatusPartiallyRefunded || status == StatusRefunded || status == StatusDisputed
 }
 
 // GetRefundTarget returns the order an operator means to refund, by its public id;

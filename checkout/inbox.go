@@ -302,7 +302,7 @@ func (s *Service) syncDispute(ctx context.Context, tx *sqlx.Tx, orderID int64, c
 		                         WHEN refunded_amount >= captured_amount THEN 'refunded'
 		                         WHEN refunded_amount > 0 THEN 'partially_refunded' ELSE 'paid' END,
 		           updated_at = $8
-		     WHERE id = $1 AND status IN ('paid', 'partially_refunded', 'refunded', 'disputed')
+		     WHERE id = $1 AND status IN `+ChargedStatuses.SQL()+`
 		    RETURNING id, client_id, public_id, status, amount, currency
 		)
 		-- order.disputed once per dispute: when it is first recorded open. A redelivery, or

@@ -36,7 +36,7 @@ type installmentClaim struct {
 
 // dueInstallmentSQL picks one due installment of a paid order ($1 the job's now) whose lease
 // is free ($2 the clock), locked, skipping those another run holds locked.
-const dueInstallmentSQL = `
+var dueInstallmentSQL = `
 	SELECT i.order_id, i.n, i.amount, i.due_on, i.attempts, i.in_flight, i.lease_token,
 	       o.currency, o.created_at AS order_created, o.intent AS order_intent, o.provider_customer, o.payment_method, c.time_zone
 	  FROM installments i
@@ -44,7 +44,7 @@ const dueInstallmentSQL = `
 	  JOIN clients c ON c.id = o.client_id
 	 WHERE i.status = 'scheduled' AND i.n > 1 AND i.next_attempt_at <= $1
 	   AND (i.lease_expires_at IS NULL OR i.lease_expires_at <= $2)
-	   AND o.status = 'paid'
+	   AND o.status IN ` + PlanChargingStatuses.SQL() + `
 	 ORDER BY i.next_attempt_at, i.order_id, i.n
 	 LIMIT 1
 	 FOR UPDATE OF i SKIP LOCKED`

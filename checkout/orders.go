@@ -468,7 +468,7 @@ func (s *Service) settleOrder(ctx context.Context, db sqlx.QueryerContext, k *Ke
 	now := s.cfg.Now()
 	view.settleFirstInstallment(ch, now)
 	if ch.Status == psp.StatusSucceeded {
-		view.Status = "paid"
+		view.Status = StatusPaid
 		captured = view.Amount
 		if view.plan > 1 {
 			captured = ch.Amount // the first installment
@@ -483,7 +483,7 @@ func (s *Service) settleOrder(ctx context.Context, db sqlx.QueryerContext, k *Ke
 			"Content-Type": "application/json",
 		}}
 	} else {
-		view.Status = "declined"
+		view.Status = StatusDeclined
 		p := declinedAnswer(view.ID, ch.DeclineCode)
 		resp = Response{Status: p.Status, Body: p.Body(k.Path), Header: map[string]string{"Content-Type": problem.ContentType}}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tekrar/tekrar/checkout/fields"
 	"github.com/tekrar/tekrar/internal/problem"
 )
 
@@ -75,8 +76,6 @@ func ValidationFailed(errs []FieldError) *problem.Problem {
 		With("errors", errs).Advised()
 }
 
-// FieldError is one invalid field of a request.
-type FieldError struct {
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
+// FieldError is one invalid field of a request: the type checkout/hooks shares (see
+// package fields for why it lives there).
+type FieldError = fields.Error

@@ -200,7 +200,7 @@ func (r *reconcileRun) owner(ctx context.Context, ch psp.Charge) (o ownerOrder, 
 	switch {
 	case !o.own:
 		return o, fmt.Sprintf("the charge names order %d but was not made under its key", id), nil
-	case row.Status == "pending":
+	case PendingStatuses.Has(row.Status):
 		return o, "", nil
 	default:
 		return o, fmt.Sprintf("order %d is %s and cannot complete with the charge", id, row.Status), nil

@@ -166,13 +166,13 @@ type paidOrder struct {
 
 // paidOrdersSQL lists the orders created in [$1, $2) that tekrar holds as charged, client by
 // client through orders_client_created_idx, after order $3 (a page of $4).
-const paidOrdersSQL = `
+var paidOrdersSQL = `
 	SELECT o.id AS order_id, p.provider_charge_id, p.provider_key, p.amount, p.currency
 	  FROM clients c
 	 CROSS JOIN LATERAL (
 	    SELECT id FROM orders
 	     WHERE client_id = c.id AND created_at >= $1 AND created_at < $2
-	       AND status IN ('paid', 'partially_refunded', 'refunded', 'disputed')) o
+	       AND status IN ` + ChargedStatuses.SQL() + `) o
 	  JOIN payments p ON p.order_id = o.id AND p.status = 'succeeded'
 	 WHERE o.id > $3
 	 ORDER BY o.id

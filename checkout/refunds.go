@@ -36,31 +36,31 @@ type RestockItem struct {
 func (in *RefundInput) Validate() []FieldError {
 	var errs []FieldError
 	if in.Amount <= 0 || in.Amount > MaxAmount {
-		errs = append(errs, FieldError{"amount", fmt.Sprintf("must be between 1 and %d minor units", int64(MaxAmount))})
+		errs = append(errs, FieldError{Field: "amount", Message: fmt.Sprintf("must be between 1 and %d minor units", int64(MaxAmount))})
 	}
 	if len(in.Reason) > 500 {
-		errs = append(errs, FieldError{"reason", "must be at most 500 characters"})
+		errs = append(errs, FieldError{Field: "reason", Message: "must be at most 500 characters"})
 	} else if !pgtext.Valid(in.Reason) {
-		errs = append(errs, FieldError{"reason", noNUL})
+		errs = append(errs, FieldError{Field: "reason", Message: noNUL})
 	}
 	if len(in.RestockItems) > 0 && !in.Restock {
-		errs = append(errs, FieldError{"restock", "must be true when restock_items is sent"})
+		errs = append(errs, FieldError{Field: "restock", Message: "must be true when restock_items is sent"})
 	}
 	if len(in.RestockItems) > MaxItems {
-		errs = append(errs, FieldError{"restock_items", fmt.Sprintf("must list at most %d items", MaxItems)})
+		errs = append(errs, FieldError{Field: "restock_items", Message: fmt.Sprintf("must list at most %d items", MaxItems)})
 	}
 	seen := map[string]bool{}
 	for i, it := range in.RestockItems {
 		f := "restock_items[" + strconv.Itoa(i) + "]."
 		switch {
 		case !ValidSKU(it.SKU):
-			errs = append(errs, FieldError{f + "sku", "must be 1 to 64 characters, without U+0000"})
+			errs = append(errs, FieldError{Field: f + "sku", Message: "must be 1 to 64 characters, without U+0000"})
 		case seen[it.SKU]:
-			errs = append(errs, FieldError{f + "sku", "is listed twice"})
+			errs = append(errs, FieldError{Field: f + "sku", Message: "is listed twice"})
 		}
 		seen[it.SKU] = true
 		if it.Quantity < 1 || it.Quantity > MaxStock {
-			errs = append(errs, FieldError{f + "quantity", fmt.Sprintf("must be between 1 and %d", MaxStock)})
+			errs = append(errs, FieldError{Field: f + "quantity", Message: fmt.Sprintf("must be between 1 and %d", MaxStock)})
 		}
 	}
 	return errs

@@ -46,7 +46,7 @@ var claimRefundKeySQL = named[refundClaim](`
 // nothing for the provider to refund.
 var reserveRefundSQL = named[refundClaim](`
 	UPDATE orders SET refunded_amount = refunded_amount + :amount, updated_at = :created_at
-	 WHERE public_id = :order_public_id AND client_id = :client_id AND status IN ` + paidStatusesSQL + `
+	 WHERE public_id = :order_public_id AND client_id = :client_id AND status IN ` + RefundableStatuses.SQL() + `
 	   AND EXISTS (SELECT 1 FROM payments p WHERE p.order_id = orders.id)
 	RETURNING id AS order_id, currency`)
 
@@ -202,7 +202,7 @@ var completeRefundSQL = named[refundCompletion](`
 	    UPDATE orders
 	       SET status = CASE WHEN refunded_amount >= captured_amount THEN 'refunded' ELSE 'partially_refunded' END,
 	           updated_at = :now
-	     WHERE id = (SELECT order_id FROM r) AND status IN ` + paidStatusesSQL + `
+	     WHERE id = (SELECT order_id FROM r) AND status IN ` + RefundableStatuses.SQL() + `
 	    RETURNING id, status
 	), e AS (
 	    -- A disputed order keeps its status (u matches nothing), and the event says so.
@@ -329,14 +329,14 @@ const lockRefundKeySQL = `
 // refunded, as completeRefundSQL sets it (another refund finishing meanwhile counted this
 // one's reservation); a disputed order keeps its status. It returns the order's id, or no
 // row when the refund was not pending.
-const failRefundSQL = `
+var failRefundSQL = `
 	WITH r AS (
 	    UPDATE refunds SET status = 'failed', updated_at = $2
 	     WHERE id = $1 AND status = 'pending'
 	    RETURNING id, order_id, amount
 	)
 	UPDATE orders o SET refunded_amount = o.refunded_amount - r.amount, updated_at = $2,
-	       status = CASE WHEN o.status NOT IN ` + paidStatusesSQL + ` THEN o.status
+	       status = CASE WHEN o.status NOT IN ` + RefundableStatuses.SQL() + ` THEN o.status
 	                     WHEN o.refunded_amount - r.amount >= o.captured_amount THEN 'refunded'
 	                     WHEN EXISTS (SELECT 1 FROM refunds x WHERE x.order_id = o.id AND x.id <> r.id
 	                                     AND x.status = 'succeeded') THEN 'partially_refunded'
@@ -353,11 +353,11 @@ const failRefundSQL = `
 // whoever reports it (a webhook, or a refusal that made tekrar look the charge up) and in
 // whatever order, because the comparison is of totals. $3 is the recorded refund's
 // provider_key (unique: "provider:" and who reported it), $4 the time.
-const providerRefundsSQL = `
+var providerRefundsSQL = `
 	WITH o AS (
 	    SELECT id, client_id, currency, $2::bigint - refunded_amount AS missing
 	      FROM orders
-	     WHERE id = $1 AND (status IN ` + paidStatusesSQL + ` OR status = 'disputed') AND refunded_amount < $2
+	     WHERE id = $1 AND (status IN ` + ChargedStatuses.SQL() + `) AND refunded_amount < $2
 	       AND $2 <= captured_amount
 	     FOR UPDATE
 	), r AS (

@@ -155,11 +155,11 @@ func retryDeadlock(db sqlx.QueryerContext, run func() error) error {
 // 'release' movement naming the order: the movements still add up to the level. A
 // register's sale ended unsold oversold nothing either (rp): its units are the next sale's,
 // which the till makes with a new key.
-const releaseStockSQL = `
+var releaseStockSQL = `
 	rh AS (
 	    SELECT m.product_id, -sum(m.delta) AS quantity
 	      FROM stock_movements m JOIN o ON o.id = m.order_id
-	     WHERE o.status IN ('declined', 'canceled')
+	     WHERE o.status IN ` + UnchargedStatuses.SQL() + `
 	     GROUP BY m.product_id
 	    HAVING sum(m.delta) < 0
 	), rl AS (
@@ -173,7 +173,7 @@ const releaseStockSQL = `
 	    SELECT rh.product_id, rh.quantity, 'release', o.id, :now FROM rh, o
 	), rp AS (
 	    UPDATE pos_sales SET oversold_units = 0
-	     WHERE order_id IN (SELECT o.id FROM o WHERE o.status IN ('declined', 'canceled')) AND oversold_units > 0
+	     WHERE order_id IN (SELECT o.id FROM o WHERE o.status IN ` + UnchargedStatuses.SQL() + `) AND oversold_units > 0
 	)`
 
 // restockable is what a refund may still put back of one product an order sold: what the

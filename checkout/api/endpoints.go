@@ -110,11 +110,7 @@ func (a *handlers) failEndpoint(c *gin.Context, err error) {
 	var bad hooks.InvalidError
 	switch {
 	case errors.As(err, &bad):
-		errs := make([]checkout.FieldError, len(bad))
-		for i, f := range bad {
-			errs[i] = checkout.FieldError{Field: f.Field, Message: f.Message}
-		}
-		server.Abort(c, invalid(errs))
+		server.Abort(c, invalid(bad))
 	case errors.Is(err, hooks.ErrEndpointNotFound):
 		server.Abort(c, problem.Of(problem.CodeWebhookEndpointNotFound))
 	case errors.Is(err, hooks.ErrNoSecretsKey):

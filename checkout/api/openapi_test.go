@@ -13,6 +13,7 @@ import (
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
 
+	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/api"
 	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/webhook"
@@ -32,6 +33,13 @@ type document struct {
 			EventType struct {
 				Enum []string `json:"enum"`
 			} `json:"EventType"`
+			Order struct {
+				Properties struct {
+					Status struct {
+						Enum []string `json:"enum"`
+					} `json:"status"`
+				} `json:"properties"`
+			} `json:"Order"`
 		} `json:"schemas"`
 	} `json:"components"`
 }
@@ -133,6 +141,15 @@ func TestOpenAPIProblemCodes(t *testing.T) {
 func TestOpenAPIEventTypes(t *testing.T) {
 	if got := loadDocument(t).Components.Schemas.EventType.Enum; !slices.Equal(got, outbox.Types) {
 		t.Errorf("components.schemas.EventType.enum in checkout/api/openapi.yaml is not outbox.Types, in its order:\ngot  %v\nwant %v", got, outbox.Types)
+	}
+}
+
+// TestOpenAPIOrderStatuses keeps the document's order statuses checkout's (which a test of
+// checkout keeps the schema's).
+func TestOpenAPIOrderStatuses(t *testing.T) {
+	got := slices.Sorted(slices.Values(loadDocument(t).Components.Schemas.Order.Properties.Status.Enum))
+	if want := slices.Sorted(slices.Values(checkout.OrderStatuses.Members())); !slices.Equal(got, want) {
+		t.Errorf("components.schemas.Order.properties.status.enum in checkout/api/openapi.yaml is not checkout.OrderStatuses:\ngot  %v\nwant %v", got, want)
 	}
 }
 

@@ -79,21 +79,21 @@ func (s *Store) Validate(ctx context.Context, in EndpointInput) error {
 	var errs InvalidError
 	switch {
 	case in.URL == "":
-		errs = append(errs, FieldError{"url", "is required"})
+		errs = append(errs, FieldError{Field: "url", Message: "is required"})
 	case len(in.URL) > 2048 || !utf8.ValidString(in.URL) || strings.ContainsAny(in.URL, "\x00 \t\r\n"):
-		errs = append(errs, FieldError{"url", "must be a URL of at most 2048 characters"})
+		errs = append(errs, FieldError{Field: "url", Message: "must be a URL of at most 2048 characters"})
 	default:
 		if err := s.Policy.CheckURL(ctx, in.URL); err != nil {
-			errs = append(errs, FieldError{"url", urlMessage(err, s.Policy)})
+			errs = append(errs, FieldError{Field: "url", Message: urlMessage(err, s.Policy)})
 		}
 	}
 	if len(in.EventTypes) == 0 || len(in.EventTypes) > len(EventTypes) {
-		errs = append(errs, FieldError{"event_types", "must list 1 or more of: " + strings.Join(EventTypes, ", ")})
+		errs = append(errs, FieldError{Field: "event_types", Message: "must list 1 or more of: " + strings.Join(EventTypes, ", ")})
 	} else {
 		seen := map[string]bool{}
 		for _, t := range in.EventTypes {
 			if !knownType(t) || seen[t] {
-				errs = append(errs, FieldError{"event_types", "each must be one of " + strings.Join(EventTypes, ", ") + ", once"})
+				errs = append(errs, FieldError{Field: "event_types", Message: "each must be one of " + strings.Join(EventTypes, ", ") + ", once"})
 				break
 			}
 			seen[t] = true
@@ -131,7 +131,7 @@ func (s *Store) Create(ctx context.Context, clientID int64, in EndpointInput) (E
 			return fmt.Errorf("create webhook endpoint: %w", err)
 		}
 		if n >= MaxEndpoints {
-			return InvalidError{{"url", fmt.Sprintf("a client may have at most %d endpoints; delete one first", MaxEndpoints)}}
+			return InvalidError{{Field: "url", Message: fmt.Sprintf("a client may have at most %d endpoints; delete one first", MaxEndpoints)}}
 		}
 		now := s.now()
 		if err := tx.QueryRowxContext(ctx, insertEndpointSQL, clientID, u.String(), pq.StringArray(in.EventTypes), now).StructScan(&e); err != nil {

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 
+	"github.com/tekrar/tekrar/checkout/fields"
 	"github.com/tekrar/tekrar/checkout/outbox"
 )
 
@@ -29,11 +30,9 @@ var (
 	ErrDeliveryNotFound = errors.New("webhook delivery not found")
 )
 
-// FieldError is one invalid field of an endpoint as a client sent it.
-type FieldError struct {
-	Field   string
-	Message string
-}
+// FieldError is one invalid field of an endpoint as a client sent it: checkout.FieldError,
+// the same type (see package fields for why it lives there).
+type FieldError = fields.Error
 
 // InvalidError lists every invalid field at once.
 type InvalidError []FieldError

@@ -230,10 +230,6 @@ type DoubleTap struct {
 	Gap    time.Duration // from the first order to the last
 }
 
-// paidStatusesSQL is checkout.WasPaid in SQL, for "o.status IN "+paidStatusesSQL.
-const paidStatusesSQL = `('` + checkout.StatusPaid + `', '` + checkout.StatusPartiallyRefunded + `', '` +
-	checkout.StatusRefunded + `', '` + checkout.StatusDisputed + `')`
-
 // MaxDoubleTapWindow bounds SuspectedDoubleTaps' window.
 const MaxDoubleTapWindow = 24 * time.Hour
 
@@ -272,9 +268,9 @@ func doubleTapsSQL(f OrderFilter, window time.Duration) (string, []any, error) {
 		          AND o2.created_at >= o.created_at
 		          AND o2.created_at <= o.created_at + ` + w + `::bigint * interval '1 microsecond'
 		          AND (o2.created_at, o2.id) > (o.created_at, o.id)
-		          AND o2.status IN ` + paidStatusesSQL + ` AND o2.items = o.items
+		          AND o2.status IN ` + checkout.ChargedStatuses.SQL() + ` AND o2.items = o.items
 		       OFFSET 0
-		       ) o2` + sqlWhere(append(preds, "o.status IN "+paidStatusesSQL,
+		       ) o2` + sqlWhere(append(preds, "o.status IN "+checkout.ChargedStatuses.SQL(),
 		"(o2.customer_id = o.customer_id OR lower(o2.customer_email) = lower(o.customer_email))",
 		// Two cards are two payments the customer chose to make, not one tapped twice.
 		"o2.card_brand IS NOT DISTINCT FROM p.card_brand AND o2.card_last4 IS NOT DISTINCT FROM p.card_last4",
@@ -361,7 +357,7 @@ func SuspectedDoubleTaps(ctx context.Context, db sqlx.QueryerContext, f OrderFil
 // part of, if any: the orders of its customer that look like the same purchase, charged
 // within window of it (or of another of them). ok is false when there is none.
 func DoubleTapsOf(ctx context.Context, db sqlx.QueryerContext, o OrderRow, window time.Duration) (DoubleTap, bool, error) {
-	if !checkout.WasPaid(o.Status) || (o.CustomerID == "" && o.CustomerEmail == "") {
+	if !checkout.ChargedStatuses.Has(o.Status) || (o.CustomerID == "" && o.CustomerEmail == "") {
 		return DoubleTap{}, false, nil
 	}
 	// The group's first order is at most a few windows before o; a longer chain of taps is
