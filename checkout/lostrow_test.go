@@ -8,6 +8,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
 // The tests of a lost claim: tekrar's rows of a keyed request are gone (a restore from a
@@ -15,34 +16,10 @@ import (
 // keeps what the request did. The client's retry, with the same key and body, must meet the
 // provider's first charge or refund under the same provider key, and do nothing twice.
 
-// loseOrder deletes every row tekrar holds of order and of the keys that made it and its
-// refunds, as a restore from a backup taken before the order would have; the sandbox
-// provider's ledger (psp_charges, psp_refunds) keeps what it charged.
+// loseOrder loses the rows of order as a restore or a failover would (dbtest.LoseOrder).
 func (e *actionEnv) loseOrder(order string) {
 	e.t.Helper()
-	e.inTx(func(tx *sqlx.Tx) {
-		var id int64
-		if err := tx.Get(&id, `SELECT id FROM orders WHERE public_id = $1`, order); err != nil {
-			e.t.Fatalf("order %s: %v", order, err)
-		}
-		refunds := `SELECT id FROM refunds WHERE order_id = $1`
-		keys := `SELECT id FROM idempotency_keys WHERE order_id = $1 OR refund_id IN (` + refunds + `)`
-		for _, q := range []string{
-			`DELETE FROM key_events WHERE key_id IN (` + keys + `)`,
-			`DELETE FROM idempotency_keys WHERE id IN (` + keys + `)`,
-			`DELETE FROM outbox_events WHERE order_id = $1`,
-			`DELETE FROM receipts WHERE order_id = $1`,
-			`DELETE FROM stock_movements WHERE order_id = $1 OR refund_id IN (` + refunds + `)`,
-			`DELETE FROM installments WHERE order_id = $1`,
-			`DELETE FROM compensations WHERE order_id = $1`,
-			`DELETE FROM reconciliation_findings WHERE order_id = $1`,
-			`DELETE FROM refunds WHERE order_id = $1`,
-			`DELETE FROM payments WHERE order_id = $1`,
-			`DELETE FROM orders WHERE id = $1`,
-		} {
-			e.exec(tx, q, id)
-		}
-	})
+	dbtest.LoseOrder(e.t, e.db, order)
 }
 
 // loseRefund deletes what tekrar holds of the refund made under key, its key row included,

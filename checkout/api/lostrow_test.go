@@ -7,43 +7,8 @@ import (
 
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/apptest"
+	"github.com/tekrar/tekrar/internal/dbtest"
 )
-
-// loseOrder deletes every row tekrar holds of order and of the keys that made it and its
-// refunds, as a restore from a backup taken before the order would have; the sandbox
-// provider keeps its ledger (psp_charges, psp_refunds).
-func loseOrder(t *testing.T, e *apptest.Env, order string) {
-	t.Helper()
-	const refunds = `SELECT r.id FROM refunds r WHERE r.order_id = $1`
-	const keys = `SELECT k.id FROM idempotency_keys k WHERE k.order_id = $1 OR k.refund_id IN (` + refunds + `)`
-	tx := e.DB.MustBegin()
-	defer tx.Rollback() //nolint:errcheck // after Commit, a no-op
-	var id int64
-	if err := tx.Get(&id, `SELECT id FROM orders WHERE public_id = $1`, order); err != nil {
-		t.Fatalf("order %s: %v", order, err)
-	}
-	for _, q := range []string{
-		`DELETE FROM key_events WHERE key_id IN (` + keys + `)`,
-		`DELETE FROM idempotency_keys WHERE id IN (` + keys + `)`,
-		`DELETE FROM outbox_events WHERE order_id = $1`,
-		`DELETE FROM receipts WHERE order_id = $1`,
-		`DELETE FROM stock_movements WHERE order_id = $1 OR refund_id IN (` + refunds + `)`,
-		`DELETE FROM pos_sales WHERE order_id = $1`,
-		`DELETE FROM installments WHERE order_id = $1`,
-		`DELETE FROM compensations WHERE order_id = $1`,
-		`DELETE FROM reconciliation_findings WHERE order_id = $1`,
-		`DELETE FROM refunds WHERE order_id = $1`,
-		`DELETE FROM payments WHERE order_id = $1`,
-		`DELETE FROM orders WHERE id = $1`,
-	} {
-		if _, err := tx.Exec(q, id); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestALostOrderIsChargedOnceOverTheAPI: the rows of a paid order and its key are lost
 // while the provider keeps its charge; the client's retry with the same key and body is
@@ -65,7 +30,7 @@ func TestALostOrderIsChargedOnceOverTheAPI(t *testing.T) {
 	if err := json.Unmarshal(r.Body, &first); err != nil {
 		t.Fatal(err)
 	}
-	loseOrder(t, e, first.ID)
+	dbtest.LoseOrder(t, e.DB, first.ID)
 
 	r = postOrder(t, e, e.Secret, "k-lost", body)
 	if r.Status != 201 {
@@ -97,7 +62,7 @@ func TestALostSaleIsChargedOnce(t *testing.T) {
 	batch := batchBody("b-1", []sale{{key: "s-card", order: string(stockOrderBody("BEANS", 1, 1000))}})
 	out := sendBatch(t, e, batch)
 	wantOutcomes(t, out, 1, "created", nil)
-	loseOrder(t, e, out[0].orderID(t))
+	dbtest.LoseOrder(t, e.DB, out[0].orderID(t))
 
 	again := sendBatch(t, e, batch)
 	wantOutcomes(t, again, 1, "created", nil)
@@ -117,7 +82,7 @@ func TestProviderEventsFindTheOrderThatAdoptedALostCharge(t *testing.T) {
 	e, k := inboxEnv(t)
 	body := orderBody(9000, "tok_visa")
 	first := decodeOrder(t, postOrder(t, e, e.Secret, "k-lost", body))
-	loseOrder(t, e, first.ID)
+	dbtest.LoseOrder(t, e.DB, first.ID)
 	again := decodeOrder(t, postOrder(t, e, e.Secret, "k-lost", body))
 
 	var c struct {
