@@ -11,6 +11,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/problem"
 )
@@ -91,10 +92,10 @@ var cancelOrderSQL = named[orderCancel](`
 	      FROM k WHERE CAST(:charge_key AS text) IS NOT NULL
 	    ON CONFLICT (order_id) DO NOTHING
 	    RETURNING order_id, reason
-	), e AS (
-	    INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
-	    SELECT o.client_id, 'compensation.created', o.id, ` + compensationPayloadSQL + `, :now
+	), new_events (client_id, type, order_id, payload, created_at) AS (
+	    SELECT o.client_id, ` + outbox.TypeSQL(outbox.CompensationCreated) + `, o.id, ` + compensationPayloadSQL + `, :now
 	      FROM c JOIN o ON o.id = c.order_id
+	), e AS (` + outbox.InsertSQL + `
 	), ` + releaseStockSQL + `
 	SELECT count(*) FROM k`)
 
@@ -196,11 +197,11 @@ var oweRefundSQL = named[owedCharge](`
 	           watch_until = greatest(compensations.watch_until, excluded.watch_until)
 	     WHERE compensations.state NOT IN ('refunded', 'already_refunded', 'dispute_lost')
 	    RETURNING order_id, reason, xmax = 0 AS inserted
-	), e AS (
-	    INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
-	    SELECT o.client_id, 'compensation.created', o.id, ` + compensationPayloadSQL + `, :now
+	), new_events (client_id, type, order_id, payload, created_at) AS (
+	    SELECT o.client_id, ` + outbox.TypeSQL(outbox.CompensationCreated) + `, o.id, ` + compensationPayloadSQL + `, :now
 	      FROM c JOIN orders o ON o.id = c.order_id
 	     WHERE c.inserted
+	), e AS (` + outbox.InsertSQL + `
 	)
 	SELECT count(*) FROM c`)
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/problem"
 )
@@ -250,13 +251,13 @@ func markAttention(ctx context.Context, db sqlx.ExecerContext, k *Key, reason st
 		    UPDATE idempotency_keys SET state = 'needs_attention', attention_reason = $3, lease_expires_at = NULL
 		     WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'
 		    RETURNING order_id, refund_id, attention_reason
-		)
-		INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
-		SELECT o.client_id, 'order.needs_attention', o.id, `+orderPayloadSQL+` || jsonb_build_object(
-		           'refund', r.public_id, 'reason', k.attention_reason), now()
-		  FROM k
-		  LEFT JOIN refunds r ON r.id = k.refund_id
-		  JOIN orders o ON o.id = coalesce(k.order_id, r.order_id)`, k.ID, k.LeaseToken, reason)
+		), new_events (client_id, type, order_id, payload, created_at) AS (
+		    SELECT o.client_id, `+outbox.TypeSQL(outbox.OrderNeedsAttention)+`, o.id, `+orderPayloadSQL+` || jsonb_build_object(
+		               'refund', r.public_id, 'reason', k.attention_reason), now()
+		      FROM k
+		      LEFT JOIN refunds r ON r.id = k.refund_id
+		      JOIN orders o ON o.id = coalesce(k.order_id, r.order_id)
+		)`+outbox.InsertSQL, k.ID, k.LeaseToken, reason)
 	if err != nil {
 		return fmt.Errorf("mark needs attention: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/psp"
 )
 
@@ -304,14 +305,14 @@ func (s *Service) syncDispute(ctx context.Context, tx *sqlx.Tx, orderID int64, c
 		           updated_at = $8
 		     WHERE id = $1 AND status IN `+ChargedStatuses.SQL()+`
 		    RETURNING id, client_id, public_id, status, amount, currency
-		)
-		-- order.disputed once per dispute: when it is first recorded open. A redelivery, or
-		-- the dispute's decision, writes none.
-		INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
-		SELECT o.client_id, 'order.disputed', o.id, `+orderPayloadSQL+` || jsonb_build_object(
-		           'dispute', jsonb_build_object('id', d.dispute_id, 'amount', d.amount, 'reason', d.reason, 'status', d.status)), $8
-		  FROM d JOIN o ON o.id = d.order_id
-		 WHERE d.inserted AND d.status = 'open' AND o.status = 'disputed'`,
+		), new_events (client_id, type, order_id, payload, created_at) AS (
+		    -- order.disputed once per dispute: when it is first recorded open. A redelivery,
+		    -- or the dispute's decision, writes none.
+		    SELECT o.client_id, `+outbox.TypeSQL(outbox.OrderDisputed)+`, o.id, `+orderPayloadSQL+` || jsonb_build_object(
+		               'dispute', jsonb_build_object('id', d.dispute_id, 'amount', d.amount, 'reason', d.reason, 'status', d.status)), $8
+		      FROM d JOIN o ON o.id = d.order_id
+		     WHERE d.inserted AND d.status = 'open' AND o.status = 'disputed'
+		)`+outbox.InsertSQL,
 		orderID, d.ID, d.Amount, d.Reason, d.Status, d.Created, closed, s.cfg.Now())
 	if err != nil {
 		return fmt.Errorf("dispute %s of order %d: %w", d.ID, orderID, err)

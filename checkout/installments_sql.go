@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout/outbox"
 )
 
 // The statements of installment plans (installments.go). The claim of an order writes the
@@ -62,7 +64,7 @@ const takeInstallmentSQL = `
 // installmentPaidSQL records a succeeded charge, fenced by the lease token, adds it to the
 // order's captured amount and writes its installment.paid event, all in one statement: a
 // run whose lease was taken over matches no row and writes nothing, no event either.
-const installmentPaidSQL = `
+var installmentPaidSQL = `
 	WITH i AS (
 	    UPDATE installments
 	       SET status = 'paid', in_flight = false, next_attempt_at = NULL, lease_expires_at = NULL,
@@ -73,10 +75,10 @@ const installmentPaidSQL = `
 	    UPDATE orders o SET captured_amount = o.captured_amount + i.amount, updated_at = $5
 	      FROM i WHERE o.id = i.order_id
 	    RETURNING o.id, o.client_id, o.public_id, o.status, o.amount, o.currency, o.installments
-	), e AS (
-	    INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
-	    SELECT o.client_id, 'installment.paid', o.id, ` + installmentPayloadSQL + `, $5
+	), new_events (client_id, type, order_id, payload, created_at) AS (
+	    SELECT o.client_id, ` + outbox.TypeSQL(outbox.InstallmentPaid) + `, o.id, ` + installmentPayloadSQL + `, $5
 	      FROM i JOIN o ON o.id = i.order_id
+	), e AS (` + outbox.InsertSQL + `
 	)
 	SELECT id FROM o`
 
@@ -84,22 +86,22 @@ const installmentPaidSQL = `
 // again at $4, or, when $4 is NULL, for an operator (status attention) for reason $7. The
 // same statement writes its event: installment.declined (with the next attempt's time) or
 // installment.needs_attention (with the reason).
-const installmentDeclinedSQL = `
+var installmentDeclinedSQL = `
 	WITH i AS (
 	    UPDATE installments
 	       SET status = CASE WHEN CAST($4 AS timestamptz) IS NULL THEN 'attention' ELSE 'scheduled' END,
 	           next_attempt_at = $4, in_flight = false, lease_expires_at = NULL, decline_code = $5, updated_at = $6
 	     WHERE order_id = $1 AND n = $2 AND lease_token = $3 AND in_flight AND status = 'scheduled'
 	    RETURNING ` + installmentReturningSQL + `
-	), e AS (
-	    INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
+	), new_events (client_id, type, order_id, payload, created_at) AS (
 	    SELECT o.client_id,
-	           CASE i.status WHEN 'attention' THEN 'installment.needs_attention' ELSE 'installment.declined' END,
+	           CASE i.status WHEN 'attention' THEN ` + outbox.TypeSQL(outbox.InstallmentNeedsAttention) + ` ELSE ` + outbox.TypeSQL(outbox.InstallmentDeclined) + ` END,
 	           o.id,
 	           CASE i.status WHEN 'attention' THEN ` + installmentPayloadSQL + ` || jsonb_build_object('reason', CAST($7 AS text))
 	                ELSE ` + installmentPayloadSQL + ` END,
 	           $6
 	      FROM i JOIN orders o ON o.id = i.order_id
+	), e AS (` + outbox.InsertSQL + `
 	)
 	SELECT order_id FROM i`
 

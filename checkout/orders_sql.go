@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/problem"
 )
@@ -269,13 +270,13 @@ var completeOrderSQL = named[orderSettlement](`
 	    UPDATE orders SET status = :order_status, captured_amount = :captured_amount, updated_at = :now
 	     WHERE id = (SELECT order_id FROM k)
 	    RETURNING id, client_id, public_id, status, amount, currency
-	), e AS (
-	    INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
-	    SELECT o.client_id, CASE o.status WHEN 'paid' THEN 'order.paid' ELSE 'order.declined' END, o.id,
+	), new_events (client_id, type, order_id, payload, created_at) AS (
+	    SELECT o.client_id, CASE o.status WHEN 'paid' THEN ` + outbox.TypeSQL(outbox.OrderPaid) + ` ELSE ` + outbox.TypeSQL(outbox.OrderDeclined) + ` END, o.id,
 	           CASE o.status WHEN 'paid' THEN ` + orderPayloadSQL + `
 	                ELSE ` + orderPayloadSQL + ` || jsonb_build_object('decline_code', CAST(:decline_code AS text)) END,
 	           :now
 	      FROM o WHERE o.status IN ('paid', 'declined')
+	), e AS (` + outbox.InsertSQL + `
 	), p AS (
 	    INSERT INTO payments (order_id, provider_charge_id, provider_key, amount, currency,
 	                          status, decline_code, card_brand, card_last4, created_at)

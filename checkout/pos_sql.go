@@ -10,6 +10,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/outbox"
 )
 
 // upsertRegister creates the client's register on its first batch, renames it when a batch
@@ -138,7 +139,7 @@ const claimSalesSQL = `
 // UPDATE per product, its takes summed; a take stops at the level), records each take as a
 // movement, the register's part of each sale (pos_sales, with the units oversold) and the
 // order.paid event of each sale paid at the register.
-const saleStockSQL = `
+var saleStockSQL = `
 	WITH u AS (
 	    UPDATE products p SET stock = p.stock - u.take, version = p.version + 1, updated_at = $1
 	      FROM unnest(CAST($2 AS bigint[]), CAST($3 AS bigint[])) AS u(id, take)
@@ -151,10 +152,10 @@ const saleStockSQL = `
 	    INSERT INTO pos_sales (order_id, register_id, sold_at, received_at, oversold_units)
 	    SELECT s.order_id, $7, s.sold_at, $1, s.oversold
 	      FROM unnest(CAST($8 AS bigint[]), CAST($9 AS timestamptz[]), CAST($10 AS bigint[])) AS s(order_id, sold_at, oversold)
-	)
-	INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
-	SELECT o.client_id, 'order.paid', o.id, ` + orderPayloadSQL + `, $1
-	  FROM orders o WHERE o.id = ANY(CAST($11 AS bigint[]))`
+	), new_events (client_id, type, order_id, payload, created_at) AS (
+	    SELECT o.client_id, ` + outbox.TypeSQL(outbox.OrderPaid) + `, o.id, ` + orderPayloadSQL + `, $1
+	      FROM orders o WHERE o.id = ANY(CAST($11 AS bigint[]))
+	)` + outbox.InsertSQL
 
 // stockLevel is a product a chunk sells, locked.
 type stockLevel struct {

@@ -3,6 +3,8 @@ package checkout
 import (
 	"database/sql"
 	"time"
+
+	"github.com/tekrar/tekrar/checkout/outbox"
 )
 
 // The statements of reconciliation (reconcile.go). It owns reconciliation_runs and
@@ -119,13 +121,13 @@ var oweOrphanSQL = named[orphanCompensation](`
 	), a AS (
 	    INSERT INTO audit_log (at, actor, action, target, detail)
 	    SELECT :now, :actor, 'compensate_orphan_charge', :target, CAST(:detail AS jsonb) FROM c WHERE c.inserted
-	), e AS (
+	), new_events (client_id, type, order_id, payload, created_at) AS (
 	    -- A charge of an order tells the order's client, as any compensation does; a charge of
 	    -- no order belongs to no client, and no client is told.
-	    INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
-	    SELECT o.client_id, 'compensation.created', o.id, ` + compensationPayloadSQL + `, :now
+	    SELECT o.client_id, ` + outbox.TypeSQL(outbox.CompensationCreated) + `, o.id, ` + compensationPayloadSQL + `, :now
 	      FROM c JOIN orders o ON o.id = c.order_id
 	     WHERE c.inserted
+	), e AS (` + outbox.InsertSQL + `
 	)
 	SELECT id, inserted FROM c`)
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/problem"
 )
@@ -58,10 +59,10 @@ var createRefundSQL = named[refundClaim](`
 	    VALUES (:refund_id, :order_id, :client_id, :amount, :currency, :reason, 'pending', :provider_key,
 	            :created_at, :created_at)
 	    RETURNING order_id, client_id, public_id, amount, currency, status
-	)
-	INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
-	SELECT r.client_id, 'refund.created', r.order_id, ` + refundPayloadSQL + `, :created_at
-	  FROM r JOIN orders o ON o.id = r.order_id`)
+	), new_events (client_id, type, order_id, payload, created_at) AS (
+	    SELECT r.client_id, ` + outbox.TypeSQL(outbox.RefundCreated) + `, r.order_id, ` + refundPayloadSQL + `, :created_at
+	      FROM r JOIN orders o ON o.id = r.order_id
+	)` + outbox.InsertSQL)
 
 // refundPayloadSQL is refund.created's data, from the refund r and its order o:
 // docs/outbox.md.
@@ -204,13 +205,13 @@ var completeRefundSQL = named[refundCompletion](`
 	           updated_at = :now
 	     WHERE id = (SELECT order_id FROM r) AND status IN ` + RefundableStatuses.SQL() + `
 	    RETURNING id, status
-	), e AS (
+	), new_events (client_id, type, order_id, payload, created_at) AS (
 	    -- A disputed order keeps its status (u matches nothing), and the event says so.
-	    INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
-	    SELECT o.client_id, 'order.refunded', o.id, ` + orderRefundedPayloadSQL + `, :now
+	    SELECT o.client_id, ` + outbox.TypeSQL(outbox.OrderRefunded) + `, o.id, ` + orderRefundedPayloadSQL + `, :now
 	      FROM r JOIN (SELECT x.id, x.client_id, x.public_id, coalesce(u.status, x.status) AS status, x.amount,
 	                          x.currency, x.refunded_amount
 	                     FROM orders x LEFT JOIN u ON u.id = x.id) o ON o.id = r.order_id
+	), e AS (` + outbox.InsertSQL + `
 	)
 	SELECT count(*) FROM k`)
 
@@ -378,11 +379,11 @@ var providerRefundsSQL = `
 	                         WHEN $2 >= captured_amount THEN 'refunded' ELSE 'partially_refunded' END
 	     WHERE id IN (SELECT id FROM o)
 	    RETURNING id, client_id, public_id, status, amount, currency, refunded_amount
-	)
-	INSERT INTO outbox_events (client_id, type, order_id, payload, created_at)
-	SELECT o.client_id, 'refund.created', o.id, ` + refundPayloadSQL + `, $4 FROM r JOIN u o ON o.id = r.order_id
-	UNION ALL
-	SELECT o.client_id, 'order.refunded', o.id, ` + orderRefundedPayloadSQL + `, $4 FROM r JOIN u o ON o.id = r.order_id`
+	), new_events (client_id, type, order_id, payload, created_at) AS (
+	    SELECT o.client_id, ` + outbox.TypeSQL(outbox.RefundCreated) + `, o.id, ` + refundPayloadSQL + `, $4 FROM r JOIN u o ON o.id = r.order_id
+	    UNION ALL
+	    SELECT o.client_id, ` + outbox.TypeSQL(outbox.OrderRefunded) + `, o.id, ` + orderRefundedPayloadSQL + `, $4 FROM r JOIN u o ON o.id = r.order_id
+	)` + outbox.InsertSQL
 
 // completeKeySQL stores a key's final answer, fenced by its lease token, for a settlement
 // whose other statements ran before it in the same transaction.

@@ -64,15 +64,10 @@ type Querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-const insertSQL = `
-INSERT INTO outbox_events (client_id, type, order_id, payload)
-VALUES ($1, $2, $3, $4)
-RETURNING id, created_at`
-
 // Insert writes an event, with its dispatch job, in tx: call it in the transaction that
 // makes the change the event describes. data is marshalled to the event's Payload.
-// Statements that make their change in one SQL statement insert into outbox_events there
-// instead, as a CTE (the trigger enqueues the job all the same).
+// Statements that make their change in one SQL statement write their events there
+// instead, splicing InsertSQL.
 func Insert(ctx context.Context, tx Querier, clientID int64, typ string, orderID sql.NullInt64, data any) (Event, error) {
 	payload, err := json.Marshal(data)
 	if err != nil {
