@@ -15,6 +15,30 @@
 // The event types are the Type constants; each one's data is documented in docs/outbox.md
 // and is thin and stable: public ids, status, amounts, never card data or secrets.
 //
+// # One writer
+//
+// InsertSQL is the only statement that inserts events. A statement that writes events
+// defines a CTE new_events (client_id, type, order_id, payload, created_at), the types as
+// TypeSQL literals, and splices InsertSQL after it as its data-modifying CTE (or as its
+// main statement); Insert, for a change made of several statements, splices it the same
+// way. It is shaped so because:
+//
+//   - the event must be written by the statement that makes the change, fenced with it: a
+//     fenced completion that matches no row (a key taken over) writes no event, and an
+//     event that cannot be written fails the change. A separate call would cost the hot
+//     path (an order's completion) a round trip, and would have to read the fence's
+//     outcome back first.
+//   - a SQL function cannot be that writer: called from a CTE that nothing reads, Postgres
+//     skips it (only data-modifying CTEs always run), so the writer has to be an INSERT
+//     spliced into the statement.
+//   - InsertSQL has no parameters, so that statements with named and with numbered
+//     parameters splice the same text, and the types are literals rather than parameters,
+//     so that each statement's text stays constant (prepared once per connection) and an
+//     unknown type stops the package from loading rather than failing a request.
+//
+// new_events is read once, so Postgres inlines it: each statement's plan is what it was
+// when it wrote its own INSERT.
+//
 // # Handlers
 //
 // A dispatch job (DispatchArgs) loads its event and calls every registered Handler, in one
