@@ -1,4 +1,4 @@
-package checkout
+package settlement
 
 import (
 	"context"
@@ -11,7 +11,10 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/internal/db"
+	"github.com/tekrar/tekrar/internal/schedule"
 )
 
 // Nightly settlement (docs/settlement.md).
@@ -89,7 +92,7 @@ func NewSettler(db *sqlx.DB, opts SettlerOptions) *Settler {
 type Settlement struct {
 	ID        int64
 	ClientID  int64
-	Day       Day
+	Day       checkout.Day
 	TimeZone  string
 	StartsAt  time.Time // the day's window, [StartsAt, EndsAt), in the zone it was settled in
 	EndsAt    time.Time
@@ -109,7 +112,7 @@ type Settlement struct {
 // Settle settles one day of one client, or, when the day is settled already, returns its
 // settlement as it was written and counts what came late since (Waiting). The day must have
 // ended in the client's zone.
-func (s *Settler) Settle(ctx context.Context, clientID int64, day Day) (Settlement, error) {
+func (s *Settler) Settle(ctx context.Context, clientID int64, day checkout.Day) (Settlement, error) {
 	var zone string
 	err := s.db.GetContext(ctx, &zone, clientZoneSQL, clientID)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -121,7 +124,7 @@ func (s *Settler) Settle(ctx context.Context, clientID int64, day Day) (Settleme
 	return s.settle(ctx, clientID, zone, day, s.opts.Now())
 }
 
-func (s *Settler) settle(ctx context.Context, clientID int64, zone string, day Day, now time.Time) (Settlement, error) {
+func (s *Settler) settle(ctx context.Context, clientID int64, zone string, day checkout.Day, now time.Time) (Settlement, error) {
 	loc, err := clients.Location(zone)
 	if err != nil {
 		return Settlement{}, fmt.Errorf("settle %s of client %d: %w", day, clientID, err)
@@ -132,7 +135,7 @@ func (s *Settler) settle(ctx context.Context, clientID int64, zone string, day D
 			day, clientID, ErrDayNotOver, zone, end.Format(time.RFC3339))
 	}
 	var out Settlement
-	err = inTx(ctx, s.db, fmt.Sprintf("settle %s of client %d", day, clientID), func(tx *sqlx.Tx) error {
+	err = db.InTx(ctx, s.db, fmt.Sprintf("settle %s of client %d", day, clientID), func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, settleLockSQL, settleLockClass, clientID); err != nil {
 			return fmt.Errorf("lock the client's settlements: %w", err)
 		}
@@ -146,7 +149,7 @@ func (s *Settler) settle(ctx context.Context, clientID int64, zone string, day D
 			return fmt.Errorf("read the settlement: %w", err)
 		}
 		out, err = s.create(ctx, tx, settlementRow{ClientID: clientID, TimeZone: zone,
-			StartsAt: start, EndsAt: end, SettledAt: now, Process: processName()}, day, loc)
+			StartsAt: start, EndsAt: end, SettledAt: now, Process: schedule.Process()}, day, loc)
 		return err
 	})
 	if err != nil {
@@ -156,7 +159,7 @@ func (s *Settler) settle(ctx context.Context, clientID int64, zone string, day D
 }
 
 // create writes the settlement of row's day with the movements it claims.
-func (s *Settler) create(ctx context.Context, tx *sqlx.Tx, row settlementRow, day Day, loc *time.Location) (Settlement, error) {
+func (s *Settler) create(ctx context.Context, tx *sqlx.Tx, row settlementRow, day checkout.Day, loc *time.Location) (Settlement, error) {
 	claim, err := s.claimable(ctx, tx, row.ClientID, day, loc, row.StartsAt, row.EndsAt)
 	if err != nil {
 		return Settlement{}, err
@@ -244,13 +247,13 @@ func (s *Settler) existing(ctx context.Context, tx *sqlx.Tx, row settlementRow, 
 // claim is a movement with the day it belongs to, ready to be claimed.
 type claim struct {
 	movement
-	Day      Day
+	Day      checkout.Day
 	Adjusted bool
 }
 
 // claimable lists the movements the settlement of day (window [start, end)) claims: the
 // unclaimed ones of the day, and the unclaimed ones of earlier settled days.
-func (s *Settler) claimable(ctx context.Context, tx *sqlx.Tx, clientID int64, day Day, loc *time.Location, start, end time.Time) ([]claim, error) {
+func (s *Settler) claimable(ctx context.Context, tx *sqlx.Tx, clientID int64, day checkout.Day, loc *time.Location, start, end time.Time) ([]claim, error) {
 	var own []movement
 	if err := tx.SelectContext(ctx, &own, unclaimedMovementsSQL, clientID, start, end, start); err != nil {
 		return nil, fmt.Errorf("list the day's movements: %w", err)
@@ -269,7 +272,7 @@ func (s *Settler) claimable(ctx context.Context, tx *sqlx.Tx, clientID int64, da
 // late lists the unclaimed movements before until (within the late window, or of any age
 // for a dispute, whose time is the provider's) whose day, in loc, is before day and settled
 // already: the adjustments the settlement of day counts.
-func (s *Settler) late(ctx context.Context, tx *sqlx.Tx, clientID int64, day Day, loc *time.Location, until time.Time) ([]claim, error) {
+func (s *Settler) late(ctx context.Context, tx *sqlx.Tx, clientID int64, day checkout.Day, loc *time.Location, until time.Time) ([]claim, error) {
 	from := until.Add(-s.opts.LateWindow)
 	var ms []movement
 	if err := tx.SelectContext(ctx, &ms, unclaimedMovementsSQL, clientID, from, until, nil); err != nil {
@@ -285,16 +288,16 @@ func (s *Settler) late(ctx context.Context, tx *sqlx.Tx, clientID int64, day Day
 		}
 	}
 	var days []time.Time
-	if err := tx.SelectContext(ctx, &days, settledDaysSQL, clientID, DayOf(oldest, loc).String()); err != nil {
+	if err := tx.SelectContext(ctx, &days, settledDaysSQL, clientID, checkout.DayOf(oldest, loc).String()); err != nil {
 		return nil, fmt.Errorf("list the settled days: %w", err)
 	}
-	settled := make(map[Day]bool, len(days))
+	settled := make(map[checkout.Day]bool, len(days))
 	for _, d := range days {
-		settled[DayOf(d, time.UTC)] = true
+		settled[checkout.DayOf(d, time.UTC)] = true
 	}
 	var out []claim
 	for _, m := range ms {
-		if d := DayOf(m.OccurredAt, loc); d.Before(day) && settled[d] {
+		if d := checkout.DayOf(m.OccurredAt, loc); d.Before(day) && settled[d] {
 			out = append(out, claim{movement: m, Day: d, Adjusted: true})
 		}
 	}
@@ -329,13 +332,13 @@ func claimItems(ctx context.Context, tx *sqlx.Tx, id, clientID int64, cs []claim
 	}
 	out := make([]claim, len(rows))
 	for i, r := range rows {
-		out[i] = claim{movement: r.movement, Day: DayOf(r.Day, time.UTC), Adjusted: r.Adjusted}
+		out[i] = claim{movement: r.movement, Day: checkout.DayOf(r.Day, time.UTC), Adjusted: r.Adjusted}
 	}
 	return out, nil
 }
 
 func settlementOf(row settlementRow) Settlement {
-	return Settlement{ID: row.ID, ClientID: row.ClientID, Day: DayOf(row.Day, time.UTC), TimeZone: row.TimeZone,
+	return Settlement{ID: row.ID, ClientID: row.ClientID, Day: checkout.DayOf(row.Day, time.UTC), TimeZone: row.TimeZone,
 		StartsAt: row.StartsAt, EndsAt: row.EndsAt, SettledAt: row.SettledAt, Process: row.Process}
 }
 

@@ -1,4 +1,4 @@
-package checkout
+package settlement
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/psp"
 )
@@ -103,7 +104,7 @@ func (e *settleEnv) compensatedAt(t time.Time, amount int64) {
 
 func (e *settleEnv) settle(day string) Settlement {
 	e.t.Helper()
-	d, err := ParseDay(day)
+	d, err := checkout.ParseDay(day)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestSettleADayOnce(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			<-start
-			d, _ := ParseDay("2026-03-10")
+			d, _ := checkout.ParseDay("2026-03-10")
 			s, err := e.settler.Settle(context.Background(), e.client.ID, d)
 			if err != nil {
 				t.Errorf("settle at once: %v", err)
@@ -192,7 +193,7 @@ func TestSettleADayOnce(t *testing.T) {
 
 	// More days, each settled by four goroutines at once: a race the lock must decide.
 	e.settleAt(utc("2026-04-01T00:00:00Z"))
-	nextDay, _ := ParseDay("2026-03-11")
+	nextDay, _ := checkout.ParseDay("2026-03-11")
 	for i := range 20 {
 		d := nextDay.AddDays(i)
 		var wrote atomic.Int32
@@ -450,7 +451,7 @@ func TestSettlementOnTheCalendarsEdges(t *testing.T) {
 		t.Run(c.zone+" "+c.day, func(t *testing.T) {
 			t.Parallel()
 			e := newSettleEnv(t, c.zone)
-			d, _ := ParseDay(c.day)
+			d, _ := checkout.ParseDay(c.day)
 			start, end := d.Window(e.loc)
 			e.paidAt(start.Add(-time.Microsecond), "k-before", 1)
 			e.paidAt(start, "k-first", 10)
@@ -488,7 +489,7 @@ func TestSettlementDayWindows(t *testing.T) {
 		{"Europe/Istanbul", "2028-02-29", "2028-02-28T21:00:00Z", "2028-02-29T21:00:00Z"},
 		{"Europe/Istanbul", "2026-12-31", "2026-12-30T21:00:00Z", "2026-12-31T21:00:00Z"},
 	} {
-		d, err := ParseDay(c.day)
+		d, err := checkout.ParseDay(c.day)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -502,13 +503,13 @@ func TestSettlementDayWindows(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"2027-02-29", "2026-04-31", "2026-13-01", "10.03.2026", ""} {
-		if _, err := ParseDay(bad); err == nil {
-			t.Errorf("ParseDay(%q) accepted", bad)
+		if _, err := checkout.ParseDay(bad); err == nil {
+			t.Errorf("checkout.ParseDay(%q) accepted", bad)
 		}
 	}
 	for from, want := range map[string]string{"2028-02-28": "2028-02-29", "2028-02-29": "2028-03-01",
 		"2027-02-28": "2027-03-01", "2026-01-31": "2026-02-01", "2026-12-31": "2027-01-01"} {
-		d, _ := ParseDay(from)
+		d, _ := checkout.ParseDay(from)
 		if got := d.AddDays(1).String(); got != want {
 			t.Errorf("the day after %s is %s, want %s", from, got, want)
 		}
@@ -533,7 +534,7 @@ func TestInstallmentsAreSettled(t *testing.T) {
 		mu.Lock()
 		settledAt = utc(now)
 		mu.Unlock()
-		d, err := ParseDay(day)
+		d, err := checkout.ParseDay(day)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -642,8 +643,8 @@ func TestSettlementWhereMidnightIsSkipped(t *testing.T) {
 		t.Fatalf("%d items, want 5", len(items))
 	}
 	for _, it := range items {
-		day := DayOf(it.Day, time.UTC)
-		if byRule := DayOf(it.OccurredAt, e.loc); byRule != day || it.OccurredAt.Before(it.StartsAt) || !it.OccurredAt.Before(it.EndsAt) {
+		day := checkout.DayOf(it.Day, time.UTC)
+		if byRule := checkout.DayOf(it.OccurredAt, e.loc); byRule != day || it.OccurredAt.Before(it.StartsAt) || !it.OccurredAt.Before(it.EndsAt) {
 			t.Errorf("%s at %s is counted on %s (window %s to %s); DayOf says %s", it.Kind,
 				it.OccurredAt.UTC().Format(time.RFC3339), day, it.StartsAt.UTC().Format(time.RFC3339),
 				it.EndsAt.UTC().Format(time.RFC3339), byRule)

@@ -1,4 +1,4 @@
-package checkout
+package settlement
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/clients"
 )
 
@@ -72,7 +73,7 @@ func (s *Settler) settleClientDue(ctx context.Context, c dueClient, now time.Tim
 	}
 	last := DueDay(now, s.opts.Grace, loc)
 	first := last.AddDays(1 - s.opts.LookBack)
-	if born := DayOf(c.CreatedAt, loc); first.Before(born) {
+	if born := checkout.DayOf(c.CreatedAt, loc); first.Before(born) {
 		first = born
 	}
 	if last.Before(first) {
@@ -82,9 +83,9 @@ func (s *Settler) settleClientDue(ctx context.Context, c dueClient, now time.Tim
 	if err := s.db.SelectContext(ctx, &days, settledDaysSQL, c.ID, first.String()); err != nil {
 		return fmt.Errorf("client %d: list settled days: %w", c.ID, err)
 	}
-	settled := make(map[Day]bool, len(days))
+	settled := make(map[checkout.Day]bool, len(days))
 	for _, d := range days {
-		settled[DayOf(d, time.UTC)] = true
+		settled[checkout.DayOf(d, time.UTC)] = true
 	}
 	for d := first; !last.Before(d); d = d.AddDays(1) {
 		if settled[d] {
@@ -105,6 +106,6 @@ func (s *Settler) settleClientDue(ctx context.Context, c dueClient, now time.Tim
 
 // DueDay is the last day, in loc, that ended at least grace before now: the newest day a
 // settlement pass at now settles.
-func DueDay(now time.Time, grace time.Duration, loc *time.Location) Day {
-	return DayOf(now.Add(-grace), loc).AddDays(-1)
+func DueDay(now time.Time, grace time.Duration, loc *time.Location) checkout.Day {
+	return checkout.DayOf(now.Add(-grace), loc).AddDays(-1)
 }
