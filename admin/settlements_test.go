@@ -34,7 +34,7 @@ func TestSettlementsPageAndExport(t *testing.T) {
 	loc, _ := time.LoadLocation("Europe/Istanbul")
 	day := checkout.DayOf(time.Now(), loc)
 	_, end := day.Window(loc)
-	s := settlement.NewSettler(e.DB, settlement.SettlerOptions{Now: func() time.Time { return end.Add(48 * time.Hour) }})
+	s := settlement.New(e.DB, settlement.Config{Now: func() time.Time { return end.Add(48 * time.Hour) }}, nil)
 	if _, err := s.Settle(ctx, e.ClientID, day); err != nil {
 		t.Fatal(err)
 	}

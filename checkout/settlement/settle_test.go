@@ -41,7 +41,7 @@ func newSettleEnv(t *testing.T, zone string) *settleEnv {
 	if _, err := e.db.Exec(`UPDATE clients SET created_at = '2020-01-01' WHERE id = $1`, e.client.ID); err != nil {
 		t.Fatal(err)
 	}
-	e.settler = NewSettler(e.db, SettlerOptions{Now: func() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }})
+	e.settler = New(e.db, Config{Now: func() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }}, nil)
 	return e
 }
 
@@ -395,7 +395,7 @@ func TestSettleDueFollowsTheClientsDay(t *testing.T) {
 		return c.ID
 	}
 	london, berlin := other("london", "UTC"), other("berlin", "Europe/Berlin")
-	s := NewSettler(e.db, SettlerOptions{LookBack: 2})
+	s := New(e.db, Config{LookBack: 2}, nil)
 	pass := func(now string) {
 		t.Helper()
 		if _, err := s.SettleDue(ctx, utc(now)); err != nil {
@@ -528,7 +528,7 @@ func TestInstallmentsAreSettled(t *testing.T) {
 	}
 	var mu sync.Mutex
 	settledAt := time.Time{}
-	settler := NewSettler(e.db, SettlerOptions{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return settledAt }})
+	settler := New(e.db, Config{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return settledAt }}, nil)
 	settle := func(now, day string) Settlement {
 		t.Helper()
 		mu.Lock()

@@ -42,7 +42,7 @@ func settle(ctx context.Context, e env, cfg config.Server, date string, client i
 		return err
 	}
 	defer pool.Close()
-	s := settlement.NewSettler(pool, settlement.SettlerOptions{Logger: app.NewLogger(cfg, e.stderr)})
+	s := settlement.New(pool, settlement.Config{}, app.NewLogger(cfg, e.stderr))
 	ids := []int64{client}
 	if client == 0 {
 		if ids, err = s.Clients(ctx); err != nil {

@@ -156,7 +156,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	sweepCfg := SweepConfig(cfg, o.now)
 	sweepCfg.Observe = m.Sweep
 	sw := sweeper.New(db, sweepCfg, logger)
-	settler := settlement.NewSettler(db, settlement.SettlerOptions{Now: o.now, Logger: logger, Observe: m.Settlement})
+	settler := settlement.New(db, settlement.Config{Now: o.now, Observe: m.Settlement}, logger)
 	sched, err := newScheduler(cfg, db.DB, svc, sw, settler, o.now, logger, m.ScheduledRun)
 	if err != nil {
 		return nil, err
