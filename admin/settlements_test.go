@@ -11,6 +11,7 @@ import (
 
 	"github.com/tekrar/tekrar/admin"
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/settlement"
 	"github.com/tekrar/tekrar/internal/apptest"
 )
 
@@ -33,7 +34,7 @@ func TestSettlementsPageAndExport(t *testing.T) {
 	loc, _ := time.LoadLocation("Europe/Istanbul")
 	day := checkout.DayOf(time.Now(), loc)
 	_, end := day.Window(loc)
-	s := checkout.NewSettler(e.DB, checkout.SettlerOptions{Now: func() time.Time { return end.Add(48 * time.Hour) }})
+	s := settlement.New(e.DB, settlement.Config{Now: func() time.Time { return end.Add(48 * time.Hour) }}, nil)
 	if _, err := s.Settle(ctx, e.ClientID, day); err != nil {
 		t.Fatal(err)
 	}

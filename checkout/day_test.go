@@ -76,3 +76,46 @@ func TestDayBoundaries(t *testing.T) {
 		})
 	}
 }
+
+// TestSettlementDayWindows: the instants a business day covers, in zones with and without
+// clock changes, and the calendar's edges.
+func TestSettlementDayWindows(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		zone, day  string
+		start, end string
+	}{
+		{"Europe/Istanbul", "2026-03-10", "2026-03-09T21:00:00Z", "2026-03-10T21:00:00Z"},
+		{"UTC", "2026-03-10", "2026-03-10T00:00:00Z", "2026-03-11T00:00:00Z"},
+		{"Europe/Berlin", "2026-03-29", "2026-03-28T23:00:00Z", "2026-03-29T22:00:00Z"},    // 23 hours
+		{"Europe/Berlin", "2026-10-25", "2026-10-24T22:00:00Z", "2026-10-25T23:00:00Z"},    // 25 hours
+		{"America/New_York", "2026-03-08", "2026-03-08T05:00:00Z", "2026-03-09T04:00:00Z"}, // 23 hours
+		{"Europe/Istanbul", "2028-02-29", "2028-02-28T21:00:00Z", "2028-02-29T21:00:00Z"},
+		{"Europe/Istanbul", "2026-12-31", "2026-12-30T21:00:00Z", "2026-12-31T21:00:00Z"},
+	} {
+		d, err := ParseDay(c.day)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loc, _ := time.LoadLocation(c.zone)
+		start, end := d.Window(loc)
+		if start != utc(c.start) || end != utc(c.end) {
+			t.Errorf("%s in %s: %s to %s, want %s to %s", c.day, c.zone, start, end, c.start, c.end)
+		}
+		if next, _ := d.AddDays(1).Window(loc); next != end {
+			t.Errorf("%s in %s: the next day starts at %s, not where this one ends (%s)", c.day, c.zone, next, end)
+		}
+	}
+	for _, bad := range []string{"2027-02-29", "2026-04-31", "2026-13-01", "10.03.2026", ""} {
+		if _, err := ParseDay(bad); err == nil {
+			t.Errorf("ParseDay(%q) accepted", bad)
+		}
+	}
+	for from, want := range map[string]string{"2028-02-28": "2028-02-29", "2028-02-29": "2028-03-01",
+		"2027-02-28": "2027-03-01", "2026-01-31": "2026-02-01", "2026-12-31": "2027-01-01"} {
+		d, _ := ParseDay(from)
+		if got := d.AddDays(1).String(); got != want {
+			t.Errorf("the day after %s is %s, want %s", from, got, want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/money"
+	"github.com/tekrar/tekrar/checkout/settlement"
 	"github.com/tekrar/tekrar/internal/app"
 	"github.com/tekrar/tekrar/internal/config"
 )
@@ -41,7 +42,7 @@ func settle(ctx context.Context, e env, cfg config.Server, date string, client i
 		return err
 	}
 	defer pool.Close()
-	s := checkout.NewSettler(pool, checkout.SettlerOptions{Logger: app.NewLogger(cfg, e.stderr)})
+	s := settlement.New(pool, settlement.Config{}, app.NewLogger(cfg, e.stderr))
 	ids := []int64{client}
 	if client == 0 {
 		if ids, err = s.Clients(ctx); err != nil {
@@ -61,7 +62,7 @@ func settle(ctx context.Context, e env, cfg config.Server, date string, client i
 }
 
 // settlementLine is a settlement in one line.
-func settlementLine(st checkout.Settlement) string {
+func settlementLine(st settlement.Settlement) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "client %d %s (%s): settlement %d ", st.ClientID, st.Day, st.TimeZone, st.ID)
 	if st.Created {

@@ -27,6 +27,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/hooks"
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/checkout/settlement"
 	"github.com/tekrar/tekrar/checkout/sweeper"
 	"github.com/tekrar/tekrar/checkout/webhook"
 	"github.com/tekrar/tekrar/internal/config"
@@ -48,7 +49,7 @@ type App struct {
 	// installments, settlement) on River.
 	Scheduler *schedule.Scheduler
 	// Settler writes the nightly settlements; the scheduler runs its SettleDue.
-	Settler *checkout.Settler
+	Settler *settlement.Settler
 	// River works the outbox's jobs; Run starts and stops it.
 	River *river.Client[*sql.Tx]
 	// Metrics are the process's Prometheus metrics; Metrics.Handler serves them.
@@ -155,7 +156,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	sweepCfg := SweepConfig(cfg, o.now)
 	sweepCfg.Observe = m.Sweep
 	sw := sweeper.New(db, sweepCfg, logger)
-	settler := checkout.NewSettler(db, checkout.SettlerOptions{Now: o.now, Logger: logger, Observe: m.Settlement})
+	settler := settlement.New(db, settlement.Config{Now: o.now, Observe: m.Settlement}, logger)
 	sched, err := newScheduler(cfg, db.DB, svc, sw, settler, o.now, logger, m.ScheduledRun)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/settlement"
 	"github.com/tekrar/tekrar/checkout/sweeper"
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/schedule"
@@ -16,7 +17,7 @@ import (
 
 // tasks lists what the deployment does on a schedule, one process per tick
 // (docs/scheduled.md). A part of tekrar with periodic work adds its schedule.Task here.
-func tasks(cfg config.Server, svc *checkout.Service, sw *sweeper.Sweeper, settler *checkout.Settler) []schedule.Task {
+func tasks(cfg config.Server, svc *checkout.Service, sw *sweeper.Sweeper, settler *settlement.Settler) []schedule.Task {
 	ts := []schedule.Task{SweepTask(cfg, sw),
 		// Installments fall due when a day begins in their client's zone; a pass with nothing
 		// due is one indexed query (docs/installments.md).
@@ -64,7 +65,7 @@ func scheduleConsumer(s *schedule.Scheduler) Consumer {
 
 // newScheduler builds the process's scheduler over the deployment's tasks; observe is told
 // of every run it finishes (metrics).
-func newScheduler(cfg config.Server, db *sql.DB, svc *checkout.Service, sw *sweeper.Sweeper, settler *checkout.Settler, now func() time.Time, logger *slog.Logger,
+func newScheduler(cfg config.Server, db *sql.DB, svc *checkout.Service, sw *sweeper.Sweeper, settler *settlement.Settler, now func() time.Time, logger *slog.Logger,
 	observe func(schedule.Run, time.Duration)) (*schedule.Scheduler, error) {
 	return schedule.New(db, schedule.Config{Now: now, Logger: logger.With("component", "schedule"), Observe: observe},
 		tasks(cfg, svc, sw, settler)...)

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/settlement"
 	"github.com/tekrar/tekrar/internal/schedule"
 )
 
@@ -103,8 +104,8 @@ func (m *Metrics) Installments(res checkout.InstallmentRunResult, _ error) {
 	}
 }
 
-// Settlement counts what one settlement pass did (checkout.SettlerOptions.Observe).
-func (m *Metrics) Settlement(res checkout.DueResult, _ error) {
+// Settlement counts what one settlement pass did (settlement.Config.Observe).
+func (m *Metrics) Settlement(res settlement.Result, _ error) {
 	m.sched.settleDays.Add(float64(res.Settled))
 	m.sched.settleItems.Add(float64(res.Items))
 	m.sched.settleAdjust.Add(float64(res.Adjustments))

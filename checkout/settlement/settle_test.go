@@ -1,4 +1,4 @@
-package checkout
+package settlement
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/psp"
 )
@@ -40,7 +41,7 @@ func newSettleEnv(t *testing.T, zone string) *settleEnv {
 	if _, err := e.db.Exec(`UPDATE clients SET created_at = '2020-01-01' WHERE id = $1`, e.client.ID); err != nil {
 		t.Fatal(err)
 	}
-	e.settler = NewSettler(e.db, SettlerOptions{Now: func() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }})
+	e.settler = New(e.db, Config{Now: func() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }}, nil)
 	return e
 }
 
@@ -103,7 +104,7 @@ func (e *settleEnv) compensatedAt(t time.Time, amount int64) {
 
 func (e *settleEnv) settle(day string) Settlement {
 	e.t.Helper()
-	d, err := ParseDay(day)
+	d, err := checkout.ParseDay(day)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestSettleADayOnce(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			<-start
-			d, _ := ParseDay("2026-03-10")
+			d, _ := checkout.ParseDay("2026-03-10")
 			s, err := e.settler.Settle(context.Background(), e.client.ID, d)
 			if err != nil {
 				t.Errorf("settle at once: %v", err)
@@ -192,7 +193,7 @@ func TestSettleADayOnce(t *testing.T) {
 
 	// More days, each settled by four goroutines at once: a race the lock must decide.
 	e.settleAt(utc("2026-04-01T00:00:00Z"))
-	nextDay, _ := ParseDay("2026-03-11")
+	nextDay, _ := checkout.ParseDay("2026-03-11")
 	for i := range 20 {
 		d := nextDay.AddDays(i)
 		var wrote atomic.Int32
@@ -394,7 +395,7 @@ func TestSettleDueFollowsTheClientsDay(t *testing.T) {
 		return c.ID
 	}
 	london, berlin := other("london", "UTC"), other("berlin", "Europe/Berlin")
-	s := NewSettler(e.db, SettlerOptions{LookBack: 2})
+	s := New(e.db, Config{LookBack: 2}, nil)
 	pass := func(now string) {
 		t.Helper()
 		if _, err := s.SettleDue(ctx, utc(now)); err != nil {
@@ -450,7 +451,7 @@ func TestSettlementOnTheCalendarsEdges(t *testing.T) {
 		t.Run(c.zone+" "+c.day, func(t *testing.T) {
 			t.Parallel()
 			e := newSettleEnv(t, c.zone)
-			d, _ := ParseDay(c.day)
+			d, _ := checkout.ParseDay(c.day)
 			start, end := d.Window(e.loc)
 			e.paidAt(start.Add(-time.Microsecond), "k-before", 1)
 			e.paidAt(start, "k-first", 10)
@@ -472,49 +473,6 @@ func TestSettlementOnTheCalendarsEdges(t *testing.T) {
 	}
 }
 
-// TestSettlementDayWindows: the instants a business day covers, in zones with and without
-// clock changes, and the calendar's edges.
-func TestSettlementDayWindows(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		zone, day  string
-		start, end string
-	}{
-		{"Europe/Istanbul", "2026-03-10", "2026-03-09T21:00:00Z", "2026-03-10T21:00:00Z"},
-		{"UTC", "2026-03-10", "2026-03-10T00:00:00Z", "2026-03-11T00:00:00Z"},
-		{"Europe/Berlin", "2026-03-29", "2026-03-28T23:00:00Z", "2026-03-29T22:00:00Z"},    // 23 hours
-		{"Europe/Berlin", "2026-10-25", "2026-10-24T22:00:00Z", "2026-10-25T23:00:00Z"},    // 25 hours
-		{"America/New_York", "2026-03-08", "2026-03-08T05:00:00Z", "2026-03-09T04:00:00Z"}, // 23 hours
-		{"Europe/Istanbul", "2028-02-29", "2028-02-28T21:00:00Z", "2028-02-29T21:00:00Z"},
-		{"Europe/Istanbul", "2026-12-31", "2026-12-30T21:00:00Z", "2026-12-31T21:00:00Z"},
-	} {
-		d, err := ParseDay(c.day)
-		if err != nil {
-			t.Fatal(err)
-		}
-		loc, _ := time.LoadLocation(c.zone)
-		start, end := d.Window(loc)
-		if start != utc(c.start) || end != utc(c.end) {
-			t.Errorf("%s in %s: %s to %s, want %s to %s", c.day, c.zone, start, end, c.start, c.end)
-		}
-		if next, _ := d.AddDays(1).Window(loc); next != end {
-			t.Errorf("%s in %s: the next day starts at %s, not where this one ends (%s)", c.day, c.zone, next, end)
-		}
-	}
-	for _, bad := range []string{"2027-02-29", "2026-04-31", "2026-13-01", "10.03.2026", ""} {
-		if _, err := ParseDay(bad); err == nil {
-			t.Errorf("ParseDay(%q) accepted", bad)
-		}
-	}
-	for from, want := range map[string]string{"2028-02-28": "2028-02-29", "2028-02-29": "2028-03-01",
-		"2027-02-28": "2027-03-01", "2026-01-31": "2026-02-01", "2026-12-31": "2027-01-01"} {
-		d, _ := ParseDay(from)
-		if got := d.AddDays(1).String(); got != want {
-			t.Errorf("the day after %s is %s, want %s", from, got, want)
-		}
-	}
-}
-
 // TestInstallmentsAreSettled: the installments the scheduled job charges after the first
 // are captures of their own, each counted once on the day tekrar recorded it paid, and one
 // recorded after its day closed is an adjustment on the next settlement. Over the plan the
@@ -527,13 +485,13 @@ func TestInstallmentsAreSettled(t *testing.T) {
 	}
 	var mu sync.Mutex
 	settledAt := time.Time{}
-	settler := NewSettler(e.db, SettlerOptions{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return settledAt }})
+	settler := New(e.db, Config{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return settledAt }}, nil)
 	settle := func(now, day string) Settlement {
 		t.Helper()
 		mu.Lock()
 		settledAt = utc(now)
 		mu.Unlock()
-		d, err := ParseDay(day)
+		d, err := checkout.ParseDay(day)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -642,8 +600,8 @@ func TestSettlementWhereMidnightIsSkipped(t *testing.T) {
 		t.Fatalf("%d items, want 5", len(items))
 	}
 	for _, it := range items {
-		day := DayOf(it.Day, time.UTC)
-		if byRule := DayOf(it.OccurredAt, e.loc); byRule != day || it.OccurredAt.Before(it.StartsAt) || !it.OccurredAt.Before(it.EndsAt) {
+		day := checkout.DayOf(it.Day, time.UTC)
+		if byRule := checkout.DayOf(it.OccurredAt, e.loc); byRule != day || it.OccurredAt.Before(it.StartsAt) || !it.OccurredAt.Before(it.EndsAt) {
 			t.Errorf("%s at %s is counted on %s (window %s to %s); DayOf says %s", it.Kind,
 				it.OccurredAt.UTC().Format(time.RFC3339), day, it.StartsAt.UTC().Format(time.RFC3339),
 				it.EndsAt.UTC().Format(time.RFC3339), byRule)

@@ -1,6 +1,7 @@
-package checkout
+package settlement
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -11,24 +12,11 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/internal/db"
+	"github.com/tekrar/tekrar/internal/schedule"
 )
-
-// Nightly settlement (docs/settlement.md).
-//
-// A settlement is one row per client and business day, the day in the client's time zone,
-// with the day's captured, refunded, disputed and compensated totals and counts per
-// currency. Every money movement is counted by exactly one settlement: the settlement of a
-// day claims, in settlement_items, the movements of that day that nobody claimed, and the
-// movements of earlier days that are settled already but were recorded after their day was
-// settled. Those late ones are the settlement's adjustments: they name the day they belong
-// to, and the settled day's row is never rewritten. A claim is an insert under the
-// movement's primary key, the settlement row is unique by (client, day), and both commit
-// with the totals in one transaction, so a rerun, two runs at once (in one process or two)
-// or a run after a crash settle each day once and count each movement once.
-//
-// A movement of an earlier day that is not settled yet is left for that day's settlement:
-// the days of a client may be settled in any order and each still counts its own.
 
 // ErrDayNotOver is a settlement asked for a day that has not ended in the client's zone:
 // settling it would close it early and turn the rest of its movements into adjustments.
@@ -37,67 +25,95 @@ var ErrDayNotOver = errors.New("the day has not ended in the client's time zone"
 // ErrNoSuchClient is a settlement asked for a client tekrar does not have.
 var ErrNoSuchClient = errors.New("no such client")
 
-// SettlerOptions configure a Settler; the zero value is usable.
-type SettlerOptions struct {
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
-	// Grace is how long after a day ends SettleDue waits before it settles it, so that a
-	// movement whose transaction began before midnight and commits just after it is
-	// counted on its own day rather than as an adjustment. Default 15 minutes.
-	Grace time.Duration
-	// LookBack is how many days before the last ended one SettleDue settles when they
-	// are not settled yet. Default 35. Older days are settled by hand (tekrar settle).
-	LookBack int
-	// LateWindow is how far before a day's start its settlement looks for movements of
-	// settled days that came late. Default 40 days. Disputes are looked for at any age:
-	// their time is the provider's, and may be long before tekrar records them.
-	LateWindow time.Duration
-	// Logger is where SettleDue reports; nothing is logged when nil.
-	Logger *slog.Logger
+// The defaults of Config's fields, for a field left zero.
+const (
+	// GraceDefault is Config.Grace's default.
+	GraceDefault = 15 * time.Minute
+	// LookBackDefault is Config.LookBack's default, in days.
+	LookBackDefault = 35
+	// LateWindowDefault is Config.LateWindow's default: 40 days.
+	LateWindowDefault = 40 * 24 * time.Hour
+)
+
+// Config tunes a Settler; the zero value of a field takes its default.
+type Config struct {
 	// Observe, when not nil, is told what every SettleDue pass did, also a pass that
 	// stopped on an error (metrics).
-	Observe func(DueResult, error)
+	Observe func(Result, error)
+	// Grace is how long after a day ends SettleDue waits before it settles it, so that a
+	// movement whose transaction began before midnight and commits just after it is
+	// counted on its own day rather than as an adjustment. Default GraceDefault (15 minutes).
+	Grace time.Duration
+	// LookBack is how many days before the last ended one SettleDue settles when they
+	// are not settled yet. Older days are settled by hand (tekrar settle). Default
+	// LookBackDefault (35).
+	LookBack int
+	// LateWindow is how far before a day's start its settlement looks for movements of
+	// settled days that came late. Disputes are looked for at any age: their time is the
+	// provider's, and may be long before tekrar records them. Default LateWindowDefault
+	// (40 days).
+	LateWindow time.Duration
+	// Now is the clock of Settle (SettleDue is given its instant). Default time.Now.
+	Now func() time.Time
 }
 
-// Settler writes settlements.
+// withDefaults fills the fields left zero with their defaults.
+func (c Config) withDefaults() Config {
+	c.Grace = cmp.Or(c.Grace, GraceDefault)
+	c.LookBack = cmp.Or(c.LookBack, LookBackDefault)
+	c.LateWindow = cmp.Or(c.LateWindow, LateWindowDefault)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// mustValidate panics on a setting no settlement can run with: a negative Grace would settle
+// a day before it ends (Settle refuses it, so every pass would fail), a negative LookBack
+// would settle no day, a negative LateWindow would find no late movement. These are
+// programming errors, caught at start.
+func (c Config) mustValidate() Config {
+	switch {
+	case c.Grace < 0:
+		panic(fmt.Sprintf("settlement: Grace %s, want zero (the default) or more", c.Grace))
+	case c.LookBack < 0:
+		panic(fmt.Sprintf("settlement: LookBack %d, want zero (the default) or more", c.LookBack))
+	case c.LateWindow < 0:
+		panic(fmt.Sprintf("settlement: LateWindow %s, want zero (the default) or more", c.LateWindow))
+	}
+	return c
+}
+
+// Settler writes settlements: Settle one client's day, SettleDue every due day of every
+// client. Serve runs SettleDue as the scheduled task "settle"; `tekrar settle` calls Settle.
 type Settler struct {
-	db   *sqlx.DB
-	opts SettlerOptions
+	db     *sqlx.DB
+	cfg    Config
+	logger *slog.Logger
 }
 
-// NewSettler returns a Settler on db.
-func NewSettler(db *sqlx.DB, opts SettlerOptions) *Settler {
-	if opts.Now == nil {
-		opts.Now = time.Now
+// New returns a Settler on db that logs its passes to logger (nothing when nil). It panics
+// on a Config no settlement can run with (a negative Grace, LookBack or LateWindow).
+func New(db *sqlx.DB, cfg Config, logger *slog.Logger) *Settler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Grace <= 0 {
-		opts.Grace = 15 * time.Minute
-	}
-	if opts.LookBack <= 0 {
-		opts.LookBack = 35
-	}
-	if opts.LateWindow <= 0 {
-		opts.LateWindow = 40 * 24 * time.Hour
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	return &Settler{db: db, opts: opts}
+	return &Settler{db: db, cfg: cfg.withDefaults().mustValidate(), logger: logger}
 }
 
 // Settlement is one client's settlement of one day.
 type Settlement struct {
 	ID        int64
 	ClientID  int64
-	Day       Day
+	Day       checkout.Day
 	TimeZone  string
 	StartsAt  time.Time // the day's window, [StartsAt, EndsAt), in the zone it was settled in
 	EndsAt    time.Time
 	SettledAt time.Time
 	Process   string
-	Totals    []SettlementTotal // by currency; none on a day with no movement
-	Items     int               // movements of the day itself
-	Adjusted  int               // movements of earlier, settled days it counted late
+	Totals    []Total // by currency; none on a day with no movement
+	Items     int     // movements of the day itself
+	Adjusted  int     // movements of earlier, settled days it counted late
 	// Created is true when this call wrote the settlement, false when it existed.
 	Created bool
 	// Waiting counts, on a rerun of a settled day, the movements of this day or earlier
@@ -109,7 +125,7 @@ type Settlement struct {
 // Settle settles one day of one client, or, when the day is settled already, returns its
 // settlement as it was written and counts what came late since (Waiting). The day must have
 // ended in the client's zone.
-func (s *Settler) Settle(ctx context.Context, clientID int64, day Day) (Settlement, error) {
+func (s *Settler) Settle(ctx context.Context, clientID int64, day checkout.Day) (Settlement, error) {
 	var zone string
 	err := s.db.GetContext(ctx, &zone, clientZoneSQL, clientID)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -118,10 +134,10 @@ func (s *Settler) Settle(ctx context.Context, clientID int64, day Day) (Settleme
 	if err != nil {
 		return Settlement{}, fmt.Errorf("settle client %d: read its time zone: %w", clientID, err)
 	}
-	return s.settle(ctx, clientID, zone, day, s.opts.Now())
+	return s.settle(ctx, clientID, zone, day, s.cfg.Now())
 }
 
-func (s *Settler) settle(ctx context.Context, clientID int64, zone string, day Day, now time.Time) (Settlement, error) {
+func (s *Settler) settle(ctx context.Context, clientID int64, zone string, day checkout.Day, now time.Time) (Settlement, error) {
 	loc, err := clients.Location(zone)
 	if err != nil {
 		return Settlement{}, fmt.Errorf("settle %s of client %d: %w", day, clientID, err)
@@ -132,7 +148,7 @@ func (s *Settler) settle(ctx context.Context, clientID int64, zone string, day D
 			day, clientID, ErrDayNotOver, zone, end.Format(time.RFC3339))
 	}
 	var out Settlement
-	err = inTx(ctx, s.db, fmt.Sprintf("settle %s of client %d", day, clientID), func(tx *sqlx.Tx) error {
+	err = db.InTx(ctx, s.db, fmt.Sprintf("settle %s of client %d", day, clientID), func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, settleLockSQL, settleLockClass, clientID); err != nil {
 			return fmt.Errorf("lock the client's settlements: %w", err)
 		}
@@ -146,7 +162,7 @@ func (s *Settler) settle(ctx context.Context, clientID int64, zone string, day D
 			return fmt.Errorf("read the settlement: %w", err)
 		}
 		out, err = s.create(ctx, tx, settlementRow{ClientID: clientID, TimeZone: zone,
-			StartsAt: start, EndsAt: end, SettledAt: now, Process: processName()}, day, loc)
+			StartsAt: start, EndsAt: end, SettledAt: now, Process: schedule.Process()}, day, loc)
 		return err
 	})
 	if err != nil {
@@ -156,7 +172,7 @@ func (s *Settler) settle(ctx context.Context, clientID int64, zone string, day D
 }
 
 // create writes the settlement of row's day with the movements it claims.
-func (s *Settler) create(ctx context.Context, tx *sqlx.Tx, row settlementRow, day Day, loc *time.Location) (Settlement, error) {
+func (s *Settler) create(ctx context.Context, tx *sqlx.Tx, row settlementRow, day checkout.Day, loc *time.Location) (Settlement, error) {
 	claim, err := s.claimable(ctx, tx, row.ClientID, day, loc, row.StartsAt, row.EndsAt)
 	if err != nil {
 		return Settlement{}, err
@@ -173,7 +189,7 @@ func (s *Settler) create(ctx context.Context, tx *sqlx.Tx, row settlementRow, da
 	}
 	out := settlementOf(written)
 	out.Created = true
-	byCurrency := map[string]*SettlementTotal{}
+	byCurrency := map[string]*Total{}
 	var currencies []string
 	for _, c := range claimed {
 		if c.Adjusted {
@@ -183,7 +199,7 @@ func (s *Settler) create(ctx context.Context, tx *sqlx.Tx, row settlementRow, da
 		out.Items++
 		t := byCurrency[c.Currency]
 		if t == nil {
-			t = &SettlementTotal{Currency: c.Currency}
+			t = &Total{Currency: c.Currency}
 			byCurrency[c.Currency] = t
 			currencies = append(currencies, c.Currency)
 		}
@@ -244,13 +260,13 @@ func (s *Settler) existing(ctx context.Context, tx *sqlx.Tx, row settlementRow, 
 // claim is a movement with the day it belongs to, ready to be claimed.
 type claim struct {
 	movement
-	Day      Day
+	Day      checkout.Day
 	Adjusted bool
 }
 
 // claimable lists the movements the settlement of day (window [start, end)) claims: the
 // unclaimed ones of the day, and the unclaimed ones of earlier settled days.
-func (s *Settler) claimable(ctx context.Context, tx *sqlx.Tx, clientID int64, day Day, loc *time.Location, start, end time.Time) ([]claim, error) {
+func (s *Settler) claimable(ctx context.Context, tx *sqlx.Tx, clientID int64, day checkout.Day, loc *time.Location, start, end time.Time) ([]claim, error) {
 	var own []movement
 	if err := tx.SelectContext(ctx, &own, unclaimedMovementsSQL, clientID, start, end, start); err != nil {
 		return nil, fmt.Errorf("list the day's movements: %w", err)
@@ -269,8 +285,8 @@ func (s *Settler) claimable(ctx context.Context, tx *sqlx.Tx, clientID int64, da
 // late lists the unclaimed movements before until (within the late window, or of any age
 // for a dispute, whose time is the provider's) whose day, in loc, is before day and settled
 // already: the adjustments the settlement of day counts.
-func (s *Settler) late(ctx context.Context, tx *sqlx.Tx, clientID int64, day Day, loc *time.Location, until time.Time) ([]claim, error) {
-	from := until.Add(-s.opts.LateWindow)
+func (s *Settler) late(ctx context.Context, tx *sqlx.Tx, clientID int64, day checkout.Day, loc *time.Location, until time.Time) ([]claim, error) {
+	from := until.Add(-s.cfg.LateWindow)
 	var ms []movement
 	if err := tx.SelectContext(ctx, &ms, unclaimedMovementsSQL, clientID, from, until, nil); err != nil {
 		return nil, fmt.Errorf("list late movements: %w", err)
@@ -285,16 +301,16 @@ func (s *Settler) late(ctx context.Context, tx *sqlx.Tx, clientID int64, day Day
 		}
 	}
 	var days []time.Time
-	if err := tx.SelectContext(ctx, &days, settledDaysSQL, clientID, DayOf(oldest, loc).String()); err != nil {
+	if err := tx.SelectContext(ctx, &days, settledDaysSQL, clientID, checkout.DayOf(oldest, loc).String()); err != nil {
 		return nil, fmt.Errorf("list the settled days: %w", err)
 	}
-	settled := make(map[Day]bool, len(days))
+	settled := make(map[checkout.Day]bool, len(days))
 	for _, d := range days {
-		settled[DayOf(d, time.UTC)] = true
+		settled[checkout.DayOf(d, time.UTC)] = true
 	}
 	var out []claim
 	for _, m := range ms {
-		if d := DayOf(m.OccurredAt, loc); d.Before(day) && settled[d] {
+		if d := checkout.DayOf(m.OccurredAt, loc); d.Before(day) && settled[d] {
 			out = append(out, claim{movement: m, Day: d, Adjusted: true})
 		}
 	}
@@ -329,13 +345,13 @@ func claimItems(ctx context.Context, tx *sqlx.Tx, id, clientID int64, cs []claim
 	}
 	out := make([]claim, len(rows))
 	for i, r := range rows {
-		out[i] = claim{movement: r.movement, Day: DayOf(r.Day, time.UTC), Adjusted: r.Adjusted}
+		out[i] = claim{movement: r.movement, Day: checkout.DayOf(r.Day, time.UTC), Adjusted: r.Adjusted}
 	}
 	return out, nil
 }
 
 func settlementOf(row settlementRow) Settlement {
-	return Settlement{ID: row.ID, ClientID: row.ClientID, Day: DayOf(row.Day, time.UTC), TimeZone: row.TimeZone,
+	return Settlement{ID: row.ID, ClientID: row.ClientID, Day: checkout.DayOf(row.Day, time.UTC), TimeZone: row.TimeZone,
 		StartsAt: row.StartsAt, EndsAt: row.EndsAt, SettledAt: row.SettledAt, Process: row.Process}
 }
 

@@ -1,4 +1,4 @@
-package checkout
+package settlement
 
 import "time"
 
@@ -114,8 +114,8 @@ const insertTotalsSQL = `
 	                               compensated_count)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
 
-// SettlementTotal is a settlement's figures of one currency, in its minor units.
-type SettlementTotal struct {
+// Total is a settlement's figures of one currency, in its minor units.
+type Total struct {
 	Currency          string `db:"currency"`
 	CapturedAmount    int64  `db:"captured_amount"`
 	CapturedCount     int    `db:"captured_count"`

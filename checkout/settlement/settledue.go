@@ -1,4 +1,4 @@
-package checkout
+package settlement
 
 import (
 	"context"
@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/clients"
 )
 
-// DueResult counts what one SettleDue pass did.
-type DueResult struct {
+// Result is what one SettleDue pass did.
+type Result struct {
 	Clients     int // clients looked at
 	Settled     int // settlements written
 	Items       int // movements they counted on their own day
@@ -19,7 +20,7 @@ type DueResult struct {
 }
 
 // String is the pass in one line, for a scheduler's log.
-func (r DueResult) String() string {
+func (r Result) String() string {
 	return fmt.Sprintf("settled %d days of %d clients: %d movements, %d adjustments; %d clients failed",
 		r.Settled, r.Clients, r.Items, r.Adjustments, r.Failed)
 }
@@ -32,22 +33,22 @@ func (r DueResult) String() string {
 // stop the others; the error names every failed client.
 func (s *Settler) SettleDue(ctx context.Context, now time.Time) (summary string, err error) {
 	res, err := s.settleDue(ctx, now)
-	if s.opts.Observe != nil {
-		s.opts.Observe(res, err)
+	if s.cfg.Observe != nil {
+		s.cfg.Observe(res, err)
 	}
 	if err == nil {
-		s.opts.Logger.Info("settle", "clients", res.Clients, "settled", res.Settled, "items", res.Items,
+		s.logger.Info("settle", "clients", res.Clients, "settled", res.Settled, "items", res.Items,
 			"adjustments", res.Adjustments)
 	}
 	return res.String(), err
 }
 
-func (s *Settler) settleDue(ctx context.Context, now time.Time) (DueResult, error) {
+func (s *Settler) settleDue(ctx context.Context, now time.Time) (Result, error) {
 	var cs []dueClient
 	if err := s.db.SelectContext(ctx, &cs, dueClientsSQL); err != nil {
-		return DueResult{}, fmt.Errorf("settle due days: list clients: %w", err)
+		return Result{}, fmt.Errorf("settle due days: list clients: %w", err)
 	}
-	var res DueResult
+	var res Result
 	var errs []error
 	for _, c := range cs {
 		if err := ctx.Err(); err != nil {
@@ -58,21 +59,21 @@ func (s *Settler) settleDue(ctx context.Context, now time.Time) (DueResult, erro
 		if err := s.settleClientDue(ctx, c, now, &res); err != nil {
 			res.Failed++
 			errs = append(errs, err)
-			s.opts.Logger.Error("settle", "client_id", c.ID, "error", err)
+			s.logger.Error("settle", "client_id", c.ID, "error", err)
 		}
 	}
 	return res, errors.Join(errs...)
 }
 
 // settleClientDue settles the due days of one client.
-func (s *Settler) settleClientDue(ctx context.Context, c dueClient, now time.Time, res *DueResult) error {
+func (s *Settler) settleClientDue(ctx context.Context, c dueClient, now time.Time, res *Result) error {
 	loc, err := clients.Location(c.TimeZone)
 	if err != nil {
 		return fmt.Errorf("client %d: %w", c.ID, err)
 	}
-	last := DueDay(now, s.opts.Grace, loc)
-	first := last.AddDays(1 - s.opts.LookBack)
-	if born := DayOf(c.CreatedAt, loc); first.Before(born) {
+	last := dueDay(now, s.cfg.Grace, loc)
+	first := last.AddDays(1 - s.cfg.LookBack)
+	if born := checkout.DayOf(c.CreatedAt, loc); first.Before(born) {
 		first = born
 	}
 	if last.Before(first) {
@@ -82,9 +83,9 @@ func (s *Settler) settleClientDue(ctx context.Context, c dueClient, now time.Tim
 	if err := s.db.SelectContext(ctx, &days, settledDaysSQL, c.ID, first.String()); err != nil {
 		return fmt.Errorf("client %d: list settled days: %w", c.ID, err)
 	}
-	settled := make(map[Day]bool, len(days))
+	settled := make(map[checkout.Day]bool, len(days))
 	for _, d := range days {
-		settled[DayOf(d, time.UTC)] = true
+		settled[checkout.DayOf(d, time.UTC)] = true
 	}
 	for d := first; !last.Before(d); d = d.AddDays(1) {
 		if settled[d] {
@@ -103,8 +104,8 @@ func (s *Settler) settleClientDue(ctx context.Context, c dueClient, now time.Tim
 	return nil
 }
 
-// DueDay is the last day, in loc, that ended at least grace before now: the newest day a
+// dueDay is the last day, in loc, that ended at least grace before now: the newest day a
 // settlement pass at now settles.
-func DueDay(now time.Time, grace time.Duration, loc *time.Location) Day {
-	return DayOf(now.Add(-grace), loc).AddDays(-1)
+func dueDay(now time.Time, grace time.Duration, loc *time.Location) checkout.Day {
+	return checkout.DayOf(now.Add(-grace), loc).AddDays(-1)
 }
