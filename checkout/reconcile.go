@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
 
 	"github.com/tekrar/tekrar/checkout/psp"
 )
@@ -179,7 +178,7 @@ func (r *reconcileRun) charge(ctx context.Context, ch psp.Charge) error {
 // no completable order. own is set when ch was made under the order's own key: the
 // compensation then belongs to the order, as a cancel's does.
 func (r *reconcileRun) owner(ctx context.Context, ch psp.Charge) (o ownerOrder, why string, err error) {
-	id, ok := orderOfDescription(ch.Description)
+	id, ok := OrderOfDescription(ch.Description)
 	if !ok {
 		return o, "the charge names no order of tekrar's", nil
 	}
@@ -195,7 +194,7 @@ func (r *reconcileRun) owner(ctx context.Context, ch psp.Charge) (o ownerOrder, 
 	if row.KeyID.Valid {
 		k := Key{ID: row.KeyID.Int64, ClientID: row.KeyClientID.Int64, Key: row.Key.String, CreatedAt: row.KeyCreatedAt.Time,
 			Intent: row.KeyIntent}
-		o.own = providerKey("charge", &k) == ch.Key
+		o.own = ChargeKey(&k) == ch.Key
 	}
 	switch {
 	case !o.own:
@@ -319,7 +318,7 @@ func (r *reconcileRun) lookUpPaid(ctx context.Context, o paidOrder) error {
 	ch, err := r.s.provider.LookupCharge(pctx, o.ChargeKey)
 	var detail string
 	switch {
-	case answerOf(opLookupCharge, err).Verdict == verdictNone:
+	case NoChargeYet(err):
 		detail = "the provider has no charge under the payment's key"
 	case err != nil:
 		return fmt.Errorf("look up its charge: %w", err)
@@ -342,25 +341,9 @@ func (r *reconcileRun) lookUpPaid(ctx context.Context, o paidOrder) error {
 	return nil
 }
 
-// drive makes the refunds of the compensations the run met, each taken as the completer
-// takes one, so that a run, a concurrent run and every completer may try the same debt
-// and the provider still refunds once.
+// drive makes the refunds of the compensations the run met (DriveCompensations).
 func (r *reconcileRun) drive(ctx context.Context) error {
-	if len(r.owed) == 0 {
-		return nil
-	}
-	now := r.s.cfg.Now()
-	var due []compensation
-	if err := sqlx.SelectContext(ctx, r.s.db, &due, takeCompensationsSQL, now, now.Add(r.s.cfg.Lease), pq.Array(r.owed)); err != nil {
-		return fmt.Errorf("take the compensations met: %w", err)
-	}
-	var pass compensationPass
-	var errs []error
-	for _, c := range due {
-		if err := r.s.driveCompensation(ctx, c, now, &pass); err != nil {
-			errs = append(errs, fmt.Errorf("compensation %d: %w", c.ID, err))
-		}
-	}
-	r.res.RefundsMade = pass.Refunded
-	return errors.Join(errs...)
+	refunded, err := r.s.DriveCompensations(ctx, r.owed)
+	r.res.RefundsMade = refunded
+	return err
 }

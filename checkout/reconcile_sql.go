@@ -177,12 +177,3 @@ var paidOrdersSQL = `
 	 WHERE o.id > $3
 	 ORDER BY o.id
 	 LIMIT $4`
-
-// takeCompensationsSQL takes the due compensations among $3 (ids) as compensateDue takes
-// any: by moving their next attempt past the hold ($2).
-const takeCompensationsSQL = `
-	UPDATE compensations SET next_attempt_at = $2, attempts = attempts + 1
-	 WHERE id IN (SELECT id FROM compensations
-	               WHERE id = ANY ($3) AND state IN ` + compensationOpenSQL + ` AND next_attempt_at <= $1
-	               FOR UPDATE SKIP LOCKED)
-	RETURNING id, order_id, charge_key, source, attempts, watch_until`
