@@ -7,6 +7,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	tdb "github.com/tekrar/tekrar/internal/db"
+	"github.com/tekrar/tekrar/internal/process"
 )
 
 // inTx is the one transaction helper (internal/db.InTx), named short for the package's use.
@@ -14,6 +15,9 @@ var inTx = tdb.InTx
 
 // nullString is s for a nullable text column, where "" is stored as NULL (internal/db.NullString).
 var nullString = tdb.NullString
+
+// processName names this process in the runs it records (internal/process.Name).
+var processName = process.Name
 
 // statement is a named statement (internal/db.Statement) under the short names the
 // package's statements use: named binds one, get and exec run it, text and args are what it
