@@ -18,32 +18,6 @@ import (
 	"github.com/tekrar/tekrar/internal/process"
 )
 
-// Reconciliation.
-//
-// tekrar's orders and the provider's ledger can disagree in ways no single request sees: a
-// charge made under a key tekrar gave up on, a charge made at the provider by hand, a
-// charge whose amount is not its order's, an order recorded paid whose charge the provider
-// does not have. A run walks the provider's charges of a window (ListCharges, page by page)
-// against tekrar's orders:
-//
-//   - a charge recorded on a payment: fine, unless its amount or currency differs from the
-//     payment's or the order's (finding amount_mismatch);
-//   - a succeeded charge of a pending order made under that order's own key: fine, the
-//     order can still complete with it (its worker, a retry or the completer will);
-//   - any other succeeded charge belongs to no order that can complete with it (no order,
-//     an order canceled or declined, or one made under another key): finding orphan_charge,
-//     and a compensation that refunds it in full. The compensation is keyed by the charge
-//     key, so however many runs meet the charge, concurrently or again after a kill, one
-//     row is written and one refund is made (under compensationRefundKey, derived from the
-//     charge key). It is audited by the statement that writes it;
-//   - an order of the window recorded paid whose charge the walk did not meet, and the
-//     provider confirms it does not have as succeeded: finding paid_without_charge.
-//
-// The run then drives the compensations it met, as the completer does, so that a run by
-// hand finishes the job; whatever it leaves (a kill, a provider down) the completer of
-// every serve process drives later. Findings are keyed by (kind, charge): a rerun adds
-// no row.
-
 // The defaults of Config's fields, for a field left zero.
 const (
 	// PageSizeDefault is Config.PageSize's default: the most charges the provider lists at once.
