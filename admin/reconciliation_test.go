@@ -2,14 +2,16 @@ package admin_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tekrar/tekrar/admin"
-	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/checkout/reconcile"
+	"github.com/tekrar/tekrar/internal/app"
 	"github.com/tekrar/tekrar/internal/apptest"
 )
 
@@ -30,7 +32,9 @@ func TestReconciliationPageShowsOrphanCharges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.App.Service.Reconcile(ctx, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), checkout.ReconcileOptions{})
+	// By hand, as `tekrar reconcile` runs it.
+	rc := reconcile.New(e.DB, sb, e.App.Service, app.ReconcileConfig(e.Config, e.Clock.Now, nil, false), slog.New(slog.DiscardHandler))
+	res, err := rc.Run(ctx, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 	if err != nil || res.RefundsMade != 1 {
 		t.Fatalf("reconcile: %+v %v", res, err)
 	}

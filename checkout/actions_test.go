@@ -16,80 +16,17 @@ import (
 
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/checkout/psp/psptest"
 	"github.com/tekrar/tekrar/checkout/sweeper"
 	"github.com/tekrar/tekrar/internal/dbtest"
 	"github.com/tekrar/tekrar/internal/problem"
 )
 
-// switchedProvider is the sandbox behind a switch, to put a key in every state an operator
-// meets: "down" fails every call before it reaches the sandbox (nothing happens there),
-// "lost" lets a charge or refund happen and loses its answer. Either way the caller cannot
-// tell what happened.
-type switchedProvider struct {
-	psp.Provider
-	mu   sync.Mutex
-	mode string // "", "down" or "lost"
-}
+// switchedProvider is the sandbox behind a switch (psptest.Switched), under the short
+// name the package's tests use.
+type switchedProvider struct{ *psptest.Switched }
 
-func (p *switchedProvider) set(mode string) { p.mu.Lock(); p.mode = mode; p.mu.Unlock() }
-
-func (p *switchedProvider) get() string { p.mu.Lock(); defer p.mu.Unlock(); return p.mode }
-
-var errUnreachable = errors.New("provider unreachable")
-
-func (p *switchedProvider) Charge(ctx context.Context, req psp.ChargeRequest) (psp.Charge, error) {
-	if p.get() == "down" {
-		return psp.Charge{}, errUnreachable
-	}
-	ch, err := p.Provider.Charge(ctx, req)
-	if p.get() == "lost" {
-		return psp.Charge{}, errors.New("answer lost")
-	}
-	return ch, err
-}
-
-func (p *switchedProvider) Refund(ctx context.Context, req psp.RefundRequest) (psp.Refund, error) {
-	if p.get() == "down" {
-		return psp.Refund{}, errUnreachable
-	}
-	r, err := p.Provider.Refund(ctx, req)
-	if p.get() == "lost" {
-		return psp.Refund{}, errors.New("answer lost")
-	}
-	return r, err
-}
-
-func (p *switchedProvider) LookupCharge(ctx context.Context, key string) (psp.Charge, error) {
-	if p.get() == "down" {
-		return psp.Charge{}, errUnreachable
-	}
-	return p.Provider.LookupCharge(ctx, key)
-}
-
-func (p *switchedProvider) CancelCharge(ctx context.Context, key string) (psp.Charge, error) {
-	if p.get() == "down" {
-		return psp.Charge{}, errUnreachable
-	}
-	ch, err := p.Provider.CancelCharge(ctx, key)
-	if p.get() == "lost" {
-		return psp.Charge{}, errors.New("answer lost")
-	}
-	return ch, err
-}
-
-func (p *switchedProvider) ListCharges(ctx context.Context, q psp.ChargeListQuery) (psp.ChargePage, error) {
-	if p.get() == "down" {
-		return psp.ChargePage{}, errUnreachable
-	}
-	return p.Provider.ListCharges(ctx, q)
-}
-
-func (p *switchedProvider) LookupRefund(ctx context.Context, key string) (psp.Refund, error) {
-	if p.get() == "down" {
-		return psp.Refund{}, errUnreachable
-	}
-	return p.Provider.LookupRefund(ctx, key)
-}
+func (p *switchedProvider) set(mode string) { p.Set(mode) }
 
 // actionEnv is a service on a fresh database with one client, and the actions' records.
 type actionEnv struct {
@@ -108,7 +45,7 @@ func newActionEnv(t *testing.T) *actionEnv {
 	db := dbtest.New(t)
 	// Microseconds, as Postgres keeps them: a frozen clock must compare equal to itself stored.
 	e := &actionEnv{t: t, db: db, now: time.Now().UTC().Truncate(time.Microsecond)}
-	e.p = &switchedProvider{Provider: psp.NewSandbox(db, psp.SandboxOptions{})}
+	e.p = &switchedProvider{&psptest.Switched{Provider: psp.NewSandbox(db, psp.SandboxOptions{})}}
 	e.s = NewService(db, e.p, Config{Now: func() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }}, slog.New(slog.DiscardHandler))
 	t.Cleanup(e.s.Close)
 	var err error

@@ -135,3 +135,8 @@ func answerOf(op string, err error) providerAnswer {
 	}
 	return rows[len(rows)-1]
 }
+
+// NoChargeYet reports whether err, the answer of a charge look-up, says the provider has no
+// charge under the key yet (the lookup_charge table's none_yet row), for a caller outside
+// the package that looks a charge up (reconciliation).
+func NoChargeYet(err error) bool { return answerOf(opLookupCharge, err).Verdict == verdictNone }

@@ -8,92 +8,40 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/checkout/psp/psptest"
 	"github.com/tekrar/tekrar/internal/problem"
 )
 
-// answeringProvider is the sandbox with the answer of each operation forced: a forced
-// error is answered without asking the sandbox, as a provider that refused (or failed
-// before doing anything) would.
-type answeringProvider struct {
-	psp.Provider
-	mu     sync.Mutex
-	answer map[string]error // by operation (opCharge, opRefund)
-}
+// answeringProvider is the sandbox with the answer of each operation forced
+// (psptest.Answering), under the short names the package's tests use; its operations are
+// named as the tables name them (TestAnsweringNamesTheTables).
+type answeringProvider struct{ *psptest.Answering }
 
-func (p *answeringProvider) force(op string, err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.answer == nil {
-		p.answer = map[string]error{}
+func (p *answeringProvider) force(op string, err error) { p.Force(op, err) }
+
+// TestAnsweringNamesTheTables: the operations psptest.Answering forces are the tables'.
+func TestAnsweringNamesTheTables(t *testing.T) {
+	ops := []string{psptest.OpCharge, psptest.OpRefund, psptest.OpLookupCharge, psptest.OpLookupRefund,
+		psptest.OpCancelCharge, psptest.OpListCharges, psptest.OpCardFingerprint}
+	for _, op := range ops {
+		if _, ok := providerAnswers[op]; !ok {
+			t.Errorf("psptest forces %q, which no table names", op)
+		}
 	}
-	p.answer[op] = err
-}
-
-func (p *answeringProvider) forced(op string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.answer[op]
-}
-
-func (p *answeringProvider) Charge(ctx context.Context, req psp.ChargeRequest) (psp.Charge, error) {
-	if err := p.forced(opCharge); err != nil {
-		return psp.Charge{}, err
+	if len(ops) != len(providerAnswers) {
+		t.Errorf("psptest forces %d operations, the tables name %d", len(ops), len(providerAnswers))
 	}
-	return p.Provider.Charge(ctx, req)
-}
-
-func (p *answeringProvider) LookupCharge(ctx context.Context, key string) (psp.Charge, error) {
-	if err := p.forced(opLookupCharge); err != nil {
-		return psp.Charge{}, err
-	}
-	return p.Provider.LookupCharge(ctx, key)
-}
-
-func (p *answeringProvider) CancelCharge(ctx context.Context, key string) (psp.Charge, error) {
-	if err := p.forced(opCancelCharge); err != nil {
-		return psp.Charge{}, err
-	}
-	return p.Provider.CancelCharge(ctx, key)
-}
-
-func (p *answeringProvider) LookupRefund(ctx context.Context, key string) (psp.Refund, error) {
-	if err := p.forced(opLookupRefund); err != nil {
-		return psp.Refund{}, err
-	}
-	return p.Provider.LookupRefund(ctx, key)
-}
-
-func (p *answeringProvider) CardFingerprint(ctx context.Context, token string) (string, error) {
-	if err := p.forced(opCardFingerprint); err != nil {
-		return "", err
-	}
-	return p.Provider.CardFingerprint(ctx, token)
-}
-
-func (p *answeringProvider) ListCharges(ctx context.Context, q psp.ChargeListQuery) (psp.ChargePage, error) {
-	if err := p.forced(opListCharges); err != nil {
-		return psp.ChargePage{}, err
-	}
-	return p.Provider.ListCharges(ctx, q)
-}
-
-func (p *answeringProvider) Refund(ctx context.Context, req psp.RefundRequest) (psp.Refund, error) {
-	if err := p.forced(opRefund); err != nil {
-		return psp.Refund{}, err
-	}
-	return p.Provider.Refund(ctx, req)
 }
 
 // answerEnv is an actionEnv whose provider answers as told.
 func answerEnv(t *testing.T) (*actionEnv, *answeringProvider) {
 	t.Helper()
 	e := newActionEnv(t)
-	ap := &answeringProvider{Provider: e.p.Provider}
+	ap := &answeringProvider{&psptest.Answering{Provider: e.p.Provider}}
 	e.p.Provider = ap
 	return e, ap
 }
@@ -582,9 +530,9 @@ func TestLookupRefundAnswers(t *testing.T) {
 	}
 }
 
-// TestFingerprintAndListAnswers: the rows of the card fingerprint table (through an order's
-// claim) and of the charge listing's (through a reconciliation run).
-func TestFingerprintAndListAnswers(t *testing.T) {
+// TestFingerprintAnswers: the rows of the card fingerprint table, through an order's claim.
+// The charge listing's are checkout/reconcile's TestListAnswers.
+func TestFingerprintAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		err    error
 		status int
@@ -609,22 +557,6 @@ func TestFingerprintAndListAnswers(t *testing.T) {
 				}
 			} else if n := e.count(`SELECT count(*) FROM idempotency_keys`); n != 0 {
 				t.Errorf("%d keys claimed without the card's identity", n)
-			}
-		})
-	}
-	for _, tc := range []struct {
-		err  error
-		fail bool
-	}{{nil, false}, {psp.ErrNotFound, true}, {errors.New("connection reset"), true}} {
-		t.Run(fmt.Sprint("list ", tc.err), func(t *testing.T) {
-			e, ap := answerEnv(t)
-			ap.force(opListCharges, tc.err)
-			_, err := e.s.Reconcile(context.Background(), e.now.Add(-time.Hour), e.now.Add(time.Minute), ReconcileOptions{})
-			if (err != nil) != tc.fail {
-				t.Fatalf("reconcile: %v, want failed %v", err, tc.fail)
-			}
-			if n := e.count(`SELECT count(*) FROM reconciliation_runs WHERE finished_at IS NOT NULL AND (error IS NOT NULL) = $1`, tc.fail); n != 1 {
-				t.Errorf("the run is not recorded as failed %v", tc.fail)
 			}
 		})
 	}

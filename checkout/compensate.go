@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/psp"
@@ -102,6 +103,10 @@ var cancelOrderSQL = named[orderCancel](`
 // compensationPayloadSQL is compensation.created's data, from the order o and the
 // compensation c: docs/outbox.md.
 const compensationPayloadSQL = orderPayloadSQL + ` || jsonb_build_object('reason', c.reason)`
+
+// CompensationPayloadSQL is compensationPayloadSQL for a statement outside the package that
+// owes a compensation and writes its compensation.created event (reconciliation's).
+const CompensationPayloadSQL = compensationPayloadSQL
 
 // cancelOrder settles an order that was never charged: canceled, with the canceled answer
 // stored on its key, fenced by the lease token; with owe set, the compensation is written
@@ -312,6 +317,38 @@ func (s *Service) compensateDue(ctx context.Context, batch int, hold time.Durati
 	}
 	return res, errors.Join(errs...)
 }
+
+// DriveCompensations makes the refunds of the compensations ids now, those of them that
+// are due, each taken as compensateDue takes one: so that a run of reconciliation by hand
+// finishes what it met, while a concurrent run and every completer may try the same debt
+// and the provider still refunds once. It answers how many it refunded.
+func (s *Service) DriveCompensations(ctx context.Context, ids []int64) (refunded int, err error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	now := s.cfg.Now()
+	var due []compensation
+	if err := sqlx.SelectContext(ctx, s.db, &due, takeCompensationsSQL, now, now.Add(s.cfg.Lease), pq.Array(ids)); err != nil {
+		return 0, fmt.Errorf("take the compensations met: %w", err)
+	}
+	var pass compensationPass
+	var errs []error
+	for _, c := range due {
+		if err := s.driveCompensation(ctx, c, now, &pass); err != nil {
+			errs = append(errs, fmt.Errorf("compensation %d: %w", c.ID, err))
+		}
+	}
+	return pass.Refunded, errors.Join(errs...)
+}
+
+// takeCompensationsSQL takes the due compensations among $3 (ids) as compensateDue takes
+// any: by moving their next attempt past the hold ($2).
+const takeCompensationsSQL = `
+	UPDATE compensations SET next_attempt_at = $2, attempts = attempts + 1
+	 WHERE id IN (SELECT id FROM compensations
+	               WHERE id = ANY ($3) AND state IN ` + compensationOpenSQL + ` AND next_attempt_at <= $1
+	               FOR UPDATE SKIP LOCKED)
+	RETURNING id, order_id, charge_key, source, attempts, watch_until`
 
 func (s *Service) driveCompensation(ctx context.Context, c compensation, now time.Time, res *compensationPass) error {
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)

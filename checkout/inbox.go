@@ -58,8 +58,8 @@ type providerCharge struct {
 // echoes in its events: the order it is for.
 func chargeDescription(orderID int64) string { return "order " + strconv.FormatInt(orderID, 10) }
 
-// orderOfDescription reads chargeDescription back.
-func orderOfDescription(d string) (int64, bool) {
+// OrderOfDescription reads chargeDescription back: the order a charge was made for.
+func OrderOfDescription(d string) (int64, bool) {
 	n, ok := strings.CutPrefix(d, "order ")
 	if !ok {
 		return 0, false
@@ -202,7 +202,7 @@ func (s *Service) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c provide
 	case !errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("payment of charge key %s: %w", c.Key, err)
 	}
-	orderID, ok := orderOfDescription(c.Description)
+	orderID, ok := OrderOfDescription(c.Description)
 	if !ok {
 		return nil
 	}

@@ -1,9 +1,7 @@
 package checkout
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -88,23 +86,6 @@ func (e *actionEnv) exec(tx *sqlx.Tx, q string, args ...any) {
 	e.t.Helper()
 	if _, err := tx.Exec(q, args...); err != nil {
 		e.t.Fatalf("%s: %v", q, err)
-	}
-}
-
-// reconcileFindsNothing runs a reconciliation of the last hour and checks that it owes no
-// refund: every charge of the provider is an order's.
-func (e *actionEnv) reconcileFindsNothing() {
-	e.t.Helper()
-	now := e.s.cfg.Now()
-	res, err := e.s.Reconcile(context.Background(), now.Add(-time.Hour), now.Add(time.Hour), ReconcileOptions{})
-	if err != nil {
-		e.t.Fatalf("reconcile: %v", err)
-	}
-	if res.Orphans != 0 || res.CompensationsCreated != 0 || res.Mismatches != 0 || res.PaidWithoutCharge != 0 {
-		e.t.Errorf("reconcile = %+v, want nothing found", res)
-	}
-	if n := e.count(`SELECT count(*) FROM compensations`); n != 0 {
-		e.t.Errorf("%d compensations owed, want none", n)
 	}
 }
 

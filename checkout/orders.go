@@ -2,7 +2,6 @@ package checkout
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -519,6 +518,3 @@ func (s *Service) providerFailed(ctx context.Context, k *Key, op string, perr er
 	}
 	return Response{}, paymentPending()
 }
-
-// nullString is s for a nullable text column, where "" is stored as NULL.
-func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }

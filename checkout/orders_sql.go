@@ -39,6 +39,10 @@ func providerKey(step string, k *Key) string {
 	return "tekrar_" + step[:2] + "_" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
+// ChargeKey is the provider key of k's charge (providerKey's "charge" step): a charge made
+// under it is the order's own, whoever finds it (reconciliation).
+func ChargeKey(k *Key) string { return providerKey("charge", k) }
+
 // intentOf is what a claim stores as the key row's intent: the SHA-256 of the client, the
 // client's key and what the request is (its scope fingerprint, or on a route without one
 // its exact fingerprint). Every retry the key row would answer has the row's intent, a lost

@@ -8,7 +8,7 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// ReconcileRun is a run of reconciliation (checkout/reconcile.go). A run killed half way
+// ReconcileRun is a run of reconciliation (checkout/reconcile). A run killed half way
 // has no FinishedAt.
 type ReconcileRun struct {
 	ID                   int64      `db:"id"`

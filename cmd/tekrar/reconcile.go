@@ -10,6 +10,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/checkout/reconcile"
 	"github.com/tekrar/tekrar/internal/app"
 	"github.com/tekrar/tekrar/internal/config"
 )
@@ -17,16 +18,16 @@ import (
 // reconcileCmd runs one reconciliation by hand, as one serve process does every
 // TEKRAR_RECONCILE_EVERY, and drives the refunds it owes before it exits. It takes no lock:
 // two runs at once, or a run after one killed half way, write each compensation once and
-// refund each charge once (see checkout/reconcile.go).
+// refund each charge once (see checkout/reconcile).
 func reconcileCmd(e env) *cobra.Command {
 	var cfg config.Server
 	var since, until string
 	return command(e, "reconcile", "reconcile the payment provider's charges of a window with the orders", exactArgs(0),
 		func(s *config.Set) { config.BindReconcile(s, &cfg, &since, &until) },
-		func(ctx context.Context, _ []string) error { return reconcile(ctx, e, cfg, since, until) })
+		func(ctx context.Context, _ []string) error { return runReconcile(ctx, e, cfg, since, until) })
 }
 
-func reconcile(ctx context.Context, e env, cfg config.Server, sinceText, untilText string) error {
+func runReconcile(ctx context.Context, e env, cfg config.Server, sinceText, untilText string) error {
 	clock := app.Clock(cfg)
 	now := app.Now(clock)
 	since, err := config.ParseWindowEnd(sinceText, now)
@@ -52,15 +53,16 @@ func reconcile(ctx context.Context, e env, cfg config.Server, sinceText, untilTe
 	} else {
 		provider = psp.NewSandbox(pool, psp.SandboxOptions{Now: clock})
 	}
+	crash := app.CrashHook(cfg, logger)
 	svc := checkout.NewService(pool, provider, checkout.Config{
 		Lease:           cfg.Lease,
 		ProviderTimeout: cfg.ProviderTimeout,
 		ProviderHorizon: cfg.ProviderHorizon,
-		Crash:           app.CrashHook(cfg, logger),
+		Crash:           crash,
 		Now:             clock,
 	}, logger)
 	defer svc.Close()
-	res, err := svc.Reconcile(ctx, since, until, checkout.ReconcileOptions{})
+	res, err := reconcile.New(pool, provider, svc, app.ReconcileConfig(cfg, clock, crash, false), logger).Run(ctx, since, until)
 	if err != nil {
 		return err // names the run; what it recorded is on its console page
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/hooks"
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/checkout/reconcile"
 	"github.com/tekrar/tekrar/checkout/settlement"
 	"github.com/tekrar/tekrar/checkout/sweeper"
 	"github.com/tekrar/tekrar/checkout/webhook"
@@ -157,7 +158,9 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	sweepCfg.Observe = m.Sweep
 	sw := sweeper.New(db, sweepCfg, logger)
 	settler := settlement.New(db, settlement.Config{Now: o.now, Observe: m.Settlement}, logger)
-	sched, err := newScheduler(cfg, db.DB, svc, sw, settler, o.now, logger, m.ScheduledRun)
+	// The reconciler of serve's schedule: its runs are recorded as scheduled.
+	reconciler := reconcile.New(db, provider, svc, ReconcileConfig(cfg, o.now, o.crash, true), logger)
+	sched, err := newScheduler(cfg, db.DB, svc, sw, settler, reconciler, o.now, logger, m.ScheduledRun)
 	if err != nil {
 		return nil, err
 	}
@@ -268,6 +271,19 @@ func SweepConfig(cfg config.Server, now func() time.Time) sweeper.Config {
 		Settle:         cfg.SweepSettle,
 		EventRetention: cfg.EventRetention,
 		Now:            now,
+	}
+}
+
+// ReconcileConfig is reconciliation's Config from the server's settings: scheduled marks
+// the runs of serve's schedule (`tekrar reconcile`'s are not), crash is the process's crash
+// hook (CrashHook).
+func ReconcileConfig(cfg config.Server, now func() time.Time, crash func(point string), scheduled bool) reconcile.Config {
+	return reconcile.Config{
+		Scheduled:       scheduled,
+		ProviderTimeout: cfg.ProviderTimeout,
+		ProviderHorizon: cfg.ProviderHorizon,
+		Crash:           crash,
+		Now:             now,
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/reconcile"
 	"github.com/tekrar/tekrar/checkout/settlement"
 	"github.com/tekrar/tekrar/checkout/sweeper"
 	"github.com/tekrar/tekrar/internal/config"
@@ -17,7 +18,7 @@ import (
 
 // tasks lists what the deployment does on a schedule, one process per tick
 // (docs/scheduled.md). A part of tekrar with periodic work adds its schedule.Task here.
-func tasks(cfg config.Server, svc *checkout.Service, sw *sweeper.Sweeper, settler *settlement.Settler) []schedule.Task {
+func tasks(cfg config.Server, svc *checkout.Service, sw *sweeper.Sweeper, settler *settlement.Settler, rc *reconcile.Reconciler) []schedule.Task {
 	ts := []schedule.Task{SweepTask(cfg, sw),
 		// Installments fall due when a day begins in their client's zone; a pass with nothing
 		// due is one indexed query (docs/installments.md).
@@ -29,7 +30,7 @@ func tasks(cfg config.Server, svc *checkout.Service, sw *sweeper.Sweeper, settle
 	if cfg.ReconcileEvery > 0 {
 		ts = append(ts, schedule.Task{Name: "reconcile", Every: cfg.ReconcileEvery,
 			Run: func(ctx context.Context, now time.Time) (string, error) {
-				res, err := svc.Reconcile(ctx, now.Add(-cfg.ReconcileWindow), now, checkout.ReconcileOptions{Scheduled: true})
+				res, err := rc.Run(ctx, now.Add(-cfg.ReconcileWindow), now)
 				return res.String(), err
 			}})
 	}
@@ -65,10 +66,10 @@ func scheduleConsumer(s *schedule.Scheduler) Consumer {
 
 // newScheduler builds the process's scheduler over the deployment's tasks; observe is told
 // of every run it finishes (metrics).
-func newScheduler(cfg config.Server, db *sql.DB, svc *checkout.Service, sw *sweeper.Sweeper, settler *settlement.Settler, now func() time.Time, logger *slog.Logger,
-	observe func(schedule.Run, time.Duration)) (*schedule.Scheduler, error) {
+func newScheduler(cfg config.Server, db *sql.DB, svc *checkout.Service, sw *sweeper.Sweeper, settler *settlement.Settler, rc *reconcile.Reconciler,
+	now func() time.Time, logger *slog.Logger, observe func(schedule.Run, time.Duration)) (*schedule.Scheduler, error) {
 	return schedule.New(db, schedule.Config{Now: now, Logger: logger.With("component", "schedule"), Observe: observe},
-		tasks(cfg, svc, sw, settler)...)
+		tasks(cfg, svc, sw, settler, rc)...)
 }
 
 // taskNames are the names of s's tasks.

@@ -1,57 +1,86 @@
-package checkout
+package reconcile
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
+	"log/slog"
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
 
+	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/psp"
+	tdb "github.com/tekrar/tekrar/internal/db"
+	"github.com/tekrar/tekrar/internal/process"
 )
 
-// Reconciliation.
-//
-// tekrar's orders and the provider's ledger can disagree in ways no single request sees: a
-// charge made under a key tekrar gave up on, a charge made at the provider by hand, a
-// charge whose amount is not its order's, an order recorded paid whose charge the provider
-// does not have. A run walks the provider's charges of a window (ListCharges, page by page)
-// against tekrar's orders:
-//
-//   - a charge recorded on a payment: fine, unless its amount or currency differs from the
-//     payment's or the order's (finding amount_mismatch);
-//   - a succeeded charge of a pending order made under that order's own key: fine, the
-//     order can still complete with it (its worker, a retry or the completer will);
-//   - any other succeeded charge belongs to no order that can complete with it (no order,
-//     an order canceled or declined, or one made under another key): finding orphan_charge,
-//     and a compensation that refunds it in full. The compensation is keyed by the charge
-//     key, so however many runs meet the charge, concurrently or again after a kill, one
-//     row is written and one refund is made (under compensationRefundKey, derived from the
-//     charge key). It is audited by the statement that writes it;
-//   - an order of the window recorded paid whose charge the walk did not meet, and the
-//     provider confirms it does not have as succeeded: finding paid_without_charge.
-//
-// The run then drives the compensations it met, as the completer does, so that a run by
-// hand finishes the job; whatever it leaves (a kill, a provider down) the completer of
-// every serve process drives later. Findings are keyed by (kind, charge): a rerun adds
-// no row.
+// The defaults of Config's fields, for a field left zero.
+const (
+	// PageSizeDefault is Config.PageSize's default: the most charges the provider lists at once.
+	PageSizeDefault = psp.MaxListLimit
+	// ProviderTimeoutDefault is Config.ProviderTimeout's default, checkout.Config's.
+	ProviderTimeoutDefault = 10 * time.Second
+	// ProviderHorizonDefault is Config.ProviderHorizon's default, checkout.Config's.
+	ProviderHorizonDefault = 24 * time.Hour
+)
 
-// ReconcileOptions say how a run is recorded.
-type ReconcileOptions struct {
-	// Scheduled: serve's schedule started the run, not an operator.
+// Config says how runs are made and recorded; the zero value of a field takes its default.
+type Config struct {
+	// Scheduled: serve's schedule starts the runs, not an operator (recorded with each run,
+	// shown in the console).
 	Scheduled bool
-	// PageSize is how many charges are asked for at once; 0 means psp.MaxListLimit.
+	// PageSize is how many charges are asked for at once, and how many paid orders are read
+	// at once. Default PageSizeDefault (psp.MaxListLimit), which is also its most.
 	PageSize int
+	// ProviderTimeout bounds one provider call, as checkout.Config's does. Default
+	// ProviderTimeoutDefault (10 seconds).
+	ProviderTimeout time.Duration
+	// ProviderHorizon is how long after a run a charge may still be made under the key of a
+	// charge it found (checkout.Config's): the compensation it owes is watched until then.
+	// Default ProviderHorizonDefault (24 hours).
+	ProviderHorizon time.Duration
+	// Crash, if set, is called at the crash point checkout.CrashReconcileAfterOrphan, so
+	// that the crash harness can kill the process there (as checkout.Config's Crash). Nil in
+	// production.
+	Crash func(point string)
+	// Now is the clock; tests inject one. Default time.Now.
+	Now func() time.Time
 }
 
-// ReconcileResult counts what a run found and did.
-type ReconcileResult struct {
+// withDefaults fills the fields left zero with their defaults.
+func (c Config) withDefaults() Config {
+	c.PageSize = cmp.Or(c.PageSize, PageSizeDefault)
+	c.ProviderTimeout = cmp.Or(c.ProviderTimeout, ProviderTimeoutDefault)
+	c.ProviderHorizon = cmp.Or(c.ProviderHorizon, ProviderHorizonDefault)
+	if c.Crash == nil {
+		c.Crash = func(string) {}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// mustValidate panics on a setting no run can work with. The server's settings are bounded
+// when they are read (internal/config), so this is a programming error, caught at start.
+func (c Config) mustValidate() Config {
+	switch {
+	case c.PageSize < 1 || c.PageSize > psp.MaxListLimit:
+		panic(fmt.Sprintf("reconcile: PageSize %d, want 1 to %d (zero: the default)", c.PageSize, psp.MaxListLimit))
+	case c.ProviderTimeout < 0:
+		panic(fmt.Sprintf("reconcile: ProviderTimeout %s, want zero (the default) or more", c.ProviderTimeout))
+	case c.ProviderHorizon < 0:
+		panic(fmt.Sprintf("reconcile: ProviderHorizon %s, want zero (the default) or more", c.ProviderHorizon))
+	}
+	return c
+}
+
+// Result counts what a run found and did.
+type Result struct {
 	RunID                int64
 	ChargesSeen          int // charges of the window at the provider (canceled keys left out)
 	Pending              int // charges of orders that can still complete with them
@@ -63,32 +92,37 @@ type ReconcileResult struct {
 }
 
 // String says what the run found and did, for the scheduled task's run record.
-func (r ReconcileResult) String() string {
+func (r Result) String() string {
 	return fmt.Sprintf("run %d: %d charges, %d pending, %d orphans (%d compensations created, %d refunds made), %d mismatches, %d paid without charge",
 		r.RunID, r.ChargesSeen, r.Pending, r.Orphans, r.CompensationsCreated, r.RefundsMade, r.Mismatches, r.PaidWithoutCharge)
 }
 
-// processName names this process in the runs it records and the audit entries it writes.
-func processName() string {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "unknown"
-	}
-	return host + ":" + strconv.Itoa(os.Getpid())
+// Reconciler runs reconciliations. Serve runs it as the scheduled task "reconcile" and
+// `tekrar reconcile` by hand; it takes no lock (see the package doc).
+type Reconciler struct {
+	db       *sqlx.DB
+	provider psp.Provider
+	svc      *checkout.Service // drives the compensations a run meets
+	cfg      Config
+	logger   *slog.Logger
 }
 
-// Reconcile runs one reconciliation of the charges created in [since, until).
-func (s *Service) Reconcile(ctx context.Context, since, until time.Time, opts ReconcileOptions) (ReconcileResult, error) {
+// New returns a reconciler of the charges at provider with the orders in db; svc drives
+// the refunds a run owes, as the completer does. It panics on a Config no run can work with
+// (a PageSize past psp.MaxListLimit, a negative duration).
+func New(db *sqlx.DB, provider psp.Provider, svc *checkout.Service, cfg Config, logger *slog.Logger) *Reconciler {
+	return &Reconciler{db: db, provider: provider, svc: svc, cfg: cfg.withDefaults().mustValidate(), logger: logger}
+}
+
+// Run runs one reconciliation of the charges created in [since, until).
+func (rc *Reconciler) Run(ctx context.Context, since, until time.Time) (Result, error) {
 	if !since.Before(until) {
-		return ReconcileResult{}, fmt.Errorf("reconcile: the window's start %s is not before its end %s",
+		return Result{}, fmt.Errorf("reconcile: the window's start %s is not before its end %s",
 			since.Format(time.RFC3339), until.Format(time.RFC3339))
 	}
-	if opts.PageSize <= 0 || opts.PageSize > psp.MaxListLimit {
-		opts.PageSize = psp.MaxListLimit
-	}
-	r := &reconcileRun{s: s, opts: opts, actor: "reconcile@" + processName(), seen: map[string]bool{}}
-	if err := s.db.GetContext(ctx, &r.res.RunID, startRunSQL, processName(), opts.Scheduled, since, until, s.cfg.Now()); err != nil {
-		return ReconcileResult{}, fmt.Errorf("reconcile: record the run: %w", err)
+	r := &reconcileRun{rc: rc, actor: "reconcile@" + process.Name(), seen: map[string]bool{}}
+	if err := rc.db.GetContext(ctx, &r.res.RunID, startRunSQL, process.Name(), rc.cfg.Scheduled, since, until, rc.cfg.Now()); err != nil {
+		return Result{}, fmt.Errorf("reconcile: record the run: %w", err)
 	}
 	err := r.walk(ctx, since, until)
 	if err == nil {
@@ -99,12 +133,12 @@ func (s *Service) Reconcile(ctx context.Context, since, until time.Time, opts Re
 		err = errors.Join(err, derr)
 	}
 	res := r.res
-	p := runFinish{ID: res.RunID, Now: s.cfg.Now(), Seen: res.ChargesSeen, Orphans: res.Orphans,
+	p := runFinish{ID: res.RunID, Now: rc.cfg.Now(), Seen: res.ChargesSeen, Orphans: res.Orphans,
 		Created: res.CompensationsCreated, Refunds: res.RefundsMade, Mismatch: res.Mismatches, Unpaid: res.PaidWithoutCharge}
 	if err != nil {
-		p.Error = nullString(err.Error())
+		p.Error = tdb.NullString(err.Error())
 	}
-	if _, ferr := finishRunSQL.exec(context.WithoutCancel(ctx), s.db, p); ferr != nil {
+	if _, ferr := finishRunSQL.Exec(context.WithoutCancel(ctx), rc.db, p); ferr != nil {
 		err = errors.Join(err, fmt.Errorf("reconcile: record the run's end: %w", ferr))
 	}
 	if err != nil {
@@ -115,19 +149,18 @@ func (s *Service) Reconcile(ctx context.Context, since, until time.Time, opts Re
 
 // reconcileRun is the state of one run.
 type reconcileRun struct {
-	s     *Service
-	opts  ReconcileOptions
+	rc    *Reconciler
 	actor string
-	res   ReconcileResult
+	res   Result
 	seen  map[string]bool // ids of the succeeded charges met
 	owed  []int64         // compensations met, to drive
 }
 
 func (r *reconcileRun) walk(ctx context.Context, since, until time.Time) error {
-	q := psp.ChargeListQuery{Since: since, Until: until, Limit: r.opts.PageSize}
+	q := psp.ChargeListQuery{Since: since, Until: until, Limit: r.rc.cfg.PageSize}
 	for {
-		pctx, cancel := context.WithTimeout(ctx, r.s.cfg.ProviderTimeout)
-		page, err := r.s.provider.ListCharges(pctx, q)
+		pctx, cancel := context.WithTimeout(ctx, r.rc.cfg.ProviderTimeout)
+		page, err := r.rc.provider.ListCharges(pctx, q)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("list the provider's charges: %w", err)
@@ -154,7 +187,7 @@ func (r *reconcileRun) charge(ctx context.Context, ch psp.Charge) error {
 		r.seen[ch.ID] = true
 	}
 	var p chargePayment
-	err := sqlx.GetContext(ctx, r.s.db, &p, chargePaymentSQL, ch.ID, ch.Key)
+	err := sqlx.GetContext(ctx, r.rc.db, &p, chargePaymentSQL, ch.ID, ch.Key)
 	switch {
 	case err == nil:
 		return r.checkAmounts(ctx, ch, p)
@@ -179,12 +212,12 @@ func (r *reconcileRun) charge(ctx context.Context, ch psp.Charge) error {
 // no completable order. own is set when ch was made under the order's own key: the
 // compensation then belongs to the order, as a cancel's does.
 func (r *reconcileRun) owner(ctx context.Context, ch psp.Charge) (o ownerOrder, why string, err error) {
-	id, ok := orderOfDescription(ch.Description)
+	id, ok := checkout.OrderOfDescription(ch.Description)
 	if !ok {
 		return o, "the charge names no order of tekrar's", nil
 	}
 	var row chargeOrder
-	err = sqlx.GetContext(ctx, r.s.db, &row, chargeOrderSQL, id)
+	err = sqlx.GetContext(ctx, r.rc.db, &row, chargeOrderSQL, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return o, fmt.Sprintf("the charge names order %d, which tekrar does not have", id), nil
 	}
@@ -193,14 +226,14 @@ func (r *reconcileRun) owner(ctx context.Context, ch psp.Charge) (o ownerOrder, 
 	}
 	o.order = &row
 	if row.KeyID.Valid {
-		k := Key{ID: row.KeyID.Int64, ClientID: row.KeyClientID.Int64, Key: row.Key.String, CreatedAt: row.KeyCreatedAt.Time,
+		k := checkout.Key{ID: row.KeyID.Int64, ClientID: row.KeyClientID.Int64, Key: row.Key.String, CreatedAt: row.KeyCreatedAt.Time,
 			Intent: row.KeyIntent}
-		o.own = providerKey("charge", &k) == ch.Key
+		o.own = checkout.ChargeKey(&k) == ch.Key
 	}
 	switch {
 	case !o.own:
 		return o, fmt.Sprintf("the charge names order %d but was not made under its key", id), nil
-	case PendingStatuses.Has(row.Status):
+	case checkout.PendingStatuses.Has(row.Status):
 		return o, "", nil
 	default:
 		return o, fmt.Sprintf("order %d is %s and cannot complete with the charge", id, row.Status), nil
@@ -216,15 +249,15 @@ type ownerOrder struct {
 // orphan records ch as a charge of no completable order and owes its refund.
 func (r *reconcileRun) orphan(ctx context.Context, ch psp.Charge, o ownerOrder, why string) error {
 	r.res.Orphans++
-	now := r.s.cfg.Now()
-	f := finding{Kind: "orphan_charge", ChargeID: ch.ID, ChargeKey: nullString(ch.Key),
-		ProviderAmount: sql.NullInt64{Int64: ch.Amount, Valid: true}, ProviderCurrency: nullString(ch.Currency),
+	now := r.rc.cfg.Now()
+	f := finding{Kind: "orphan_charge", ChargeID: ch.ID, ChargeKey: tdb.NullString(ch.Key),
+		ProviderAmount: sql.NullInt64{Int64: ch.Amount, Valid: true}, ProviderCurrency: tdb.NullString(ch.Currency),
 		Detail: why, RunID: r.res.RunID, Now: now}
 	p := orphanCompensation{ChargeKey: ch.Key, ChargeID: ch.ID, Reason: "reconciliation: " + why,
-		Now: now, WatchUntil: now.Add(r.s.cfg.ProviderHorizon), Actor: r.actor, Target: "charge:" + ch.ID}
+		Now: now, WatchUntil: now.Add(r.rc.cfg.ProviderHorizon), Actor: r.actor, Target: "charge:" + ch.ID}
 	if o.order != nil {
 		f.OrderID = sql.NullInt64{Int64: o.order.ID, Valid: true}
-		f.OrderAmount, f.OrderCurrency = sql.NullInt64{Int64: o.order.Amount, Valid: true}, nullString(o.order.Currency)
+		f.OrderAmount, f.OrderCurrency = sql.NullInt64{Int64: o.order.Amount, Valid: true}, tdb.NullString(o.order.Currency)
 		if o.own {
 			// The order's own debt, as its cancel writes it: shown on the order's page.
 			p.OrderID = f.OrderID
@@ -237,15 +270,15 @@ func (r *reconcileRun) orphan(ctx context.Context, ch psp.Charge, o ownerOrder, 
 		return fmt.Errorf("audit detail: %w", err)
 	}
 	p.Detail = string(detail)
-	err = inTx(ctx, r.s.db, "owe the refund of an orphan charge", func(tx *sqlx.Tx) error {
-		if _, err := recordFindingSQL.exec(ctx, tx, f); err != nil {
+	err = tdb.InTx(ctx, r.rc.db, "owe the refund of an orphan charge", func(tx *sqlx.Tx) error {
+		if _, err := recordFindingSQL.Exec(ctx, tx, f); err != nil {
 			return fmt.Errorf("record finding: %w", err)
 		}
 		var c struct {
 			ID       int64 `db:"id"`
 			Inserted bool  `db:"inserted"`
 		}
-		err := oweOrphanSQL.get(ctx, tx, &c, p)
+		err := oweOrphanSQL.Get(ctx, tx, &c, p)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return nil // refunded already
@@ -254,7 +287,7 @@ func (r *reconcileRun) orphan(ctx context.Context, ch psp.Charge, o ownerOrder, 
 		}
 		if c.Inserted {
 			r.res.CompensationsCreated++
-			r.s.logger.Warn("reconcile: a charge of no completable order: refund owed",
+			r.rc.logger.Warn("reconcile: a charge of no completable order: refund owed",
 				"charge_id", ch.ID, "amount", ch.Amount, "currency", ch.Currency, "reason", why)
 		}
 		r.owed = append(r.owed, c.ID)
@@ -263,7 +296,7 @@ func (r *reconcileRun) orphan(ctx context.Context, ch psp.Charge, o ownerOrder, 
 	if err != nil {
 		return err
 	}
-	r.s.crash(CrashReconcileAfterOrphan)
+	r.rc.cfg.Crash(checkout.CrashReconcileAfterOrphan)
 	return nil
 }
 
@@ -275,15 +308,15 @@ func (r *reconcileRun) checkAmounts(ctx context.Context, ch psp.Charge, p charge
 	r.res.Mismatches++
 	detail := fmt.Sprintf("the provider charged %d %s; tekrar's payment says %d %s and its order %d %s",
 		ch.Amount, ch.Currency, p.Amount, p.Currency, p.OrderAmount, p.OrderCurrency)
-	_, err := recordFindingSQL.exec(ctx, r.s.db, finding{Kind: "amount_mismatch", ChargeID: ch.ID, ChargeKey: nullString(ch.Key),
+	_, err := recordFindingSQL.Exec(ctx, r.rc.db, finding{Kind: "amount_mismatch", ChargeID: ch.ID, ChargeKey: tdb.NullString(ch.Key),
 		OrderID:        sql.NullInt64{Int64: p.OrderID, Valid: true},
-		ProviderAmount: sql.NullInt64{Int64: ch.Amount, Valid: true}, ProviderCurrency: nullString(ch.Currency),
-		OrderAmount: sql.NullInt64{Int64: p.OrderAmount, Valid: true}, OrderCurrency: nullString(p.OrderCurrency),
-		Detail: detail, RunID: r.res.RunID, Now: r.s.cfg.Now()})
+		ProviderAmount: sql.NullInt64{Int64: ch.Amount, Valid: true}, ProviderCurrency: tdb.NullString(ch.Currency),
+		OrderAmount: sql.NullInt64{Int64: p.OrderAmount, Valid: true}, OrderCurrency: tdb.NullString(p.OrderCurrency),
+		Detail: detail, RunID: r.res.RunID, Now: r.rc.cfg.Now()})
 	if err != nil {
 		return fmt.Errorf("record amount mismatch: %w", err)
 	}
-	r.s.logger.Warn("reconcile: amount mismatch", "charge_id", ch.ID, "order_id", p.OrderID, "detail", detail)
+	r.rc.logger.Warn("reconcile: amount mismatch", "charge_id", ch.ID, "order_id", p.OrderID, "detail", detail)
 	return nil
 }
 
@@ -295,7 +328,7 @@ func (r *reconcileRun) paidWithoutCharge(ctx context.Context, since, until time.
 	var after int64
 	for {
 		var page []paidOrder
-		if err := sqlx.SelectContext(ctx, r.s.db, &page, paidOrdersSQL, since, until, after, r.opts.PageSize); err != nil {
+		if err := sqlx.SelectContext(ctx, r.rc.db, &page, paidOrdersSQL, since, until, after, r.rc.cfg.PageSize); err != nil {
 			return fmt.Errorf("list paid orders: %w", err)
 		}
 		for _, o := range page {
@@ -307,19 +340,19 @@ func (r *reconcileRun) paidWithoutCharge(ctx context.Context, since, until time.
 				return fmt.Errorf("order %d: %w", o.OrderID, err)
 			}
 		}
-		if len(page) < r.opts.PageSize {
+		if len(page) < r.rc.cfg.PageSize {
 			return nil
 		}
 	}
 }
 
 func (r *reconcileRun) lookUpPaid(ctx context.Context, o paidOrder) error {
-	pctx, cancel := context.WithTimeout(ctx, r.s.cfg.ProviderTimeout)
+	pctx, cancel := context.WithTimeout(ctx, r.rc.cfg.ProviderTimeout)
 	defer cancel()
-	ch, err := r.s.provider.LookupCharge(pctx, o.ChargeKey)
+	ch, err := r.rc.provider.LookupCharge(pctx, o.ChargeKey)
 	var detail string
 	switch {
-	case answerOf(opLookupCharge, err).Verdict == verdictNone:
+	case checkout.NoChargeYet(err):
 		detail = "the provider has no charge under the payment's key"
 	case err != nil:
 		return fmt.Errorf("look up its charge: %w", err)
@@ -331,36 +364,20 @@ func (r *reconcileRun) lookUpPaid(ctx context.Context, o paidOrder) error {
 		detail = "the provider's charge under the payment's key is " + ch.Status
 	}
 	r.res.PaidWithoutCharge++
-	_, err = recordFindingSQL.exec(ctx, r.s.db, finding{Kind: "paid_without_charge", ChargeID: o.ChargeID,
-		ChargeKey: nullString(o.ChargeKey), OrderID: sql.NullInt64{Int64: o.OrderID, Valid: true},
-		OrderAmount: sql.NullInt64{Int64: o.Amount, Valid: true}, OrderCurrency: nullString(o.Currency),
-		Detail: detail, RunID: r.res.RunID, Now: r.s.cfg.Now()})
+	_, err = recordFindingSQL.Exec(ctx, r.rc.db, finding{Kind: "paid_without_charge", ChargeID: o.ChargeID,
+		ChargeKey: tdb.NullString(o.ChargeKey), OrderID: sql.NullInt64{Int64: o.OrderID, Valid: true},
+		OrderAmount: sql.NullInt64{Int64: o.Amount, Valid: true}, OrderCurrency: tdb.NullString(o.Currency),
+		Detail: detail, RunID: r.res.RunID, Now: r.rc.cfg.Now()})
 	if err != nil {
 		return fmt.Errorf("record paid without charge: %w", err)
 	}
-	r.s.logger.Warn("reconcile: an order is paid with no charge at the provider", "order_id", o.OrderID, "detail", detail)
+	r.rc.logger.Warn("reconcile: an order is paid with no charge at the provider", "order_id", o.OrderID, "detail", detail)
 	return nil
 }
 
-// drive makes the refunds of the compensations the run met, each taken as the completer
-// takes one, so that a run, a concurrent run and every completer may try the same debt
-// and the provider still refunds once.
+// drive makes the refunds of the compensations the run met (DriveCompensations).
 func (r *reconcileRun) drive(ctx context.Context) error {
-	if len(r.owed) == 0 {
-		return nil
-	}
-	now := r.s.cfg.Now()
-	var due []compensation
-	if err := sqlx.SelectContext(ctx, r.s.db, &due, takeCompensationsSQL, now, now.Add(r.s.cfg.Lease), pq.Array(r.owed)); err != nil {
-		return fmt.Errorf("take the compensations met: %w", err)
-	}
-	var pass compensationPass
-	var errs []error
-	for _, c := range due {
-		if err := r.s.driveCompensation(ctx, c, now, &pass); err != nil {
-			errs = append(errs, fmt.Errorf("compensation %d: %w", c.ID, err))
-		}
-	}
-	r.res.RefundsMade = pass.Refunded
-	return errors.Join(errs...)
+	refunded, err := r.rc.svc.DriveCompensations(ctx, r.owed)
+	r.res.RefundsMade = refunded
+	return err
 }

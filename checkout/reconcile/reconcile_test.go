@@ -1,33 +1,127 @@
-package checkout
+package reconcile
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/checkout/psp/psptest"
+	"github.com/tekrar/tekrar/internal/dbtest"
+	"github.com/tekrar/tekrar/internal/problem"
 )
 
+// actionEnv is a service on a fresh database with one client, over the sandbox behind a
+// switch, and the reconcilers of its charges.
+type actionEnv struct {
+	t      *testing.T
+	db     *sqlx.DB
+	s      *checkout.Service
+	p      *psptest.Switched
+	client clients.Client
+	now    time.Time
+}
+
+func newActionEnv(t *testing.T) *actionEnv {
+	t.Helper()
+	db := dbtest.New(t)
+	// Microseconds, as Postgres keeps them: a frozen clock must compare equal to itself stored.
+	e := &actionEnv{t: t, db: db, now: time.Now().UTC().Truncate(time.Microsecond)}
+	e.p = &psptest.Switched{Provider: psp.NewSandbox(db, psp.SandboxOptions{})}
+	e.s = checkout.NewService(db, e.p, checkout.Config{Now: e.clock}, slog.New(slog.DiscardHandler))
+	t.Cleanup(e.s.Close)
+	var err error
+	if e.client, err = clients.Create(context.Background(), db, "shop", clients.NewSecret()); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *actionEnv) clock() time.Time { return e.now }
+
+// reconciler is a reconciler of e's charges, as the app makes it.
+func (e *actionEnv) reconciler(cfg Config) *Reconciler {
+	cfg.Now = e.clock
+	return New(e.db, e.p, e.s, cfg, slog.New(slog.DiscardHandler))
+}
+
+func (e *actionEnv) count(q string, args ...any) int64 {
+	e.t.Helper()
+	var n int64
+	if err := e.db.Get(&n, q, args...); err != nil {
+		e.t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+// order pays amount with token under key; it returns the order's public id and the
+// answer's status.
+func (e *actionEnv) order(key, token string, amount int64) (string, int) {
+	e.t.Helper()
+	in := checkout.OrderInput{Currency: "TRY", Amount: amount, Payment: checkout.PaymentInput{CardToken: token},
+		Items: []checkout.Item{{SKU: "LATTE", Name: "Latte", Quantity: 1, UnitAmount: amount}}}
+	body, _ := json.Marshal(in)
+	res, err := e.s.CreateOrder(context.Background(), checkout.Request{Client: e.client, Key: key, Method: "POST", Path: "/v1/orders", Body: body},
+		checkout.Lookup{}, in)
+	status := res.Status
+	var p *problem.Problem
+	if errors.As(err, &p) {
+		status = p.Status
+	} else if err != nil {
+		e.t.Fatalf("order %s: %v", key, err)
+	}
+	var id string
+	if err := e.db.Get(&id, `SELECT coalesce((SELECT o.public_id FROM idempotency_keys k JOIN orders o ON o.id = k.order_id
+		 WHERE k.client_id = $1 AND k.key = $2), '')`, e.client.ID, key); err != nil {
+		e.t.Fatal(err)
+	}
+	return id, status
+}
+
+// canceledOrder leaves the order of key canceled before its charge was made (the provider
+// was unreachable, and the order was canceled meanwhile with no refund owed) and returns the
+// key row that created it.
+func (e *actionEnv) canceledOrder(key string) *checkout.Key {
+	e.t.Helper()
+	e.p.Set("down")
+	_, status := e.order(key, psp.TokenVisa, 2500)
+	e.p.Set("")
+	if status != http.StatusServiceUnavailable {
+		e.t.Fatalf("order %s with the provider down: %d", key, status)
+	}
+	var k checkout.Key
+	if err := e.db.Get(&k, `SELECT id, client_id, key, order_id, created_at, intent FROM idempotency_keys
+		WHERE client_id = $1 AND key = $2`, e.client.ID, key); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.db.Exec(`UPDATE orders SET status = 'canceled' WHERE id = $1`, k.OrderID.Int64); err != nil {
+		e.t.Fatal(err)
+	}
+	return &k
+}
+
 // orphanCharge charges the sandbox directly under key, as a charge tekrar never completed
-// (made by hand at the provider, or by a client of another system) and returns it.
+// (psptest.Charge), and returns it.
 func (e *actionEnv) orphanCharge(key, description string, amount int64) psp.Charge {
 	e.t.Helper()
-	ch, err := e.p.Charge(context.Background(), psp.ChargeRequest{Key: key, Amount: amount, Currency: "TRY",
-		CardToken: psp.TokenVisa, Description: description})
-	if err != nil || ch.Status != psp.StatusSucceeded {
-		e.t.Fatalf("charge %s: %+v %v", key, ch, err)
-	}
-	return ch
+	return psptest.Charge(e.t, e.p, key, description, amount)
 }
 
 // reconcile runs one reconciliation of the last hour, with small pages so that the walk
 // crosses pages.
-func (e *actionEnv) reconcile() ReconcileResult {
+func (e *actionEnv) reconcile() Result {
 	e.t.Helper()
-	res, err := e.s.Reconcile(context.Background(), time.Now().Add(-time.Hour), time.Now().Add(time.Minute), ReconcileOptions{PageSize: 2})
+	res, err := e.reconciler(Config{PageSize: 2}).Run(context.Background(), time.Now().Add(-time.Hour), time.Now().Add(time.Minute))
 	if err != nil {
 		e.t.Fatalf("reconcile: %v", err)
 	}
@@ -62,26 +156,22 @@ func (e *actionEnv) orphanLedger(ch psp.Charge) ledgerOfOrphan {
 // records and audits it; the second adds no row and refunds nothing.
 func TestReconcileFindsWhatDisagrees(t *testing.T) {
 	e := newActionEnv(t)
-	ctx := context.Background()
 	if _, status := e.order("k-paid", "tok_visa", 2500); status != http.StatusCreated {
 		t.Fatalf("paid order: %d", status)
 	}
 	// A pending order whose charge was made but whose answer was lost: it can still complete.
-	e.p.set("lost")
+	e.p.Set("lost")
 	if _, status := e.order("k-pending", "tok_visa", 1500); status == http.StatusCreated {
 		t.Fatalf("pending order: %d", status)
 	}
-	e.p.set("")
+	e.p.Set("")
 
 	// Orphans: a charge made by hand at the provider; one naming an order tekrar does not
 	// have; and the late charge of an order canceled meanwhile, under the order's own key.
 	byHand := e.orphanCharge("by-hand-1", "refund me", 700)
-	noOrder := e.orphanCharge("no-order-1", chargeDescription(987654), 800)
-	canceledKey := e.openKey("k-canceled", "")
-	if _, err := cancelOrder(ctx, e.s.q, canceledKey, e.now, nil); err != nil {
-		t.Fatalf("cancel: %v", err)
-	}
-	late := e.orphanCharge(providerKey("charge", canceledKey), chargeDescription(canceledKey.OrderID.Int64), 2500)
+	noOrder := e.orphanCharge("no-order-1", "order 987654", 800) // as checkout describes a charge of order 987654
+	canceledKey := e.canceledOrder("k-canceled")
+	late := e.orphanCharge(checkout.ChargeKey(canceledKey), fmt.Sprint("order ", canceledKey.OrderID.Int64), 2500)
 
 	// An amount tekrar recorded differently from the provider.
 	mismatchID, status := e.order("k-mismatch", "tok_visa", 3000)
@@ -102,7 +192,7 @@ func TestReconcileFindsWhatDisagrees(t *testing.T) {
 	}
 
 	res := e.reconcile()
-	want := ReconcileResult{RunID: res.RunID, ChargesSeen: 6, Pending: 1, Orphans: 3, CompensationsCreated: 3, RefundsMade: 3,
+	want := Result{RunID: res.RunID, ChargesSeen: 6, Pending: 1, Orphans: 3, CompensationsCreated: 3, RefundsMade: 3,
 		Mismatches: 1, PaidWithoutCharge: 1}
 	if res != want {
 		t.Errorf("first run: %+v\nwant        %+v", res, want)
@@ -146,7 +236,7 @@ func TestReconcileFindsWhatDisagrees(t *testing.T) {
 	}
 	before := rows()
 	again := e.reconcile()
-	want = ReconcileResult{RunID: again.RunID, ChargesSeen: 6, Pending: 1, Orphans: 3, Mismatches: 1, PaidWithoutCharge: 1}
+	want = Result{RunID: again.RunID, ChargesSeen: 6, Pending: 1, Orphans: 3, Mismatches: 1, PaidWithoutCharge: 1}
 	if again != want {
 		t.Errorf("rerun: %+v\nwant   %+v", again, want)
 	}
@@ -169,14 +259,13 @@ func TestConcurrentReconcilesRefundEachOrphanOnce(t *testing.T) {
 	}
 	const runs = 4
 	var wg sync.WaitGroup
-	results := make([]ReconcileResult, runs)
+	results := make([]Result, runs)
 	errs := make([]error, runs)
 	for i := range runs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = e.s.Reconcile(context.Background(), time.Now().Add(-time.Hour), time.Now().Add(time.Minute),
-				ReconcileOptions{PageSize: 5})
+			results[i], errs[i] = e.reconciler(Config{PageSize: 5}).Run(context.Background(), time.Now().Add(-time.Hour), time.Now().Add(time.Minute))
 		}()
 	}
 	wg.Wait()
@@ -195,5 +284,29 @@ func TestConcurrentReconcilesRefundEachOrphanOnce(t *testing.T) {
 		if got := e.orphanLedger(ch); got != (ledgerOfOrphan{Refunds: 1, RefundedTotal: ch.Amount, Compensations: 1, Refunded: 1, Audits: 1, Findings: 1}) {
 			t.Errorf("orphan %s: %+v", ch.Key, got)
 		}
+	}
+}
+
+// TestListAnswers: the rows of the charge listing's table of provider answers
+// (docs/providers.md), through a run: a listing that fails fails the run, which is recorded
+// as failed.
+func TestListAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		fail bool
+	}{{nil, false}, {psp.ErrNotFound, true}, {errors.New("connection reset"), true}} {
+		t.Run(fmt.Sprint("list ", tc.err), func(t *testing.T) {
+			e := newActionEnv(t)
+			ap := &psptest.Answering{Provider: e.p.Provider}
+			e.p.Provider = ap
+			ap.Force(psptest.OpListCharges, tc.err)
+			_, err := e.reconciler(Config{}).Run(context.Background(), e.now.Add(-time.Hour), e.now.Add(time.Minute))
+			if (err != nil) != tc.fail {
+				t.Fatalf("reconcile: %v, want failed %v", err, tc.fail)
+			}
+			if n := e.count(`SELECT count(*) FROM reconciliation_runs WHERE finished_at IS NOT NULL AND (error IS NOT NULL) = $1`, tc.fail); n != 1 {
+				t.Errorf("the run is not recorded as failed %v", tc.fail)
+			}
+		})
 	}
 }

@@ -1,10 +1,12 @@
-package checkout
+package reconcile
 
 import (
 	"database/sql"
 	"time"
 
+	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/outbox"
+	"github.com/tekrar/tekrar/internal/db"
 )
 
 // The statements of reconciliation (reconcile.go). It owns reconciliation_runs and
@@ -28,7 +30,7 @@ type runFinish struct {
 	Error    sql.NullString `db:"error"`
 }
 
-var finishRunSQL = named[runFinish](`
+var finishRunSQL = db.Named[runFinish](`
 	UPDATE reconciliation_runs
 	   SET finished_at = :now, charges_seen = :seen, orphans = :orphans, compensations_created = :created,
 	       refunds_made = :refunds, mismatches = :mismatch, paid_without_charge = :unpaid, error = :error
@@ -106,7 +108,7 @@ type orphanCompensation struct {
 // charge appeared after the watch ended) watches again; a refunded or already_refunded one (nothing
 // more can be owed of the charge) is left alone and returns no row. Its compensation.created
 // event is written by the same statement (docs/outbox.md).
-var oweOrphanSQL = named[orphanCompensation](`
+var oweOrphanSQL = db.Named[orphanCompensation](`
 	WITH c AS (
 	    INSERT INTO compensations (client_id, order_id, charge_key, reason, source, charge_id,
 	                               next_attempt_at, watch_until, created_at)
@@ -124,7 +126,7 @@ var oweOrphanSQL = named[orphanCompensation](`
 	), new_events (client_id, type, order_id, payload, created_at) AS (
 	    -- A charge of an order tells the order's client, as any compensation does; a charge of
 	    -- no order belongs to no client, and no client is told.
-	    SELECT o.client_id, ` + outbox.TypeSQL(outbox.CompensationCreated) + `, o.id, ` + compensationPayloadSQL + `, :now
+	    SELECT o.client_id, ` + outbox.TypeSQL(outbox.CompensationCreated) + `, o.id, ` + checkout.CompensationPayloadSQL + `, :now
 	      FROM c JOIN orders o ON o.id = c.order_id
 	     WHERE c.inserted
 	), e AS (` + outbox.InsertSQL + `
@@ -148,7 +150,7 @@ type finding struct {
 
 // recordFindingSQL writes a finding once per (kind, charge); a rerun only notes that it saw
 // it again.
-var recordFindingSQL = named[finding](`
+var recordFindingSQL = db.Named[finding](`
 	INSERT INTO reconciliation_findings (kind, charge_id, charge_key, order_id, provider_amount, provider_currency,
 	                                     order_amount, order_currency, detail, first_run_id, last_run_id,
 	                                     found_at, last_seen_at)
@@ -174,17 +176,8 @@ var paidOrdersSQL = `
 	 CROSS JOIN LATERAL (
 	    SELECT id FROM orders
 	     WHERE client_id = c.id AND created_at >= $1 AND created_at < $2
-	       AND status IN ` + ChargedStatuses.SQL() + `) o
+	       AND status IN ` + checkout.ChargedStatuses.SQL() + `) o
 	  JOIN payments p ON p.order_id = o.id AND p.status = 'succeeded'
 	 WHERE o.id > $3
 	 ORDER BY o.id
 	 LIMIT $4`
-
-// takeCompensationsSQL takes the due compensations among $3 (ids) as compensateDue takes
-// any: by moving their next attempt past the hold ($2).
-const takeCompensationsSQL = `
-	UPDATE compensations SET next_attempt_at = $2, attempts = attempts + 1
-	 WHERE id IN (SELECT id FROM compensations
-	               WHERE id = ANY ($3) AND state IN ` + compensationOpenSQL + ` AND next_attempt_at <= $1
-	               FOR UPDATE SKIP LOCKED)
-	RETURNING id, order_id, charge_key, source, attempts, watch_until`
