@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -76,7 +77,7 @@ type orderCancel struct {
 // cancelOrderSQL: see cancelOrder. Each later step reads the key's order_id from k, so it
 // does nothing when the fence matched no row.
 var cancelOrderSQL = named[orderCancel](`
-	WITH k AS (` + keyCompletionSQL + `
+	WITH k AS (` + keyed.CompletionSQL + `
 	    RETURNING order_id
 	), o AS (
 	    UPDATE orders SET status = 'canceled', updated_at = :now WHERE id = (SELECT order_id FROM k)

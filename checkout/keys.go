@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 )
 
 // Key states: the three a key row is in (its state column), and KeyStateExpired.
@@ -116,7 +118,7 @@ func (k *Key) response() (Response, error) {
 	r := Response{Status: int(k.ResponseStatus.Int32), Body: k.ResponseBody}
 	if len(k.ResponseHeaders) > 0 {
 		var err error
-		if r.Header, err = decodeHeaders(k.ResponseHeaders); err != nil {
+		if r.Header, err = keyed.DecodeHeaders(k.ResponseHeaders); err != nil {
 			return Response{}, fmt.Errorf("stored response headers of key %d: %w", k.ID, err)
 		}
 	}

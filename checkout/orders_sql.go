@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -131,9 +132,9 @@ type orderClaim struct {
 	InstDueAt        pq.StringArray `db:"inst_due_at"`
 }
 
-// claimOrderSQL: see claimOrder. The tombstone step t is keyTombstoneSQL.
+// claimOrderSQL: see claimOrder. The tombstone step t is keyed.TombstoneSQL.
 var claimOrderSQL = named[orderClaim](`
-	WITH t AS (` + keyTombstoneSQL + `
+	WITH t AS (` + keyed.TombstoneSQL + `
 	), k AS (
 	    INSERT INTO idempotency_keys
 	           (client_id, key, fingerprint, method, path, state, recovery_point,
@@ -268,7 +269,7 @@ type orderSettlement struct {
 // completeOrderSQL: see completeOrder. Each later step reads the key's order_id from k, so
 // it does nothing when the fence matched no row.
 var completeOrderSQL = named[orderSettlement](`
-	WITH k AS (` + keyCompletionSQL + `
+	WITH k AS (` + keyed.CompletionSQL + `
 	    RETURNING order_id
 	), o AS (
 	    UPDATE orders SET status = :order_status, captured_amount = :captured_amount, updated_at = :now

@@ -168,9 +168,11 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 	}
 	var cash, card []*saleWork
 	for _, w := range fresh {
-		if k, ok := known[w.sale.Key]; ok && (w.paidAtClaim() || k.State != StateInProgress) {
-			fromStore[w.i] = s.settleKnown(ctx, b, w, k, &out[w.i])
-			continue
+		if k, ok := known[w.sale.Key]; ok {
+			var run bool
+			if fromStore[w.i], run = s.knownSale(ctx, b, w, k, &out[w.i]); !run {
+				continue
+			}
 		}
 		if w.paidAtClaim() {
 			cash = append(cash, w)
@@ -211,7 +213,7 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 		}
 		for _, w := range lost {
 			if k, ok := known[w.sale.Key]; ok {
-				fromStore[w.i] = s.settleKnown(ctx, b, w, k, &out[w.i])
+				fromStore[w.i], _ = s.knownSale(ctx, b, w, k, &out[w.i]) // cash: never run
 			} else {
 				setProblem(&out[w.i], SaleFailed, keyInUse())
 			}
@@ -294,35 +296,29 @@ func prepareSale(i int, sl *Sale) (*saleWork, error) {
 	return &saleWork{i: i, sale: sl, fp: fp, soldAt: soldAt, lines: stockLines(sl.Order.Items)}, nil
 }
 
-// settleKnown answers a sale whose key exists (or existed): as POST /v1/orders would. It
-// reports whether the answer is the key's stored one, which saleAnswer then builds.
-func (s *Service) settleKnown(ctx context.Context, b SaleBatch, w *saleWork, k *Key, o *SaleOutcome) (stored bool) {
+// knownSale answers a sale whose key exists (or existed) by the decision table that
+// answers POST /v1/orders (decide): the same answers, and the same events in the key's
+// history. It reports whether the answer is the key's stored one, which saleAnswer then
+// builds, and whether the sale is to run on the order's keyed path instead (sellByCard):
+// a card_token sale whose key is in progress, which that path waits for or takes over.
+// A sale paid at the register never runs there: its claim completes its key, so its own
+// body meets its key in progress only while a concurrent batch claims it.
+func (s *Service) knownSale(ctx context.Context, b SaleBatch, w *saleWork, k *Key, o *SaleOutcome) (stored, run bool) {
 	req := saleRequest(b, w)
-	now := s.cfg.Now()
-	same := string(k.Fingerprint) == string(w.fp[:])
+	op := &orderOp{s: s, in: w.sale.Order}
+	d, _, err := s.decide(ctx, req, w.fp, k, &intent{spec: op.spec()}, op, s.cfg.Now())
 	switch {
-	case k.Expired(now):
-		if err := publicIDs(ctx, s.db, k); err != nil {
-			setProblem(o, SaleFailed, err)
-			return false
-		}
-		p := keyExpired(k, same)
-		s.record(req, k, EventLateRetry, p.Status, w.fp[:], map[string]any{"expired_at": k.ExpiresAt.UTC(), "swept": k.Tombstone, "same_request": same})
-		setProblem(o, SaleExpired, p)
-	case !same:
-		p := keyReused(k, http.MethodPost, "/v1/orders")
-		s.record(req, k, EventReusedConflict, p.Status, w.fp[:], map[string]any{"method": http.MethodPost, "path": "/v1/orders"})
-		setProblem(o, SaleConflict, p)
-	case k.State == StateCompleted:
-		s.record(req, k, EventReplayed, int(k.ResponseStatus.Int32), nil, nil)
+	case d == decided && err == nil:
 		o.Outcome = SaleReplayed
-		return true
-	case k.State == StateNeedsAttention:
-		setProblem(o, SaleFailed, keyNeedsAttention(k))
+		return true, false
+	case d == decided:
+		s.saleRefused(o, w, err)
+	case !w.paidAtClaim():
+		return false, true
 	default:
-		setProblem(o, SaleInProgress, keyInUse())
+		setProblem(o, SaleInProgress, s.refuseInUse(req, k))
 	}
-	return false
+	return false, false
 }
 
 // answerFromStore builds, with saleAnswer, the answer of every sale marked fromStore, from
@@ -387,7 +383,6 @@ func (s *Service) sellByCard(ctx context.Context, b SaleBatch, registerID int64,
 	req.Wait = s.cfg.MaxWait // a concurrent batch's charge of this sale is waited for
 	op := &posOp{orderOp: orderOp{s: s, in: w.sale.Order}, client: b.Client, registerID: registerID, w: w}
 	res, err := s.execute(ctx, req, Lookup{fp: w.fp, fpSet: true}, op)
-	var p *problem.Problem
 	switch {
 	case err == nil && res.Replayed:
 		o.Outcome = SaleReplayed
@@ -395,24 +390,33 @@ func (s *Service) sellByCard(ctx context.Context, b SaleBatch, registerID int64,
 	case err == nil:
 		o.Outcome = SaleCreated
 		return true
-	case errors.As(err, &p):
-		switch p.Code {
-		case problem.CodeIdempotencyKeyReused:
-			setProblem(o, SaleConflict, p)
-		case problem.CodeIdempotencyKeyExpired:
-			setProblem(o, SaleExpired, p)
-		case problem.CodeIdempotencyKeyInUse:
-			setProblem(o, SaleInProgress, p)
-		case problem.CodeProductNotFound, problem.CodeValidationFailed:
-			setProblem(o, SaleInvalid, p)
-		default:
-			setProblem(o, SaleFailed, p)
-		}
-	default:
+	}
+	s.saleRefused(o, w, err)
+	return false
+}
+
+// saleRefused makes o the outcome of a sale that the keyed path (decide, execute) did not
+// answer with a stored response: its problem, as POST /v1/orders answers it, with the
+// outcome that names it for the register.
+func (s *Service) saleRefused(o *SaleOutcome, w *saleWork, err error) {
+	var p *problem.Problem
+	if !errors.As(err, &p) {
 		s.logger.Warn("register sale", "key", w.sale.Key, "err", err)
 		setProblem(o, SaleFailed, StoreUnavailable())
+		return
 	}
-	return false
+	switch p.Code {
+	case problem.CodeIdempotencyKeyReused:
+		setProblem(o, SaleConflict, p)
+	case problem.CodeIdempotencyKeyExpired:
+		setProblem(o, SaleExpired, p)
+	case problem.CodeIdempotencyKeyInUse:
+		setProblem(o, SaleInProgress, p)
+	case problem.CodeProductNotFound, problem.CodeValidationFailed:
+		setProblem(o, SaleInvalid, p)
+	default:
+		setProblem(o, SaleFailed, p)
+	}
 }
 
 // saleRequest is the keyed request a sale is: POST /v1/orders under the sale's key.

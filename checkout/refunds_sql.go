@@ -10,6 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -28,9 +29,9 @@ type refundClaim struct {
 	ProviderKey   string         `db:"provider_key"` // providerKey("refund", the key row)
 }
 
-// refundTombstoneSQL selects a live tombstone of the key (keyTombstoneSQL): a key that has
+// refundTombstoneSQL selects a live tombstone of the key (keyed.TombstoneSQL): a key that has
 // a tombstone cannot be claimed again. claimOrderSQL has the same step, as its CTE t.
-var refundTombstoneSQL = named[refundClaim](keyTombstoneSQL)
+var refundTombstoneSQL = named[refundClaim](keyed.TombstoneSQL)
 
 var claimRefundKeySQL = named[refundClaim](`
 	INSERT INTO idempotency_keys
@@ -193,7 +194,7 @@ type refundCompletion struct {
 // completeRefundSQL: see completeRefund. Each later step reads the key's refund_id from
 // k, so it does nothing when the fence matched no row.
 var completeRefundSQL = named[refundCompletion](`
-	WITH k AS (` + keyCompletionSQL + `
+	WITH k AS (` + keyed.CompletionSQL + `
 	    RETURNING refund_id
 	), r AS (
 	    UPDATE refunds SET status = 'succeeded', provider_refund_id = :provider_refund_id, updated_at = :now
@@ -387,4 +388,4 @@ var providerRefundsSQL = `
 
 // completeKeySQL stores a key's final answer, fenced by its lease token, for a settlement
 // whose other statements ran before it in the same transaction.
-var completeKeySQL = named[keyCompletion](keyCompletionSQL)
+var completeKeySQL = named[keyCompletion](keyed.CompletionSQL)

@@ -238,56 +238,17 @@ func (s *Service) execute(ctx context.Context, req Request, lk Lookup, op operat
 			s.recordRun(req, k, EventCreated, res, err)
 			return res, err
 		}
-		// The same request: the exact fingerprint, or (on the same route) what the route's
-		// spec covers, a new token of the same card included (sameScope).
-		sameRequest := bytes.Equal(k.Fingerprint, fp[:])
-		var matched map[string]any
-		var differs string
-		if !sameRequest && k.Method == req.Method && k.Path == req.Path {
-			if sameRequest, differs, err = s.sameScope(ctx, req, k, in); err != nil {
-				return Result{}, err
+		d, res, err := s.decide(ctx, req, fp, k, in, op, now)
+		switch d {
+		case decided:
+			if err == nil {
+				res.WaitedFor = waited
 			}
-			if sameRequest {
-				matched = map[string]any{"matched": "scope"}
-			}
-		}
-		if k.Expired(now) {
-			if err := publicIDs(ctx, s.q, k); err != nil {
-				return Result{}, err
-			}
-			p := keyExpired(k, sameRequest)
-			s.record(req, k, EventLateRetry, p.Status, fp[:], map[string]any{"expired_at": k.ExpiresAt.UTC(), "swept": k.Tombstone, "same_request": sameRequest})
-			return Result{}, p
-		}
-		if !sameRequest {
-			p := keyReused(k, req.Method, req.Path)
-			d := []string{differs}
-			if differs == "" {
-				d = s.conflictDifferences(ctx, k, req, op)
-			}
-			s.record(req, k, EventReusedConflict, p.Status, fp[:], map[string]any{"method": req.Method, "path": req.Path,
-				"differs": d})
-			return Result{}, p
-		}
-		switch k.State {
-		case StateCompleted:
-			r, err := k.response()
-			if err != nil {
-				return Result{}, err
-			}
-			s.record(req, k, EventReplayed, r.Status, nil, matched)
-			return Result{Response: r, Replayed: true, ExpiresAt: k.ExpiresAt, WaitedFor: waited}, nil
-		case StateNeedsAttention:
-			p := keyNeedsAttention(k)
-			s.record(req, k, EventInUseRejected, p.Status, nil, map[string]any{"state": k.State})
-			return Result{}, p
-		}
-		if k.leased(now) {
+			return res, err
+		case leased:
 			left := time.Until(deadline)
 			if left <= 0 || sleep(ctx, min(poll, left)) != nil {
-				p := keyInUse()
-				s.record(req, k, EventInUseRejected, p.Status, nil, nil)
-				return Result{}, p
+				return Result{}, s.refuseInUse(req, k)
 			}
 			waited = wait
 			poll = min(2*poll, 250*time.Millisecond)
@@ -300,11 +261,88 @@ func (s *Service) execute(ctx context.Context, req Request, lk Lookup, op operat
 		if err != nil {
 			return Result{}, err
 		}
-		res, err := s.finish(ctx, taken, op, true)
+		res, err = s.finish(ctx, taken, op, true)
 		res.WaitedFor = waited
 		s.recordRun(req, taken, EventResumed, res, err)
 		return res, err
 	}
+}
+
+// decision is what the decision table says of a request whose key exists.
+type decision int
+
+const (
+	decided decision = iota // answered: a replay, or a refusal (expired, reused, needs attention)
+	leased                  // another worker holds the key: wait for it (Prefer: wait), or refuseInUse
+	lapsed                  // nobody holds the unfinished key: take it over and resume it
+)
+
+// decide is the one decision table of a keyed request whose key exists (or was swept and
+// left its tombstone), for every door: execute's (POST /v1/orders, refunds) and a
+// register's batch (SellBatch). In order: an expired key is a late retry; a request that
+// is not the key's (after the scope match: a new token of the key's card is the same
+// purchase) is a reused key, its differences kept in the key's history; a completed key
+// replays; one that needs attention is refused. Each of these answers leaves one event in
+// the key's history. What remains is a key in progress, leased or lapsed, which the door
+// waits for or takes over; decide records nothing for it.
+func (s *Service) decide(ctx context.Context, req Request, fp [32]byte, k *Key, in *intent, op operation, now time.Time) (decision, Result, error) {
+	// The same request: the exact fingerprint, or (on the same route) what the route's
+	// spec covers, a new token of the same card included (sameScope).
+	sameRequest := bytes.Equal(k.Fingerprint, fp[:])
+	var matched map[string]any
+	var differs string
+	if !sameRequest && k.Method == req.Method && k.Path == req.Path {
+		var err error
+		if sameRequest, differs, err = s.sameScope(ctx, req, k, in); err != nil {
+			return decided, Result{}, err
+		}
+		if sameRequest {
+			matched = map[string]any{"matched": "scope"}
+		}
+	}
+	if k.Expired(now) {
+		if err := publicIDs(ctx, s.q, k); err != nil {
+			return decided, Result{}, err
+		}
+		p := keyExpired(k, sameRequest)
+		s.record(req, k, EventLateRetry, p.Status, fp[:], map[string]any{"expired_at": k.ExpiresAt.UTC(), "swept": k.Tombstone, "same_request": sameRequest})
+		return decided, Result{}, p
+	}
+	if !sameRequest {
+		p := keyReused(k, req.Method, req.Path)
+		d := []string{differs}
+		if differs == "" {
+			d = s.conflictDifferences(ctx, k, req, op)
+		}
+		s.record(req, k, EventReusedConflict, p.Status, fp[:], map[string]any{"method": req.Method, "path": req.Path,
+			"differs": d})
+		return decided, Result{}, p
+	}
+	switch k.State {
+	case StateCompleted:
+		r, err := k.response()
+		if err != nil {
+			return decided, Result{}, err
+		}
+		s.record(req, k, EventReplayed, r.Status, nil, matched)
+		return decided, Result{Response: r, Replayed: true, ExpiresAt: k.ExpiresAt}, nil
+	case StateNeedsAttention:
+		p := keyNeedsAttention(k)
+		s.record(req, k, EventInUseRejected, p.Status, nil, map[string]any{"state": k.State})
+		return decided, Result{}, p
+	}
+	if k.leased(now) {
+		return leased, Result{}, nil
+	}
+	return lapsed, Result{}, nil
+}
+
+// refuseInUse answers a request whose key another worker holds, once the request will not
+// wait (longer) for it, and records the refusal in the key's history.
+func (s *Service) refuseInUse(req Request, k *Key) error {
+	p := keyInUse()
+	s.record(req, k, EventInUseRejected, p.Status, nil, nil)
+	return p
 }
 
 // recordRun records a request that worked on its key: created or resumed, with the status

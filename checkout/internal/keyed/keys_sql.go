@@ -1,27 +1,27 @@
-package checkout
+package keyed
 
 // The two steps on idempotency_keys and key_tombstones that several statements share,
 // written once. Each is a whole statement a reader can run by hand with its named
 // parameters; the statements that need one as a step splice it in as a CTE (WITH k AS (…),
 // WITH t AS (…)), as orderPayloadSQL and paidStatusesSQL are spliced.
 
-// keyCompletionSQL stores a key's final answer (keyCompletion's parameters), fenced: only
+// CompletionSQL stores a key's final answer (keyCompletion's parameters), fenced: only
 // the worker that holds the key's lease (its lease token) completes it, and only while it
 // is in progress, so that a key taken over meanwhile, or already completed, matches no row
 // and the steps that read the CTE's RETURNING do nothing (TestFence*). A statement that
 // splices it adds its own RETURNING (order_id, refund_id).
-const keyCompletionSQL = `
+const CompletionSQL = `
 	UPDATE idempotency_keys
 	   SET state = 'completed', recovery_point = 'finished', lease_expires_at = NULL,
 	       response_status = :response_status, response_headers = :response_headers,
 	       response_body = :response_body, completed_at = :now
 	 WHERE id = :key_id AND lease_token = :lease_token AND state = 'in_progress'`
 
-// keyTombstoneSQL selects a live tombstone of the key (:client_id, :key, alive at
+// TombstoneSQL selects a live tombstone of the key (:client_id, :key, alive at
 // :created_at, the claim's now) as a Key: in keyColumns' shape, ID 0, completed, no
 // response, with the public ids of its order and refund for the late retry's answer. A key
 // that has a tombstone cannot be claimed again (claimOrderSQL, refundTombstoneSQL).
-const keyTombstoneSQL = `
+const TombstoneSQL = `
 	SELECT CAST(0 AS bigint) AS id, t.client_id, t.key, t.fingerprint, t.method, t.path, 'completed' AS state,
 	       'finished' AS recovery_point, CAST(0 AS bigint) AS lease_token, CAST(NULL AS timestamptz) AS lease_expires_at,
 	       t.order_id, t.refund_id, CAST(NULL AS int) AS response_status, CAST(NULL AS jsonb) AS response_headers,

@@ -1,15 +1,15 @@
-package checkout
+package keyed
 
 import (
 	"bytes"
 	"encoding/json"
 )
 
-// decodeHeaders reads a stored response's headers, a flat JSON object of strings as
+// DecodeHeaders reads a stored response's headers, a flat JSON object of strings as
 // Postgres prints jsonb. Every replay decodes one, so the plain case (no escapes, which
 // is every header tekrar stores) is read directly, at a fifth of encoding/json's cost;
 // anything else goes to encoding/json, which is the reference (see the test).
-func decodeHeaders(b []byte) (map[string]string, error) {
+func DecodeHeaders(b []byte) (map[string]string, error) {
 	if h, ok := plainHeaders(b); ok {
 		return h, nil
 	}

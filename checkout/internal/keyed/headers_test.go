@@ -1,4 +1,4 @@
-package checkout
+package keyed
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// decodeHeaders must agree with encoding/json on every input: same map, or both errors.
+// DecodeHeaders must agree with encoding/json on every input: same map, or both errors.
 func TestDecodeHeadersAgreesWithEncodingJSON(t *testing.T) {
 	for _, in := range []string{
 		`{"Location": "/v1/orders/42", "Content-Type": "application/json"}`,
@@ -17,7 +17,7 @@ func TestDecodeHeadersAgreesWithEncodingJSON(t *testing.T) {
 		`{"a": 1}`, `{"a": null}`, `{"a": ["b"]}`, `{"a": "b",}`, `{"a" "b"}`, `{"a": "b"`,
 		`{"a": "b"} x`, `["a"]`, `"a"`, ``, `{`, `{"a`, `{"a":`, `{"a": "b" "c": "d"}`, `null`,
 	} {
-		got, gotErr := decodeHeaders([]byte(in))
+		got, gotErr := DecodeHeaders([]byte(in))
 		var want map[string]string
 		wantErr := json.Unmarshal([]byte(in), &want)
 		if (gotErr != nil) != (wantErr != nil) {
@@ -34,7 +34,7 @@ func FuzzDecodeHeaders(f *testing.F) {
 	f.Add([]byte(`{"Location": "/v1/orders/42", "Content-Type": "application/json"}`))
 	f.Add([]byte(`{"a": "b", "a": "c"}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		got, gotErr := decodeHeaders(in)
+		got, gotErr := DecodeHeaders(in)
 		var want map[string]string
 		wantErr := json.Unmarshal(in, &want)
 		if (gotErr != nil) != (wantErr != nil) || gotErr == nil && !maps.Equal(got, want) {
@@ -47,7 +47,7 @@ func BenchmarkDecodeHeaders(b *testing.B) {
 	in := []byte(`{"Location": "/v1/orders/42", "Content-Type": "application/json"}`)
 	b.Run("plain", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := decodeHeaders(in); err != nil {
+			if _, err := DecodeHeaders(in); err != nil {
 				b.Fatal(err)
 			}
 		}

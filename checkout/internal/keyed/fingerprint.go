@@ -1,4 +1,4 @@
-package checkout
+package keyed
 
 import (
 	"bytes"
@@ -15,19 +15,14 @@ import (
 // insignificant whitespace have the same fingerprint; any other difference (an amount, a
 // card token, another endpoint) gives another.
 func Fingerprint(method, path string, body []byte) ([32]byte, error) {
-	return fingerprint(method, path, body, nil)
+	return FingerprintBound(method, path, body, nil)
 }
 
-// fingerprint is the request's: its body's, and what the body names by reference (Bound)
-// when there is something.
-func (r *Request) fingerprint() ([32]byte, error) {
-	return fingerprint(r.Method, r.Path, r.Body, r.Bound)
-}
-
-// fingerprint is Fingerprint with bound, when not nil, hashed after a NUL (which canonical
-// JSON never holds) and its own canonical form: a request without bound keeps the
-// fingerprint it always had.
-func fingerprint(method, path string, body, bound []byte) ([32]byte, error) {
+// FingerprintBound is Fingerprint of a request whose body names something by reference (an
+// order's cart_id): bound, what it names as it was when the request arrived, is hashed
+// after a NUL (which canonical JSON never holds) in its own canonical form. A nil bound
+// gives Fingerprint's sum, so a request without one keeps the fingerprint it always had.
+func FingerprintBound(method, path string, body, bound []byte) ([32]byte, error) {
 	canon, err := CanonicalJSON(body)
 	if err != nil {
 		return [32]byte{}, err

@@ -1,0 +1,29 @@
+package checkout
+
+import "github.com/tekrar/tekrar/checkout/internal/keyed"
+
+// What checkout's callers (the API, the console, their tests) use of the idempotency
+// engine, which is internal to checkout (checkout/internal/keyed).
+
+// Fingerprint identifies a request's intent (keyed.Fingerprint): SHA-256 over the method,
+// the path and the canonical form of the JSON body.
+func Fingerprint(method, path string, body []byte) ([32]byte, error) {
+	return keyed.Fingerprint(method, path, body)
+}
+
+// CanonicalJSON re-encodes a JSON document with object keys sorted and no insignificant
+// whitespace (keyed.CanonicalJSON); it refuses the documents whose canonical form would
+// hide a difference a decoder sees.
+func CanonicalJSON(body []byte) ([]byte, error) { return keyed.CanonicalJSON(body) }
+
+// Errors that CanonicalJSON wraps (keyed's).
+var (
+	ErrDuplicateMember = keyed.ErrDuplicateMember
+	ErrInvalidUTF8     = keyed.ErrInvalidUTF8
+)
+
+// fingerprint is the request's: its body's, and what the body names by reference (Bound)
+// when there is something.
+func (r *Request) fingerprint() ([32]byte, error) {
+	return keyed.FingerprintBound(r.Method, r.Path, r.Body, r.Bound)
+}
