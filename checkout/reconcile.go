@@ -179,7 +179,7 @@ func (r *reconcileRun) charge(ctx context.Context, ch psp.Charge) error {
 // no completable order. own is set when ch was made under the order's own key: the
 // compensation then belongs to the order, as a cancel's does.
 func (r *reconcileRun) owner(ctx context.Context, ch psp.Charge) (o ownerOrder, why string, err error) {
-	id, ok := orderOfDescription(ch.Description)
+	id, ok := OrderOfDescription(ch.Description)
 	if !ok {
 		return o, "the charge names no order of tekrar's", nil
 	}

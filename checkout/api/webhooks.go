@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/inbox"
 	"github.com/tekrar/tekrar/checkout/webhook"
 	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -26,9 +27,9 @@ const maxWebhookBody = 256 << 10
 // recorded once (a redelivery is acknowledged with 200 and counted) and applied in its
 // charge's order; an event type tekrar does not act on is stored and acknowledged, not
 // refused, so that the provider stops resending it. A verified delivery tekrar can never
-// store or apply as it is (checkout.UnstorableEventError) is kept raw as a dead letter and
+// store or apply as it is (inbox.UnstorableEventError) is kept raw as a dead letter and
 // acknowledged with 200 and the outcome dead_letter; only a failure that may pass is 5xx.
-func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logger) gin.HandlerFunc {
+func ProviderInbox(svc *inbox.Inbox, keys []webhook.Key, logger *slog.Logger) gin.HandlerFunc {
 	verifier := webhook.Verifier{Keys: keys}
 	return func(c *gin.Context) {
 		body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxWebhookBody))
@@ -48,10 +49,10 @@ func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logge
 			server.Abort(c, problem.Of(problem.CodeWebhookSignatureInvalid).WithDetail(err.Error()))
 			return
 		}
-		e, err := checkout.DecodeProviderEvent(body)
+		e, err := inbox.DecodeProviderEvent(body)
 		if e.ID != "" && e.ID != m.ID {
 			// The id deduplication goes by must be the one the signature covers.
-			countRefusal(c, svc, checkout.RefusalIDMismatch)
+			countRefusal(c, svc, inbox.RefusalIDMismatch)
 			server.Abort(c, problem.Of(problem.CodeWebhookSignatureInvalid).WithDetail("webhook-id is not the event's id"))
 			return
 		}
@@ -63,7 +64,7 @@ func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logge
 				return
 			}
 			logger.Warn("provider webhook kept as a dead letter", "err", err, "event_id", m.ID, "request_id", server.RequestID(c))
-			c.JSON(http.StatusOK, gin.H{"id": m.ID, "outcome": checkout.InboxDeadLetter})
+			c.JSON(http.StatusOK, gin.H{"id": m.ID, "outcome": inbox.InboxDeadLetter})
 			return
 		}
 		outcome, err := svc.ReceiveProviderEvent(c.Request.Context(), "psp", body, e)
@@ -77,19 +78,19 @@ func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logge
 
 // inboxFailed answers a verified delivery that failed for a reason that may pass: 5xx, for
 // the provider to deliver it again.
-func inboxFailed(c *gin.Context, svc *checkout.Service, logger *slog.Logger, id string, err error) {
+func inboxFailed(c *gin.Context, svc *inbox.Inbox, logger *slog.Logger, id string, err error) {
 	p := problem.Internal()
 	if db.IsUnavailable(err) {
 		p = checkout.StoreUnavailable()
 	}
 	logger.Warn("provider webhook not applied", "err", err, "event_id", id, "request_id", server.RequestID(c))
-	countRefusal(c, svc, checkout.RefusalApplyFailed)
+	countRefusal(c, svc, inbox.RefusalApplyFailed)
 	server.Abort(c, p) // the provider delivers it again
 }
 
 // countRefusal counts a refused or failed delivery for the console. Counting never waits
-// on the database (Service.CountInboxRefusal).
-func countRefusal(c *gin.Context, svc *checkout.Service, reason string) {
+// on the database (Inbox.CountInboxRefusal).
+func countRefusal(c *gin.Context, svc *inbox.Inbox, reason string) {
 	svc.CountInboxRefusal(reason, c.ClientIP())
 }
 
@@ -97,12 +98,12 @@ func countRefusal(c *gin.Context, svc *checkout.Service, reason string) {
 func refusalReason(err error) string {
 	switch {
 	case errors.Is(err, webhook.ErrTooOld):
-		return checkout.RefusalStale
+		return inbox.RefusalStale
 	case errors.Is(err, webhook.ErrTooNew):
-		return checkout.RefusalFuture
+		return inbox.RefusalFuture
 	case errors.Is(err, webhook.ErrMissingHeaders), errors.Is(err, webhook.ErrBadTimestamp):
-		return checkout.RefusalMalformedHeaders
+		return inbox.RefusalMalformedHeaders
 	default:
-		return checkout.RefusalBadSignature
+		return inbox.RefusalBadSignature
 	}
 }

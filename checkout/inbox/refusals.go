@@ -1,10 +1,13 @@
-package checkout
+package inbox
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	tdb "github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/pgtext"
@@ -37,14 +40,14 @@ const maxRefusalRemote = 64
 // no database connection per delivery and never queues on the bucket's row, and every
 // refusal is counted exactly; a process killed loses at most the counts of its last tenth
 // of a second, which the console's figures can afford.
-func (s *Service) CountInboxRefusal(reason, remote string) {
+func (s *Inbox) CountInboxRefusal(reason, remote string) {
 	if len(remote) > maxRefusalRemote {
 		remote = remote[:maxRefusalRemote]
 	}
 	if !pgtext.Valid(remote) {
 		remote = "?"
 	}
-	s.events.refusals.add(s.cfg.Now().UTC(), reason, remote)
+	s.refusalLog.refusals.add(s.cfg.Now().UTC(), reason, remote)
 }
 
 // refusalTally is the refusals counted since the last write, by bucket and reason.
@@ -108,7 +111,7 @@ const countRefusalsSQL = `
 
 // writeRefusals writes the tally's counts; the counts of a bucket that could not be written
 // after a few tries are dropped and logged.
-func (l *eventLog) writeRefusals() {
+func (l *refusalLog) writeRefusals() {
 	for k, c := range l.refusals.take() {
 		var err error
 		for attempt := range 3 {
@@ -125,4 +128,53 @@ func (l *eventLog) writeRefusals() {
 				"reason", k.reason, "refusals", c.n)
 		}
 	}
+}
+
+// refusalLog writes the tally's counts in the background, every Config.RefusalFlush, so
+// that counting a refusal never waits on the database (CountInboxRefusal).
+type refusalLog struct {
+	db       *sqlx.DB
+	logger   *slog.Logger
+	refusals refusalTally
+	flushes  chan chan struct{}
+	stop     chan struct{}
+	done     sync.WaitGroup
+}
+
+func newRefusalLog(db *sqlx.DB, logger *slog.Logger, every time.Duration) *refusalLog {
+	l := &refusalLog{db: db, logger: logger, flushes: make(chan chan struct{}), stop: make(chan struct{})}
+	l.done.Add(1)
+	go l.loop(every)
+	return l
+}
+
+func (l *refusalLog) loop(every time.Duration) {
+	defer l.done.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			l.writeRefusals()
+		case done := <-l.flushes:
+			l.writeRefusals()
+			close(done)
+		case <-l.stop:
+			l.writeRefusals()
+			return
+		}
+	}
+}
+
+// flush writes every refusal counted before the call.
+func (l *refusalLog) flush() {
+	done := make(chan struct{})
+	l.flushes <- done
+	<-done
+}
+
+// close writes what is left and stops the writer.
+func (l *refusalLog) close() {
+	close(l.stop)
+	l.done.Wait()
 }
