@@ -18,6 +18,6 @@ func init() {
 	checkout.ReceiveProviderEventForTest = func(s *checkout.Service, db *sqlx.DB, now func() time.Time, body []byte, pe psp.Event) (string, error) {
 		in := inbox.New(db, s, inbox.Config{Now: now}, slog.New(slog.DiscardHandler))
 		defer in.Close()
-		return in.ReceiveProviderEvent(context.Background(), "psp", body, pe)
+		return in.Receive(context.Background(), "psp", body, pe)
 	}
 }

@@ -24,8 +24,8 @@ import (
 // any error tekrar cannot class) is not a dead letter: the delivery is answered 5xx and the
 // provider delivers it again.
 
-// InboxDeadLetter is the outcome of a delivery kept as a dead letter.
-const InboxDeadLetter = "dead_letter"
+// OutcomeDeadLetter is the outcome of a delivery kept as a dead letter.
+const OutcomeDeadLetter = "dead_letter"
 
 // ErrDeadLetterNotFound: no dead letter has that id.
 var ErrDeadLetterNotFound = errors.New("no such dead letter")
@@ -88,7 +88,7 @@ func (s *Inbox) ReplayDeadLetter(ctx context.Context, id int64) (outcome string,
 		case d.State != "dead":
 			return ErrDeadLetterReplayed
 		}
-		pe, err := DecodeProviderEvent(d.Body)
+		pe, err := Decode(d.Body)
 		if err != nil {
 			return err
 		}

@@ -43,7 +43,7 @@
 // every forged delivery, and every refusal of a minute and reason would update the same
 // row, so a storm of them would queue on that row's lock and answer slower the harder it is
 // sent; and with the table unwritable the 400 would wait on the database it does not need
-// (TestProviderWebhookRefusalUncountedStill400). So CountInboxRefusal adds to a tally in
+// (TestProviderWebhookRefusalUncountedStill400). So CountRefusal adds to a tally in
 // memory (a mutex and a map entry) and a writer started by New writes it every
 // Config.RefusalFlush, one upsert per minute and reason; Close writes what is left. A
 // process killed loses the counts of at most that long, which the console's figures can

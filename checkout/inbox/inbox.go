@@ -55,11 +55,11 @@ type providerCharge struct {
 
 // Inbox outcomes: what receiving one delivery did.
 const (
-	InboxApplied   = "applied"   // the newest state of its charge: applied
-	InboxStale     = "stale"     // a newer event of the charge was applied first: stored, changes nothing
-	InboxIgnored   = "ignored"   // a type tekrar does not act on: stored and acknowledged
-	InboxDuplicate = "duplicate" // delivered before: counted, changes nothing
-	// InboxDeadLetter (deadletters.go): signed, but not storable as it is: kept raw, acknowledged
+	OutcomeApplied   = "applied"   // the newest state of its charge: applied
+	OutcomeStale     = "stale"     // a newer event of the charge was applied first: stored, changes nothing
+	OutcomeIgnored   = "ignored"   // a type tekrar does not act on: stored and acknowledged
+	OutcomeDuplicate = "duplicate" // delivered before: counted, changes nothing
+	// OutcomeDeadLetter (deadletters.go): signed, but not storable as it is: kept raw, acknowledged
 )
 
 // knownProviderEvents are the event types the inbox applies.
@@ -68,19 +68,19 @@ var knownProviderEvents = map[string]bool{
 	"refund.succeeded": true, "dispute.created": true, "dispute.closed": true,
 }
 
-// ReceiveProviderEvent records the verified event pe (body as received) of provider and
+// Receive records the verified event pe (body as received) of provider and
 // applies it, in one transaction.
 //
 // An event the database refuses as data (refusedAsData) is refused on every redelivery too:
-// it is kept as a dead letter instead, and the outcome is InboxDeadLetter. Any other error
+// it is kept as a dead letter instead, and the outcome is OutcomeDeadLetter. Any other error
 // is returned, for the delivery to be answered 5xx and delivered again.
-func (s *Inbox) ReceiveProviderEvent(ctx context.Context, provider string, body []byte, pe psp.Event) (outcome string, err error) {
+func (s *Inbox) Receive(ctx context.Context, provider string, body []byte, pe psp.Event) (outcome string, err error) {
 	outcome, err = s.receive(ctx, providerEventOf(provider, body, pe))
 	if u, ok := refusedAsData(err); ok {
 		if err := s.DeadLetter(ctx, provider, pe.ID, body, u); err != nil {
 			return "", err
 		}
-		return InboxDeadLetter, nil
+		return OutcomeDeadLetter, nil
 	}
 	return outcome, err
 }
@@ -135,17 +135,17 @@ func (s *Inbox) apply(ctx context.Context, tx *sqlx.Tx, e providerEvent) (string
 	}
 	switch {
 	case !inserted:
-		return InboxDuplicate, nil
+		return OutcomeDuplicate, nil
 	case e.Charge == nil || !knownProviderEvents[e.Type]:
-		return InboxIgnored, nil
+		return OutcomeIgnored, nil
 	}
 	applied, err := advanceProviderCharge(ctx, tx, e.Provider, *e.Charge, now)
 	if err != nil {
 		return "", err
 	}
-	outcome := InboxStale
+	outcome := OutcomeStale
 	if applied {
-		outcome = InboxApplied
+		outcome = OutcomeApplied
 		if err := s.applyChargeToOrder(ctx, tx, *e.Charge); err != nil {
 			return "", err
 		}

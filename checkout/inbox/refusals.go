@@ -31,16 +31,17 @@ const refusalsKept = 7 * 24 * time.Hour
 // maxRefusalRemote bounds the address kept with a bucket.
 const maxRefusalRemote = 64
 
-// CountInboxRefusal counts one refused (or failed) delivery under reason, in the current
+// CountRefusal counts one refused (or failed) delivery under reason, in the current
 // minute's bucket, and remembers remote as the bucket's newest sender. Nothing of the
 // delivery itself is stored.
 //
-// The count is kept in memory and written with the key events, a few times a second, as one
-// upsert per bucket and reason (refusalTally). A storm of forged deliveries therefore takes
-// no database connection per delivery and never queues on the bucket's row, and every
-// refusal is counted exactly; a process killed loses at most the counts of its last tenth
-// of a second, which the console's figures can afford.
-func (s *Inbox) CountInboxRefusal(reason, remote string) {
+// The count is kept in memory and written by the inbox's own writer (refusalLog), every
+// Config.RefusalFlush, as one upsert per bucket and reason (refusalTally). A storm of
+// forged deliveries therefore takes no database connection per delivery and never queues
+// on the bucket's row, and every refusal is counted exactly; a process killed loses at
+// most the counts of its last RefusalFlush (a tenth of a second by default), which the
+// console's figures can afford.
+func (s *Inbox) CountRefusal(reason, remote string) {
 	if len(remote) > maxRefusalRemote {
 		remote = remote[:maxRefusalRemote]
 	}
@@ -131,7 +132,7 @@ func (l *refusalLog) writeRefusals() {
 }
 
 // refusalLog writes the tally's counts in the background, every Config.RefusalFlush, so
-// that counting a refusal never waits on the database (CountInboxRefusal).
+// that counting a refusal never waits on the database (CountRefusal).
 type refusalLog struct {
 	db       *sqlx.DB
 	logger   *slog.Logger
