@@ -17,6 +17,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/inbox"
 	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/problem"
 	"github.com/tekrar/tekrar/internal/schedule"
@@ -38,6 +39,8 @@ type Deps struct {
 	// Service is the checkout engine the API runs on. The console's actions go through it,
 	// so that a refund from the console takes the very path of an API refund.
 	Service *checkout.Service
+	// Inbox is the provider inbox; the console replays its dead letters through it.
+	Inbox *inbox.Inbox
 	// Redeliver queues a webhook redelivery (nil: the console offers none).
 	Redeliver Redeliverer
 	// Tasks are the scheduled tasks this process runs, listed by /admin/schedule.

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/inbox"
 	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/views"
 )
@@ -49,11 +50,11 @@ func deadLetterLines(c *gin.Context, ds []report.InboxDeadLetter) []views.InboxD
 func (a *console) deadLetterParam(c *gin.Context) (report.InboxDeadLetter, error) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
-		return report.InboxDeadLetter{}, checkout.ErrDeadLetterNotFound
+		return report.InboxDeadLetter{}, inbox.ErrDeadLetterNotFound
 	}
 	d, ok, err := report.DeadLetter(c.Request.Context(), a.DB, id)
 	if err == nil && !ok {
-		err = checkout.ErrDeadLetterNotFound
+		err = inbox.ErrDeadLetterNotFound
 	}
 	return d, err
 }
@@ -106,10 +107,10 @@ func (a *console) replay(c *gin.Context) error {
 		return a.render(c, http.StatusBadRequest, replayPage(c, d, "The form was incomplete; confirm again."))
 	}
 	ctx := c.Request.Context()
-	outcome, err := a.Service.ReplayDeadLetter(ctx, d.ID)
-	var u *checkout.UnstorableEventError
+	outcome, err := a.Inbox.ReplayDeadLetter(ctx, d.ID)
+	var u *inbox.UnstorableEventError
 	switch {
-	case errors.Is(err, checkout.ErrDeadLetterReplayed):
+	case errors.Is(err, inbox.ErrDeadLetterReplayed):
 		c.Redirect(http.StatusSeeOther, "/admin/inbox?view=dead")
 		return nil
 	case errors.As(err, &u):

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/tekrar/tekrar/admin"
-	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/inbox"
 	"github.com/tekrar/tekrar/internal/apptest"
 )
 
@@ -24,7 +24,7 @@ func TestInboxDeadLetters(t *testing.T) {
 	good := []byte(`{"id":"evt_ok","type":"charge.succeeded","data":{"charge_id":"ch_ok","charge_key":"k_ok","sequence":1,"amount":100,"currency":"TRY","status":"succeeded"}}`)
 	bad := []byte(`{"id":"evt_nul","type":"charge.succeeded","data":{"charge_id":"ch_nul","charge_key":"k","sequence":1,"description":"a\u0000b"}}`)
 	for id, body := range map[string][]byte{"evt_ok": good, "evt_nul": bad} {
-		if err := e.App.Service.DeadLetter(ctx, "psp", id, body, &checkout.UnstorableEventError{Reason: checkout.DeadRefusedByStore, Detail: "22003 <b>out of range</b>"}); err != nil {
+		if err := e.App.Inbox.DeadLetter(ctx, "psp", id, body, &inbox.UnstorableEventError{Reason: inbox.DeadRefusedByStore, Detail: "22003 <b>out of range</b>"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -95,7 +95,7 @@ func TestInboxDeadLetters(t *testing.T) {
 	if still.status != http.StatusUnprocessableEntity || !strings.Contains(still.body, "still cannot take it") || !strings.Contains(still.body, "NUL") {
 		t.Errorf("replay of an unstorable one: %d %s", still.status, still.body)
 	}
-	if _, err := e.App.Service.ReplayDeadLetter(ctx, idOf("evt_nul")); !errors.As(err, new(*checkout.UnstorableEventError)) {
+	if _, err := e.App.Inbox.ReplayDeadLetter(ctx, idOf("evt_nul")); !errors.As(err, new(*inbox.UnstorableEventError)) {
 		t.Errorf("replay of an unstorable one: %v", err)
 	}
 	if n := actInt(t, e, `SELECT count(*) FROM provider_dead_letters WHERE webhook_id = 'evt_nul' AND state = 'dead'`); n != 1 {

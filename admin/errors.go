@@ -12,6 +12,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/inbox"
 	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/server"
 	"github.com/tekrar/tekrar/views"
@@ -58,7 +59,7 @@ var missing = []struct {
 	{ErrNoOperator, noSuchOperator},
 	{hooks.ErrEndpointNotFound, "There is no such webhook endpoint."},
 	{hooks.ErrDeliveryNotFound, "There is no such webhook delivery."},
-	{checkout.ErrDeadLetterNotFound, "There is no such dead letter."},
+	{inbox.ErrDeadLetterNotFound, "There is no such dead letter."},
 }
 
 // handle is the one way a console handler (or middleware) is mounted: what h returns is

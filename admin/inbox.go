@@ -8,7 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/inbox"
 	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/views"
 )
@@ -36,10 +36,10 @@ func (a *console) inbox(c *gin.Context) error {
 		DeadOnly: c.Query("view") == "dead", DeadLetters: deadLetterLines(c, dead), DeadWaiting: waiting}
 	for _, r := range refusals.ByReason {
 		p.Refusals = append(p.Refusals, views.InboxRefusalLine{Reason: r.Reason, LastHour: r.LastHour, LastDay: r.LastDay})
-		if r.Reason != checkout.RefusalApplyFailed && r.LastHour > 0 {
+		if r.Reason != inbox.RefusalApplyFailed && r.LastHour > 0 {
 			p.SignatureFailedLastHour = true
 		}
-		if r.Reason == checkout.RefusalApplyFailed && r.LastHour > 0 {
+		if r.Reason == inbox.RefusalApplyFailed && r.LastHour > 0 {
 			p.ApplyFailedLastHour = true
 		}
 	}

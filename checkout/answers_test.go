@@ -148,7 +148,7 @@ func (e *actionEnv) deliverChargeEvent(order string) {
 	if err := json.Unmarshal(body, &ev); err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.s.ReceiveProviderEvent(context.Background(), "psp", body, ev); err != nil {
+	if _, err := e.receiveProviderEvent(body, ev); err != nil {
 		e.t.Fatalf("receive %s: %v", ev.Type, err)
 	}
 }

@@ -57,11 +57,9 @@ type eventLog struct {
 	logger  *slog.Logger
 	ch      chan keyEvent
 	dropped atomic.Int64
-	// refusals are the provider inbox's refusal counts, written with the events.
-	refusals refusalTally
-	flushes  chan chan struct{}
-	stop     chan struct{}
-	done     sync.WaitGroup
+	flushes chan chan struct{}
+	stop    chan struct{}
+	done    sync.WaitGroup
 }
 
 const (
@@ -110,7 +108,6 @@ func (l *eventLog) loop() {
 			l.write(batch)
 			batch = batch[:0]
 		}
-		l.writeRefusals()
 	}
 	for {
 		select {

@@ -621,7 +621,7 @@ func TestEndedOrdersCancelTheirPlans(t *testing.T) {
 			Data: psp.EventData{ChargeID: ch.ID, ChargeKey: ch.Key, Sequence: 2, Amount: 300, Currency: "TRY", Description: chargeDescription(id),
 				Status: psp.StatusSucceeded, RefundedAmount: 100}}
 		body, _ := json.Marshal(pe)
-		if out, err := e.s.ReceiveProviderEvent(context.Background(), "psp", body, pe); err != nil || out != "applied" {
+		if out, err := e.receiveProviderEvent(body, pe); err != nil || out != "applied" {
 			t.Fatalf("the dashboard's refund: %s %v", out, err)
 		}
 		if got := plan(e, id); got != "1 paid, 2 canceled, 3 canceled" {

@@ -236,7 +236,7 @@ func TestProviderEventsTouchOnlyTheirOrder(t *testing.T) {
 			Sequence: seq, Amount: 900, Currency: "TRY", Description: description, Status: psp.StatusSucceeded}}
 		d(&pe.Data)
 		body, _ := json.Marshal(pe)
-		out, err := e.App.Service.ReceiveProviderEvent(context.Background(), "psp", body, pe)
+		out, err := e.App.Inbox.Receive(context.Background(), "psp", body, pe)
 		if err != nil {
 			t.Fatalf("event %s: %v", id, err)
 		}

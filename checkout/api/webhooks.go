@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/inbox"
 	"github.com/tekrar/tekrar/checkout/webhook"
 	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -22,13 +23,13 @@ const maxWebhookBody = 256 << 10
 // client authentication. The Standard Webhooks signature (under one of keys) and a
 // timestamp within five minutes are checked before anything is read or stored: a forged,
 // stale or altered delivery is 400 webhook_signature_invalid, stores nothing of itself and
-// is only counted, by reason class, for the console (CountInboxRefusal). A verified event is
+// is only counted, by reason class, for the console (CountRefusal). A verified event is
 // recorded once (a redelivery is acknowledged with 200 and counted) and applied in its
 // charge's order; an event type tekrar does not act on is stored and acknowledged, not
 // refused, so that the provider stops resending it. A verified delivery tekrar can never
-// store or apply as it is (checkout.UnstorableEventError) is kept raw as a dead letter and
+// store or apply as it is (inbox.UnstorableEventError) is kept raw as a dead letter and
 // acknowledged with 200 and the outcome dead_letter; only a failure that may pass is 5xx.
-func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logger) gin.HandlerFunc {
+func ProviderInbox(in *inbox.Inbox, keys []webhook.Key, logger *slog.Logger) gin.HandlerFunc {
 	verifier := webhook.Verifier{Keys: keys}
 	return func(c *gin.Context) {
 		body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxWebhookBody))
@@ -44,31 +45,31 @@ func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logge
 		m, err := verifier.Verify(c.Request.Header, body)
 		if err != nil {
 			logger.Warn("provider webhook refused", "err", err, "request_id", server.RequestID(c))
-			countRefusal(c, svc, refusalReason(err))
+			countRefusal(c, in, refusalReason(err))
 			server.Abort(c, problem.Of(problem.CodeWebhookSignatureInvalid).WithDetail(err.Error()))
 			return
 		}
-		e, err := checkout.DecodeProviderEvent(body)
+		e, err := inbox.Decode(body)
 		if e.ID != "" && e.ID != m.ID {
 			// The id deduplication goes by must be the one the signature covers.
-			countRefusal(c, svc, checkout.RefusalIDMismatch)
+			countRefusal(c, in, inbox.RefusalIDMismatch)
 			server.Abort(c, problem.Of(problem.CodeWebhookSignatureInvalid).WithDetail("webhook-id is not the event's id"))
 			return
 		}
 		if err != nil {
 			// Signed, so the provider's word, but not storable as it is: kept raw and
 			// acknowledged, never refused for ever.
-			if err := svc.DeadLetter(c.Request.Context(), "psp", m.ID, body, err); err != nil {
-				inboxFailed(c, svc, logger, m.ID, err)
+			if err := in.DeadLetter(c.Request.Context(), "psp", m.ID, body, err); err != nil {
+				inboxFailed(c, in, logger, m.ID, err)
 				return
 			}
 			logger.Warn("provider webhook kept as a dead letter", "err", err, "event_id", m.ID, "request_id", server.RequestID(c))
-			c.JSON(http.StatusOK, gin.H{"id": m.ID, "outcome": checkout.InboxDeadLetter})
+			c.JSON(http.StatusOK, gin.H{"id": m.ID, "outcome": inbox.OutcomeDeadLetter})
 			return
 		}
-		outcome, err := svc.ReceiveProviderEvent(c.Request.Context(), "psp", body, e)
+		outcome, err := in.Receive(c.Request.Context(), "psp", body, e)
 		if err != nil {
-			inboxFailed(c, svc, logger, e.ID, err)
+			inboxFailed(c, in, logger, e.ID, err)
 			return
 		}
 		c.JSON(http.StatusOK, gin.H{"id": e.ID, "outcome": outcome})
@@ -77,32 +78,32 @@ func ProviderInbox(svc *checkout.Service, keys []webhook.Key, logger *slog.Logge
 
 // inboxFailed answers a verified delivery that failed for a reason that may pass: 5xx, for
 // the provider to deliver it again.
-func inboxFailed(c *gin.Context, svc *checkout.Service, logger *slog.Logger, id string, err error) {
+func inboxFailed(c *gin.Context, in *inbox.Inbox, logger *slog.Logger, id string, err error) {
 	p := problem.Internal()
 	if db.IsUnavailable(err) {
 		p = checkout.StoreUnavailable()
 	}
 	logger.Warn("provider webhook not applied", "err", err, "event_id", id, "request_id", server.RequestID(c))
-	countRefusal(c, svc, checkout.RefusalApplyFailed)
+	countRefusal(c, in, inbox.RefusalApplyFailed)
 	server.Abort(c, p) // the provider delivers it again
 }
 
 // countRefusal counts a refused or failed delivery for the console. Counting never waits
-// on the database (Service.CountInboxRefusal).
-func countRefusal(c *gin.Context, svc *checkout.Service, reason string) {
-	svc.CountInboxRefusal(reason, c.ClientIP())
+// on the database (Inbox.CountRefusal).
+func countRefusal(c *gin.Context, in *inbox.Inbox, reason string) {
+	in.CountRefusal(reason, c.ClientIP())
 }
 
 // refusalReason classes an error of the verifier.
 func refusalReason(err error) string {
 	switch {
 	case errors.Is(err, webhook.ErrTooOld):
-		return checkout.RefusalStale
+		return inbox.RefusalStale
 	case errors.Is(err, webhook.ErrTooNew):
-		return checkout.RefusalFuture
+		return inbox.RefusalFuture
 	case errors.Is(err, webhook.ErrMissingHeaders), errors.Is(err, webhook.ErrBadTimestamp):
-		return checkout.RefusalMalformedHeaders
+		return inbox.RefusalMalformedHeaders
 	default:
-		return checkout.RefusalBadSignature
+		return inbox.RefusalBadSignature
 	}
 }

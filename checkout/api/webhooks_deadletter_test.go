@@ -111,7 +111,7 @@ func TestProviderWebhookTransientFailureIsRetriedNotDeadLettered(t *testing.T) {
 	if err := e.DB.QueryRow(`SELECT id FROM provider_dead_letters WHERE webhook_id = 'evt_data'`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	outcome, err := e.App.Service.ReplayDeadLetter(t.Context(), id)
+	outcome, err := e.App.Inbox.ReplayDeadLetter(t.Context(), id)
 	if err != nil || outcome != "applied" {
 		t.Fatalf("replay: %s %v, want applied", outcome, err)
 	}
@@ -121,7 +121,7 @@ func TestProviderWebhookTransientFailureIsRetriedNotDeadLettered(t *testing.T) {
 	if n := count(t, e, `SELECT count(*) FROM provider_events WHERE event_id = 'evt_data' AND outcome = 'applied'`); n != 1 {
 		t.Errorf("%d applied events after the replay, want 1", n)
 	}
-	if _, err := e.App.Service.ReplayDeadLetter(t.Context(), id); err == nil {
+	if _, err := e.App.Inbox.ReplayDeadLetter(t.Context(), id); err == nil {
 		t.Error("a dead letter replayed twice")
 	}
 	// The provider's redelivery after the replay is a duplicate of the event now stored.

@@ -15,7 +15,7 @@ import (
 // refusals is the refusal counters of every bucket, by reason.
 func refusals(t *testing.T, e *apptest.Env) map[string]int {
 	t.Helper()
-	e.App.Service.FlushEvents() // the counts are written with the key events
+	e.App.Inbox.Flush() // the counts are written in the background
 	rows, err := e.DB.Query(`SELECT reason, sum(count) FROM provider_inbox_refusals GROUP BY reason`)
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/api"
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/inbox"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/reconcile"
 	"github.com/tekrar/tekrar/checkout/settlement"
@@ -44,6 +45,7 @@ import (
 type App struct {
 	Handler   http.Handler
 	Service   *checkout.Service
+	Inbox     *inbox.Inbox // the payment provider's webhooks; the console replays its dead letters
 	Sweeper   *sweeper.Sweeper
 	Completer *checkout.Completer
 	// Scheduler runs the deployment's periodic tasks (the sweeper, reconciliation,
@@ -118,6 +120,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		ObserveInstallments: m.Installments,
 		ObserveSales:        m.Sales,
 	}, logger)
+	in := inbox.New(db, svc, inbox.Config{Now: o.now, Crash: o.crash}, logger)
 	sealer, err := hooks.NewSealer(cfg.SecretsKey)
 	if err != nil {
 		return nil, fmt.Errorf("TEKRAR_SECRETS_KEY: %w", err)
@@ -143,7 +146,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 			}
 			keys = append(keys, k)
 		}
-		e.POST("/webhooks/psp", api.ProviderInbox(svc, keys, logger))
+		e.POST("/webhooks/psp", api.ProviderInbox(in, keys, logger))
 	}
 	var rc *river.Client[*sql.Tx] // made below, once every consumer is known
 	deliverer := &hooks.Deliverer{DB: db, Sealer: sealer, Logger: logger,
@@ -166,7 +169,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	}
 	m.ScheduledTasks(taskNames(sched))
 	consoleNotFound := admin.Register(e.Group("/admin"), admin.Deps{DB: db, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now,
-		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc, Tasks: sched.Tasks(),
+		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc, Inbox: in, Tasks: sched.Tasks(),
 		Redeliver: func(ctx context.Context, tx *sql.Tx, id int64, nonce string) error {
 			return hooks.Redeliver(ctx, tx, rc, id, nonce)
 		}})
@@ -182,7 +185,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	if err != nil {
 		return nil, err
 	}
-	return &App{Handler: server.HeadAsGet(e), Service: svc, Sweeper: sw, Completer: completer,
+	return &App{Handler: server.HeadAsGet(e), Service: svc, Inbox: in, Sweeper: sw, Completer: completer,
 		Scheduler: sched, Settler: settler, River: rc, Metrics: m, engine: e, logger: logger}, nil
 }
 
@@ -288,7 +291,10 @@ func ReconcileConfig(cfg config.Server, now func() time.Time, crash func(point s
 }
 
 // Close stops the app's background work; call it after the HTTP server has stopped.
-func (a *App) Close() { a.Service.Close() }
+func (a *App) Close() {
+	a.Inbox.Close()
+	a.Service.Close()
+}
 
 // NewLogger returns the process logger: JSON for machines, text for people.
 func NewLogger(cfg config.Server, w io.Writer) *slog.Logger {

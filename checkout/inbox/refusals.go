@@ -1,10 +1,13 @@
-package checkout
+package inbox
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	tdb "github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/pgtext"
@@ -28,23 +31,24 @@ const refusalsKept = 7 * 24 * time.Hour
 // maxRefusalRemote bounds the address kept with a bucket.
 const maxRefusalRemote = 64
 
-// CountInboxRefusal counts one refused (or failed) delivery under reason, in the current
+// CountRefusal counts one refused (or failed) delivery under reason, in the current
 // minute's bucket, and remembers remote as the bucket's newest sender. Nothing of the
 // delivery itself is stored.
 //
-// The count is kept in memory and written with the key events, a few times a second, as one
-// upsert per bucket and reason (refusalTally). A storm of forged deliveries therefore takes
-// no database connection per delivery and never queues on the bucket's row, and every
-// refusal is counted exactly; a process killed loses at most the counts of its last tenth
-// of a second, which the console's figures can afford.
-func (s *Service) CountInboxRefusal(reason, remote string) {
+// The count is kept in memory and written by the inbox's own writer (refusalLog), every
+// Config.RefusalFlush, as one upsert per bucket and reason (refusalTally). A storm of
+// forged deliveries therefore takes no database connection per delivery and never queues
+// on the bucket's row, and every refusal is counted exactly; a process killed loses at
+// most the counts of its last RefusalFlush (a tenth of a second by default), which the
+// console's figures can afford.
+func (s *Inbox) CountRefusal(reason, remote string) {
 	if len(remote) > maxRefusalRemote {
 		remote = remote[:maxRefusalRemote]
 	}
 	if !pgtext.Valid(remote) {
 		remote = "?"
 	}
-	s.events.refusals.add(s.cfg.Now().UTC(), reason, remote)
+	s.refusalLog.refusals.add(s.cfg.Now().UTC(), reason, remote)
 }
 
 // refusalTally is the refusals counted since the last write, by bucket and reason.
@@ -108,7 +112,7 @@ const countRefusalsSQL = `
 
 // writeRefusals writes the tally's counts; the counts of a bucket that could not be written
 // after a few tries are dropped and logged.
-func (l *eventLog) writeRefusals() {
+func (l *refusalLog) writeRefusals() {
 	for k, c := range l.refusals.take() {
 		var err error
 		for attempt := range 3 {
@@ -125,4 +129,53 @@ func (l *eventLog) writeRefusals() {
 				"reason", k.reason, "refusals", c.n)
 		}
 	}
+}
+
+// refusalLog writes the tally's counts in the background, every Config.RefusalFlush, so
+// that counting a refusal never waits on the database (CountRefusal).
+type refusalLog struct {
+	db       *sqlx.DB
+	logger   *slog.Logger
+	refusals refusalTally
+	flushes  chan chan struct{}
+	stop     chan struct{}
+	done     sync.WaitGroup
+}
+
+func newRefusalLog(db *sqlx.DB, logger *slog.Logger, every time.Duration) *refusalLog {
+	l := &refusalLog{db: db, logger: logger, flushes: make(chan chan struct{}), stop: make(chan struct{})}
+	l.done.Add(1)
+	go l.loop(every)
+	return l
+}
+
+func (l *refusalLog) loop(every time.Duration) {
+	defer l.done.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			l.writeRefusals()
+		case done := <-l.flushes:
+			l.writeRefusals()
+			close(done)
+		case <-l.stop:
+			l.writeRefusals()
+			return
+		}
+	}
+}
+
+// flush writes every refusal counted before the call.
+func (l *refusalLog) flush() {
+	done := make(chan struct{})
+	l.flushes <- done
+	<-done
+}
+
+// close writes what is left and stops the writer.
+func (l *refusalLog) close() {
+	close(l.stop)
+	l.done.Wait()
 }

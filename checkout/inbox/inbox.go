@@ -1,18 +1,18 @@
-package checkout
+package inbox
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/psp"
+	tdb "github.com/tekrar/tekrar/internal/db"
 )
 
 // The provider inbox: the payment provider's webhooks, each recorded once under a unique
@@ -54,27 +54,13 @@ type providerCharge struct {
 	Dispute *psp.Dispute
 }
 
-// chargeDescription is what tekrar gives the provider with a charge, and the provider
-// echoes in its events: the order it is for.
-func chargeDescription(orderID int64) string { return "order " + strconv.FormatInt(orderID, 10) }
-
-// OrderOfDescription reads chargeDescription back: the order a charge was made for.
-func OrderOfDescription(d string) (int64, bool) {
-	n, ok := strings.CutPrefix(d, "order ")
-	if !ok {
-		return 0, false
-	}
-	id, err := strconv.ParseInt(n, 10, 64)
-	return id, err == nil && id > 0
-}
-
 // Inbox outcomes: what receiving one delivery did.
 const (
-	InboxApplied   = "applied"   // the newest state of its charge: applied
-	InboxStale     = "stale"     // a newer event of the charge was applied first: stored, changes nothing
-	InboxIgnored   = "ignored"   // a type tekrar does not act on: stored and acknowledged
-	InboxDuplicate = "duplicate" // delivered before: counted, changes nothing
-	// InboxDeadLetter (deadletters.go): signed, but not storable as it is: kept raw, acknowledged
+	OutcomeApplied   = "applied"   // the newest state of its charge: applied
+	OutcomeStale     = "stale"     // a newer event of the charge was applied first: stored, changes nothing
+	OutcomeIgnored   = "ignored"   // a type tekrar does not act on: stored and acknowledged
+	OutcomeDuplicate = "duplicate" // delivered before: counted, changes nothing
+	// OutcomeDeadLetter (deadletters.go): signed, but not storable as it is: kept raw, acknowledged
 )
 
 // knownProviderEvents are the event types the inbox applies.
@@ -83,19 +69,19 @@ var knownProviderEvents = map[string]bool{
 	"refund.succeeded": true, "dispute.created": true, "dispute.closed": true,
 }
 
-// ReceiveProviderEvent records the verified event pe (body as received) of provider and
+// Receive records the verified event pe (body as received) of provider and
 // applies it, in one transaction.
 //
 // An event the database refuses as data (refusedAsData) is refused on every redelivery too:
-// it is kept as a dead letter instead, and the outcome is InboxDeadLetter. Any other error
+// it is kept as a dead letter instead, and the outcome is OutcomeDeadLetter. Any other error
 // is returned, for the delivery to be answered 5xx and delivered again.
-func (s *Service) ReceiveProviderEvent(ctx context.Context, provider string, body []byte, pe psp.Event) (outcome string, err error) {
+func (s *Inbox) Receive(ctx context.Context, provider string, body []byte, pe psp.Event) (outcome string, err error) {
 	outcome, err = s.receive(ctx, providerEventOf(provider, body, pe))
 	if u, ok := refusedAsData(err); ok {
 		if err := s.DeadLetter(ctx, provider, pe.ID, body, u); err != nil {
 			return "", err
 		}
-		return InboxDeadLetter, nil
+		return OutcomeDeadLetter, nil
 	}
 	return outcome, err
 }
@@ -113,13 +99,13 @@ func providerEventOf(provider string, body []byte, pe psp.Event) providerEvent {
 }
 
 // receive records e and applies it, in one transaction.
-func (s *Service) receive(ctx context.Context, e providerEvent) (outcome string, err error) {
-	err = inTx(ctx, s.db, "receive provider event "+e.ID, func(tx *sqlx.Tx) error {
+func (s *Inbox) receive(ctx context.Context, e providerEvent) (outcome string, err error) {
+	err = tdb.InTx(ctx, s.db, "receive provider event "+e.ID, func(tx *sqlx.Tx) error {
 		var err error
 		if outcome, err = s.apply(ctx, tx, e); err != nil {
 			return err
 		}
-		s.crash(CrashInboxBeforeCommit)
+		s.crash(checkout.CrashInboxBeforeCommit)
 		return nil
 	})
 	if err != nil {
@@ -130,7 +116,7 @@ func (s *Service) receive(ctx context.Context, e providerEvent) (outcome string,
 
 // apply records e in tx (or counts its redelivery) and applies it if it is its charge's
 // newest event.
-func (s *Service) apply(ctx context.Context, tx *sqlx.Tx, e providerEvent) (string, error) {
+func (s *Inbox) apply(ctx context.Context, tx *sqlx.Tx, e providerEvent) (string, error) {
 	now := s.cfg.Now()
 	var chargeID *string
 	var seq *int
@@ -150,17 +136,17 @@ func (s *Service) apply(ctx context.Context, tx *sqlx.Tx, e providerEvent) (stri
 	}
 	switch {
 	case !inserted:
-		return InboxDuplicate, nil
+		return OutcomeDuplicate, nil
 	case e.Charge == nil || !knownProviderEvents[e.Type]:
-		return InboxIgnored, nil
+		return OutcomeIgnored, nil
 	}
 	applied, err := advanceProviderCharge(ctx, tx, e.Provider, *e.Charge, now)
 	if err != nil {
 		return "", err
 	}
-	outcome := InboxStale
+	outcome := OutcomeStale
 	if applied {
-		outcome = InboxApplied
+		outcome = OutcomeApplied
 		if err := s.applyChargeToOrder(ctx, tx, *e.Charge); err != nil {
 			return "", err
 		}
@@ -189,7 +175,7 @@ func (s *Service) apply(ctx context.Context, tx *sqlx.Tx, e providerEvent) (stri
 // A charge that is on no payment of tekrar's and whose description names no order of
 // tekrar's, or whose key is not the key tekrar derives from that order's key, is not
 // tekrar's to settle (reconciliation's job).
-func (s *Service) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c providerCharge) (err error) {
+func (s *Inbox) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c providerCharge) (err error) {
 	// A settled order is found by its payment, which names the charge's provider key (its
 	// key row may have been swept long before a refund or dispute arrives), whatever the
 	// description says: a charge adopted by a lost row's retry names the lost order's id
@@ -202,54 +188,22 @@ func (s *Service) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c provide
 	case !errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("payment of charge key %s: %w", c.Key, err)
 	}
-	orderID, ok := OrderOfDescription(c.Description)
+	orderID, ok := checkout.OrderOfDescription(c.Description)
 	if !ok {
-		return nil
-	}
-	var paid bool
-	if err := tx.GetContext(ctx, &paid, `SELECT EXISTS (SELECT 1 FROM payments WHERE order_id = $1)`, orderID); err != nil {
-		return fmt.Errorf("payment of order %d: %w", orderID, err)
-	}
-	if paid {
-		return nil // another charge's order
-	}
-	var k Key
-	err = tx.GetContext(ctx, &k, `SELECT `+keyColumns+` FROM idempotency_keys WHERE order_id = $1 FOR UPDATE`, orderID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("lock the key of order %d: %w", orderID, err)
-	}
-	pk := providerKey("charge", &k)
-	if pk != c.Key {
 		return nil
 	}
 	ch := psp.Charge{ID: c.ID, Key: c.Key, Amount: c.Amount, Currency: c.Currency, Status: c.Status,
 		DeclineCode: c.DeclineCode, CardBrand: c.CardBrand, CardLast4: c.CardLast4}
-	defer func() {
-		if err == nil {
-			err = s.syncSettled(ctx, tx, orderID, c)
-		}
-	}()
-	switch {
-	case k.State == StateInProgress && (c.Status == psp.StatusSucceeded || c.Status == psp.StatusDeclined):
-		if _, err := s.settleCharge(ctx, tx, &k, ch, pk); err != nil {
-			return fmt.Errorf("settle order %d from the provider's event: %w", orderID, err)
-		}
-	case c.Status == psp.StatusSucceeded:
-		if _, err := tx.ExecContext(ctx, `
-			UPDATE compensations SET next_attempt_at = least(next_attempt_at, $2), charge_id = coalesce(charge_id, $3)
-			 WHERE order_id = $1 AND state IN `+compensationOpenSQL, orderID, s.cfg.Now(), c.ID); err != nil {
-			return fmt.Errorf("compensation of order %d: %w", orderID, err)
-		}
+	ours, err := s.svc.SettleProviderCharge(ctx, tx, orderID, ch)
+	if err != nil || !ours {
+		return err
 	}
-	return nil
+	return s.syncSettled(ctx, tx, orderID, c)
 }
 
 // syncSettled makes a settled order follow what the charge's newest state says happened to
 // it after: refunds and disputes.
-func (s *Service) syncSettled(ctx context.Context, tx *sqlx.Tx, orderID int64, c providerCharge) error {
+func (s *Inbox) syncSettled(ctx context.Context, tx *sqlx.Tx, orderID int64, c providerCharge) error {
 	if err := s.syncRefunds(ctx, tx, orderID, c); err != nil {
 		return err
 	}
@@ -260,12 +214,11 @@ func (s *Service) syncSettled(ctx context.Context, tx *sqlx.Tx, orderID int64, c
 // provider's newest event states it: refunds made at the provider, outside tekrar (its
 // dashboard, a support agent), appear on the order as refunds of their own, once
 // (providerRefundsSQL), also when a refusal of tekrar's own refund recorded them first.
-func (s *Service) syncRefunds(ctx context.Context, tx *sqlx.Tx, orderID int64, c providerCharge) error {
+func (s *Inbox) syncRefunds(ctx context.Context, tx *sqlx.Tx, orderID int64, c providerCharge) error {
 	if c.Status != psp.StatusSucceeded || c.Refunded <= 0 {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, providerRefundsSQL,
-		orderID, c.Refunded, fmt.Sprintf("provider:%s:%d", c.ID, c.Sequence), s.cfg.Now())
+	err := checkout.RecordProviderRefunds(ctx, tx, orderID, c.Refunded, fmt.Sprintf("provider:%s:%d", c.ID, c.Sequence), s.cfg.Now())
 	if err != nil {
 		return fmt.Errorf("refunds of order %d made at the provider: %w", orderID, err)
 	}
@@ -276,7 +229,7 @@ func (s *Service) syncRefunds(ctx context.Context, tx *sqlx.Tx, orderID int64, c
 // say so: disputed while the dispute is open (an operator sees it, nobody refunds it), and,
 // once it is decided, what its refunds make it again. The dispute is keyed by its provider
 // id, so repeated or late events change it only forward (open, then won or lost).
-func (s *Service) syncDispute(ctx context.Context, tx *sqlx.Tx, orderID int64, c providerCharge) error {
+func (s *Inbox) syncDispute(ctx context.Context, tx *sqlx.Tx, orderID int64, c providerCharge) error {
 	d := c.Dispute
 	if d == nil || d.ID == "" || d.Amount <= 0 {
 		return nil
@@ -303,12 +256,12 @@ func (s *Service) syncDispute(ctx context.Context, tx *sqlx.Tx, orderID int64, c
 		                         WHEN refunded_amount >= captured_amount THEN 'refunded'
 		                         WHEN refunded_amount > 0 THEN 'partially_refunded' ELSE 'paid' END,
 		           updated_at = $8
-		     WHERE id = $1 AND status IN `+ChargedStatuses.SQL()+`
+		     WHERE id = $1 AND status IN `+checkout.ChargedStatuses.SQL()+`
 		    RETURNING id, client_id, public_id, status, amount, currency
 		), new_events (client_id, type, order_id, payload, created_at) AS (
 		    -- order.disputed once per dispute: when it is first recorded open. A redelivery,
 		    -- or the dispute's decision, writes none.
-		    SELECT o.client_id, `+outbox.TypeSQL(outbox.OrderDisputed)+`, o.id, `+orderPayloadSQL+` || jsonb_build_object(
+		    SELECT o.client_id, `+outbox.TypeSQL(outbox.OrderDisputed)+`, o.id, `+checkout.OrderPayloadSQL+` || jsonb_build_object(
 		               'dispute', jsonb_build_object('id', d.dispute_id, 'amount', d.amount, 'reason', d.reason, 'status', d.status)), $8
 		      FROM d JOIN o ON o.id = d.order_id
 		     WHERE d.inserted AND d.status = 'open' AND o.status = 'disputed'

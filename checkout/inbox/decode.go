@@ -1,4 +1,4 @@
-package checkout
+package inbox
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ func unstorable(reason, format string, args ...any) error {
 	return &UnstorableEventError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
-// DecodeProviderEvent reads a verified body. Members tekrar does not know are allowed: a
+// Decode reads a verified body. Members tekrar does not know are allowed: a
 // provider adds fields without notice. A body tekrar cannot store (see the Dead* reasons)
 // is an *UnstorableEventError; the event is returned as far as it was read all the same, so
 // that the caller can check its id against the signed one.
@@ -44,7 +44,7 @@ func unstorable(reason, format string, args ...any) error {
 // The body is stored as jsonb, which holds neither a NUL character nor bytes that are not
 // UTF-8 in any member, read by tekrar or not; and encoding/json would silently turn bytes
 // that are not UTF-8 into U+FFFD, so they are looked for before it reads them.
-func DecodeProviderEvent(body []byte) (psp.Event, error) {
+func Decode(body []byte) (psp.Event, error) {
 	if !utf8.Valid(body) {
 		return psp.Event{}, unstorable(DeadNotText, "the body is not UTF-8 (at byte %d)", invalidUTF8At(body))
 	}

@@ -1,4 +1,4 @@
-package checkout
+package inbox
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/lib/pq"
 	"github.com/lib/pq/pqerror"
 
+	tdb "github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/pgtext"
 )
 
@@ -23,8 +24,8 @@ import (
 // any error tekrar cannot class) is not a dead letter: the delivery is answered 5xx and the
 // provider delivers it again.
 
-// InboxDeadLetter is the outcome of a delivery kept as a dead letter.
-const InboxDeadLetter = "dead_letter"
+// OutcomeDeadLetter is the outcome of a delivery kept as a dead letter.
+const OutcomeDeadLetter = "dead_letter"
 
 // ErrDeadLetterNotFound: no dead letter has that id.
 var ErrDeadLetterNotFound = errors.New("no such dead letter")
@@ -37,7 +38,7 @@ const maxDeadDetail = 500
 
 // DeadLetter keeps body, delivered by provider under webhookID and refused by cause (an
 // *UnstorableEventError), as a dead letter; a redelivery of the same body counts on it.
-func (s *Service) DeadLetter(ctx context.Context, provider, webhookID string, body []byte, cause error) error {
+func (s *Inbox) DeadLetter(ctx context.Context, provider, webhookID string, body []byte, cause error) error {
 	reason, detail := DeadNotAnEvent, cause.Error()
 	var u *UnstorableEventError
 	if errors.As(cause, &u) {
@@ -71,8 +72,8 @@ func refusedAsData(err error) (*UnstorableEventError, bool) {
 // stale, ignored, or duplicate when the provider's redelivery got it stored meanwhile). A
 // dead letter tekrar still cannot take is left as it is and its error (an
 // *UnstorableEventError when it is still unstorable) returned.
-func (s *Service) ReplayDeadLetter(ctx context.Context, id int64) (outcome string, err error) {
-	err = inTx(ctx, s.db, fmt.Sprintf("replay dead letter %d", id), func(tx *sqlx.Tx) error {
+func (s *Inbox) ReplayDeadLetter(ctx context.Context, id int64) (outcome string, err error) {
+	err = tdb.InTx(ctx, s.db, fmt.Sprintf("replay dead letter %d", id), func(tx *sqlx.Tx) error {
 		var d struct {
 			Provider  string `db:"provider"`
 			WebhookID string `db:"webhook_id"`
@@ -87,7 +88,7 @@ func (s *Service) ReplayDeadLetter(ctx context.Context, id int64) (outcome strin
 		case d.State != "dead":
 			return ErrDeadLetterReplayed
 		}
-		pe, err := DecodeProviderEvent(d.Body)
+		pe, err := Decode(d.Body)
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package checkout
+package inbox
 
 // The SQL of the inbox's dead letters (provider_dead_letters, migration 39).
 
