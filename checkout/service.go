@@ -126,7 +126,7 @@ func NewService(d *sqlx.DB, provider psp.Provider, cfg Config, logger *slog.Logg
 		provider: provider,
 		cfg:      cfg,
 		logger:   logger,
-		events:   keyed.New(d, logger),
+		events:   keyed.NewHistory(d, logger),
 	}
 }
 

@@ -15,7 +15,8 @@ import (
 	"github.com/tekrar/tekrar/internal/pgtext"
 )
 
-// Event kinds: what a keyed request did with its key, or what the sweeper did to it.
+// Event kinds: what a keyed request did with its key, or what the sweeper did to it. They
+// are the values key_events.kind admits (its CHECK), which the console reads back.
 const (
 	EventCreated        = "created"         // the first arrival claimed the key
 	EventReplayed       = "replayed"        // a repeat got the stored response
@@ -27,14 +28,15 @@ const (
 	EventLateRetry      = "late_retry"      // a repeat after the key expired
 )
 
-// Meta is who sent a request, for its event.
+// Meta is who sent a request, for its event: what an operator needs to find the caller
+// of a replay or a conflict in their own logs.
 type Meta struct {
 	RequestID  string
 	RemoteAddr string
 	UserAgent  string
 }
 
-// Event is one entry of a key's history.
+// Event is one entry of a key's history, a row of key_events.
 type Event struct {
 	At          time.Time
 	ClientID    int64
@@ -68,7 +70,9 @@ const (
 	eventFlushEvery = 100 * time.Millisecond
 )
 
-func New(db *sqlx.DB, logger *slog.Logger) *History {
+// NewHistory starts the history's background writer; Close stops it. One per process: its
+// buffer is what a database outage may cost.
+func NewHistory(db *sqlx.DB, logger *slog.Logger) *History {
 	l := &History{db: db, logger: logger, ch: make(chan Event, eventBuffer),
 		flushes: make(chan chan struct{}), stop: make(chan struct{})}
 	l.done.Add(1)
@@ -76,6 +80,8 @@ func New(db *sqlx.DB, logger *slog.Logger) *History {
 	return l
 }
 
+// Record hands e to the writer and returns at once, even when the buffer is full (then e
+// is dropped and counted): a request never waits for its history.
 func (l *History) Record(e Event) {
 	select {
 	case l.ch <- e:
@@ -86,13 +92,16 @@ func (l *History) Record(e Event) {
 	}
 }
 
-// Flush writes every event recorded before the call.
+// Flush writes every event recorded before the call, for a reader (a test, a page) that
+// must see them now rather than within the writer's tenth of a second.
 func (l *History) Flush() {
 	done := make(chan struct{})
 	l.flushes <- done
 	<-done
 }
 
+// Close writes what is buffered and stops the writer, so that a clean shutdown loses no
+// event.
 func (l *History) Close() {
 	close(l.stop)
 	l.done.Wait()
