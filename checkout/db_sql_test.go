@@ -13,7 +13,7 @@ func TestStatementsBound(t *testing.T) {
 		"completeRefund": completeRefundSQL.text, "refundTombstone": refundTombstoneSQL.text,
 		"claimRefundKey": claimRefundKeySQL.text, "reserveRefund": reserveRefundSQL.text,
 		"createRefund": createRefundSQL.text, "settleCompensation": settleCompensationSQL.text,
-		"oweRefund": oweRefundSQL.text, "insertEvents": insertEventsSQL.text,
+		"oweRefund": oweRefundSQL.text,
 	} {
 		if i := strings.IndexByte(text, ':'); i >= 0 {
 			t.Errorf("%s: a ':' is left at %d:\n%s", name, i, text)

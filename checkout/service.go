@@ -35,6 +35,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -113,7 +114,7 @@ type Service struct {
 	provider psp.Provider
 	cfg      Config
 	logger   *slog.Logger
-	events   *eventLog
+	events   *keyed.History
 }
 
 // NewService returns a service; Close stops its background work.
@@ -125,16 +126,16 @@ func NewService(d *sqlx.DB, provider psp.Provider, cfg Config, logger *slog.Logg
 		provider: provider,
 		cfg:      cfg,
 		logger:   logger,
-		events:   newEventLog(d, logger),
+		events:   keyed.NewHistory(d, logger),
 	}
 }
 
 // Close flushes what the service still holds in memory (key events).
-func (s *Service) Close() { s.events.close() }
+func (s *Service) Close() { s.events.Close() }
 
 // FlushEvents writes every key event recorded so far; events are otherwise written a few
 // times a second.
-func (s *Service) FlushEvents() { s.events.flush() }
+func (s *Service) FlushEvents() { s.events.Flush() }
 
 // Request is the part of a keyed request that the idempotency layer needs.
 type Request struct {
@@ -372,7 +373,7 @@ func (s *Service) recordRun(req Request, k *Key, kind string, res Result, err er
 }
 
 func (s *Service) record(req Request, k *Key, kind string, status int, fp []byte, detail map[string]any) {
-	s.events.record(keyEvent{
+	s.events.Record(keyed.Event{
 		At: s.cfg.Now(), ClientID: req.Client.ID, Key: req.Key, KeyID: k.ID, Kind: kind,
 		Status: status, Meta: req.Meta, Fingerprint: fp, Detail: detail,
 	})

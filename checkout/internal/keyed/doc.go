@@ -6,8 +6,7 @@
 // Its tables are idempotency_keys (a key: its fingerprint, state, lease and stored answer),
 // key_tombstones (what the sweeper leaves of a swept key) and key_events (a key's history).
 // It holds so far the parts of the engine that every door shares as they are; the decision
-// table (checkout's decide), the claim, the lease and the key history still live in
-// checkout.
+// table (checkout's decide), the claim and the lease still live in checkout.
 //
 // Its promises:
 //   - one fingerprint per request (Fingerprint): the method, the path and the canonical
@@ -18,5 +17,7 @@
 //   - a key's completion is fenced (CompletionSQL): only the worker holding the key's lease
 //     token writes it, so a worker that lost its lease writes nothing;
 //   - a swept key stays refused while its tombstone lives (TombstoneSQL): it is read as a
-//     completed key that no claim can take again.
+//     completed key that no claim can take again;
+//   - a key's history (History) never slows a request: events are written in batches off
+//     the request path, and dropped and counted, not waited for, when the database is down.
 package keyed

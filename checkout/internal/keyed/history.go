@@ -1,4 +1,4 @@
-package checkout
+package keyed
 
 import (
 	"context"
@@ -15,7 +15,8 @@ import (
 	"github.com/tekrar/tekrar/internal/pgtext"
 )
 
-// Event kinds: what a keyed request did with its key, or what the sweeper did to it.
+// Event kinds: what a keyed request did with its key, or what the sweeper did to it. They
+// are the values key_events.kind admits (its CHECK), which the console reads back.
 const (
 	EventCreated        = "created"         // the first arrival claimed the key
 	EventReplayed       = "replayed"        // a repeat got the stored response
@@ -27,15 +28,16 @@ const (
 	EventLateRetry      = "late_retry"      // a repeat after the key expired
 )
 
-// Meta is who sent a request, for its event.
+// Meta is who sent a request, for its event: what an operator needs to find the caller
+// of a replay or a conflict in their own logs.
 type Meta struct {
 	RequestID  string
 	RemoteAddr string
 	UserAgent  string
 }
 
-// Event is one entry of a key's history.
-type keyEvent struct {
+// Event is one entry of a key's history, a row of key_events.
+type Event struct {
 	At          time.Time
 	ClientID    int64
 	Key         string
@@ -47,15 +49,15 @@ type keyEvent struct {
 	Detail      map[string]any
 }
 
-// eventLog writes events without putting a write on the request path: a request hands its
+// History writes events without putting a write on the request path: a request hands its
 // event over and goes on; a background writer inserts them in batches, in transactions that
 // do not wait for a synchronous commit. A crash loses at most the last fraction of a second
 // of events, never a key, an order or a response. If the database stays unreachable the
 // buffer fills and further events are dropped (and counted) rather than slowing requests.
-type eventLog struct {
+type History struct {
 	db      *sqlx.DB
 	logger  *slog.Logger
-	ch      chan keyEvent
+	ch      chan Event
 	dropped atomic.Int64
 	flushes chan chan struct{}
 	stop    chan struct{}
@@ -68,15 +70,19 @@ const (
 	eventFlushEvery = 100 * time.Millisecond
 )
 
-func newEventLog(db *sqlx.DB, logger *slog.Logger) *eventLog {
-	l := &eventLog{db: db, logger: logger, ch: make(chan keyEvent, eventBuffer),
+// NewHistory starts the history's background writer; Close stops it. One per process: its
+// buffer is what a database outage may cost.
+func NewHistory(db *sqlx.DB, logger *slog.Logger) *History {
+	l := &History{db: db, logger: logger, ch: make(chan Event, eventBuffer),
 		flushes: make(chan chan struct{}), stop: make(chan struct{})}
 	l.done.Add(1)
 	go l.loop()
 	return l
 }
 
-func (l *eventLog) record(e keyEvent) {
+// Record hands e to the writer and returns at once, even when the buffer is full (then e
+// is dropped and counted): a request never waits for its history.
+func (l *History) Record(e Event) {
 	select {
 	case l.ch <- e:
 	default:
@@ -86,23 +92,26 @@ func (l *eventLog) record(e keyEvent) {
 	}
 }
 
-// flush writes every event recorded before the call.
-func (l *eventLog) flush() {
+// Flush writes every event recorded before the call, for a reader (a test, a page) that
+// must see them now rather than within the writer's tenth of a second.
+func (l *History) Flush() {
 	done := make(chan struct{})
 	l.flushes <- done
 	<-done
 }
 
-func (l *eventLog) close() {
+// Close writes what is buffered and stops the writer, so that a clean shutdown loses no
+// event.
+func (l *History) Close() {
 	close(l.stop)
 	l.done.Wait()
 }
 
-func (l *eventLog) loop() {
+func (l *History) loop() {
 	defer l.done.Done()
 	t := time.NewTicker(eventFlushEvery)
 	defer t.Stop()
-	batch := make([]keyEvent, 0, eventBatch)
+	batch := make([]Event, 0, eventBatch)
 	flush := func() {
 		if len(batch) > 0 {
 			l.write(batch)
@@ -129,7 +138,7 @@ func (l *eventLog) loop() {
 }
 
 // drain takes everything buffered and writes it.
-func (l *eventLog) drain(batch *[]keyEvent, flush func()) {
+func (l *History) drain(batch *[]Event, flush func()) {
 	for {
 		select {
 		case e := <-l.ch:
@@ -148,7 +157,7 @@ func (l *eventLog) drain(batch *[]keyEvent, flush func()) {
 // giving the batch up. If Postgres refuses a row instead, the events are written one by
 // one, so that one bad event costs only itself and not the history of up to a batch of
 // other requests.
-func (l *eventLog) write(batch []keyEvent) {
+func (l *History) write(batch []Event) {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		if err = insertEvents(l.db, batch); err == nil {
@@ -164,7 +173,7 @@ func (l *eventLog) write(batch []keyEvent) {
 	l.logger.Warn("key events not written", "err", err, "events", len(batch))
 }
 
-func (l *eventLog) writeEach(batch []keyEvent) {
+func (l *History) writeEach(batch []Event) {
 	var lost int64
 	var last error
 	for i := range batch {
@@ -194,7 +203,7 @@ type eventColumns struct {
 	Detail      any `db:"detail"`
 }
 
-var insertEventsSQL = named[eventColumns](`
+var insertEventsSQL = tdb.Named[eventColumns](`
 	INSERT INTO key_events (at, client_id, key, key_id, kind, status, request_id, remote_addr,
 	                        user_agent, fingerprint, detail)
 	SELECT * FROM unnest(CAST(:at AS timestamptz[]), CAST(:client_id AS bigint[]), CAST(:key AS text[]),
@@ -202,7 +211,7 @@ var insertEventsSQL = named[eventColumns](`
 	                     CAST(:request_id AS text[]), CAST(:remote_addr AS text[]), CAST(:user_agent AS text[]),
 	                     CAST(:fingerprint AS bytea[]), CAST(:detail AS jsonb[]))`)
 
-func insertEvents(db *sqlx.DB, batch []keyEvent) error {
+func insertEvents(db *sqlx.DB, batch []Event) error {
 	n := len(batch)
 	at := make([]string, n)
 	client := make([]int64, n)
@@ -234,11 +243,11 @@ func insertEvents(db *sqlx.DB, batch []keyEvent) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return inTx(ctx, db, "record key events", func(tx *sqlx.Tx) error {
+	return tdb.InTx(ctx, db, "record key events", func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
 			return err
 		}
-		_, err := insertEventsSQL.exec(ctx, tx, eventColumns{
+		_, err := insertEventsSQL.Exec(ctx, tx, eventColumns{
 			At: pq.Array(at), ClientID: pq.Array(client), Key: pq.Array(key), KeyID: pq.GenericArray{A: keyID},
 			Kind: pq.Array(kind), Status: pq.GenericArray{A: status}, RequestID: pq.GenericArray{A: reqID},
 			RemoteAddr: pq.GenericArray{A: addr}, UserAgent: pq.GenericArray{A: ua},
