@@ -111,16 +111,17 @@ func (r Result) String() string {
 		r.Charged, r.Retry, r.Attention, r.Unknown, r.Fenced)
 }
 
-// Run charges every installment due at now: those whose due date (or
-// retry day) has started in their client's time zone. It is the job a scheduler runs (every
-// few minutes; a run finds nothing to do in most) and `tekrar installments run` runs by hand.
+// Run charges every installment due at now: those whose due date (or retry day) has started
+// in their client's time zone. It is the job a scheduler runs (every few minutes; a run finds
+// nothing to do in most) and `tekrar installments run` runs by hand.
 //
 // Any number of runs may go at once, on any number of processes, and a run may die at any
 // point: each installment is taken by one run at a time (FOR UPDATE SKIP LOCKED, then a
-// lease), every attempt is charged under its derived provider key (checkout.InstallmentKey), and an
-// attempt taken over after a crash is looked up at the provider before it is charged. The
-// outcome is recorded fenced by the lease token, with its outbox event in the same statement. An installment whose provider answer never
-// came keeps its lease until it lapses, so a run does not take it twice.
+// lease), every attempt is charged under its derived provider key (checkout.InstallmentKey),
+// and an attempt taken over after a crash is looked up at the provider before it is charged.
+// The outcome is recorded fenced by the lease token, with its outbox event in the same
+// statement. An installment whose provider answer never came keeps its lease until it
+// lapses, so a run does not take it twice.
 func (s *Charger) Run(ctx context.Context, now time.Time) (Result, error) {
 	res, err := s.run(ctx, now)
 	if s.cfg.Observe != nil {
