@@ -92,7 +92,7 @@ func TestInstallmentOrderVerdict(t *testing.T) {
 	e := apptest.New(t)
 	b := actSignIn(t, e, "admin@example.com", admin.RoleAdmin)
 	id := planOrder(t, e, "k-sofa", "cus_sofa", 450000, 3)
-	if _, err := e.App.Service.ChargeDueInstallments(context.Background(), e.Clock.Now().AddDate(0, 1, 1)); err != nil {
+	if _, err := e.App.Installments.Run(context.Background(), e.Clock.Now().AddDate(0, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	var charges []string

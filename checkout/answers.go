@@ -140,3 +140,8 @@ func answerOf(op string, err error) providerAnswer {
 // charge under the key yet (the lookup_charge table's none_yet row), for a caller outside
 // the package that looks a charge up (reconciliation).
 func NoChargeYet(err error) bool { return answerOf(opLookupCharge, err).Verdict == verdictNone }
+
+// ChargeOutcomeUnknown reports whether err, the answer of a charge, leaves its outcome
+// unknown (the charge table's unknown row): the same key is looked up before it is charged
+// again. For a caller outside the package that charges (the installment runs).
+func ChargeOutcomeUnknown(err error) bool { return answerOf(opCharge, err).Verdict == verdictUnknown }

@@ -18,12 +18,12 @@ import (
 // An order may be paid in 2 to 12 installments on a card the customer saved at the provider.
 // Its amount is the total; the installments split it in integer minor units, the remainder
 // of the division on the first. The first is charged with the order, under the order's own
-// provider key; each later one on its due date by ChargeDueInstallments, the job a scheduler
+// provider key; each later one on its due date by package installments, the job a scheduler
 // runs.
 //
 // An installment is one row of installments, keyed by (order_id, n). Each attempt to charge
 // it has a number, and its provider key is derived from the order's intent (or, for an order
-// claimed before there was one, the order), n and that number (installmentKey): whoever charges attempt a of installment n — two replicas at once, a
+// claimed before there was one, the order), n and that number (InstallmentKey): whoever charges attempt a of installment n — two replicas at once, a
 // rerun after a kill, a process that froze and woke — asks the provider under the same key,
 // and the provider charges at most once per key. The row is claimed with a lease (FOR UPDATE
 // SKIP LOCKED, then a lease token) and the outcome is recorded fenced by that token, so a
@@ -34,10 +34,6 @@ const (
 	MinInstallments = 2
 	MaxInstallments = 12
 )
-
-// installmentRetryDays are the days after its due date on which a declined installment is
-// tried again, in the client's time zone; after the last one an operator decides.
-var installmentRetryDays = []int{1, 3, 7}
 
 // splitAmount divides total into count installments of whole minor units: each total/count,
 // the remainder of the division added to the first (1000 in 3: 334, 333, 333).
@@ -72,22 +68,7 @@ func planInstallments(total int64, count int, created time.Time, loc *time.Locat
 	return out
 }
 
-// nextInstallmentAttempt is when attempt attempts+1 of an installment due on dueOn is made,
-// after attempts declined: on the retry days after the due date, but never before the day
-// after now (a job that ran late does not spend every retry in one run). ok is false when
-// the retries are spent.
-func nextInstallmentAttempt(dueOn Day, attempts int, now time.Time, loc *time.Location) (time.Time, bool) {
-	if attempts < 1 || attempts > len(installmentRetryDays) {
-		return time.Time{}, false
-	}
-	next := dueOn.AddDays(installmentRetryDays[attempts-1]).Start(loc)
-	if tomorrow := DayOf(now, loc).Next().Start(loc); next.Before(tomorrow) {
-		next = tomorrow
-	}
-	return next, true
-}
-
-// installmentKey is the provider key of attempt a of installment n of an order: stable for
+// InstallmentKey is the provider key of attempt a of installment n of an order: stable for
 // the three (a rerun, a second replica, a woken process all send the same), and never the
 // same for two attempts, since a declined charge is final under its key. An order claimed
 // with an intent (orders.intent, its key row's) derives it from that intent, as providerKey
@@ -96,7 +77,7 @@ func nextInstallmentAttempt(dueOn Day, attempts int, now time.Time, loc *time.Lo
 // the charges already made. An order claimed before keeps the old derivation, from its id
 // and creation time (so that an order id reused after a database restore cannot meet an old
 // charge).
-func installmentKey(orderID int64, orderCreated time.Time, intent []byte, n, attempt int) string {
+func InstallmentKey(orderID int64, orderCreated time.Time, intent []byte, n, attempt int) string {
 	h := sha256.New()
 	if intent != nil {
 		fmt.Fprintf(h, "installment\x00intent\x00%x\x00%d\x00%d", intent, n, attempt)
@@ -106,10 +87,10 @@ func installmentKey(orderID int64, orderCreated time.Time, intent []byte, n, att
 	return "tekrar_in_" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// installmentDescription names the order and the installment a charge is for. It does not
+// InstallmentDescription names the order and the installment a charge is for. It does not
 // read as chargeDescription ("order 12"), so provider events about it do not settle the
 // order; reconciliation knows it by its key.
-func installmentDescription(orderID int64, n int) string {
+func InstallmentDescription(orderID int64, n int) string {
 	return fmt.Sprintf("order %d installment %d", orderID, n)
 }
 

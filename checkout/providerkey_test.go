@@ -56,22 +56,22 @@ func TestProviderKeysDeriveFromTheIntent(t *testing.T) {
 	if got := providerKey("charge", old); got != "tekrar_ch_8d6efea5fc371c4fd22428adbd3a8288" {
 		t.Errorf("the old derivation changed: %s", got)
 	}
-	if got := installmentKey(41, t0, nil, 2, 1); got != "tekrar_in_646ca97d925e5a8865da10ca641280f3" {
+	if got := InstallmentKey(41, t0, nil, 2, 1); got != "tekrar_in_646ca97d925e5a8865da10ca641280f3" {
 		t.Errorf("the old installment derivation changed: %s", got)
 	}
 
 	// Installments: the order's intent, n and the attempt; nothing of the order's row.
-	in := installmentKey(41, t0, first.Intent, 2, 1)
+	in := InstallmentKey(41, t0, first.Intent, 2, 1)
 	for _, tc := range []struct {
 		name string
 		key  string
 		same bool
 	}{
-		{"the order lost and claimed again", installmentKey(977, t0.Add(time.Hour), first.Intent, 2, 1), true},
-		{"another installment", installmentKey(41, t0, first.Intent, 3, 1), false},
-		{"another attempt", installmentKey(41, t0, first.Intent, 2, 2), false},
-		{"another intent", installmentKey(41, t0, claimed(7, 1, "k-2", scope, t0).Intent, 2, 1), false},
-		{"an order claimed before: its id", installmentKey(41, t0, nil, 2, 1), false},
+		{"the order lost and claimed again", InstallmentKey(977, t0.Add(time.Hour), first.Intent, 2, 1), true},
+		{"another installment", InstallmentKey(41, t0, first.Intent, 3, 1), false},
+		{"another attempt", InstallmentKey(41, t0, first.Intent, 2, 2), false},
+		{"another intent", InstallmentKey(41, t0, claimed(7, 1, "k-2", scope, t0).Intent, 2, 1), false},
+		{"an order claimed before: its id", InstallmentKey(41, t0, nil, 2, 1), false},
 	} {
 		if (tc.key == in) != tc.same {
 			t.Errorf("installment key, %s: %s, first %s; want same %v", tc.name, tc.key, in, tc.same)

@@ -59,9 +59,6 @@ type Config struct {
 	// Crash, if set, is called at each crash point (the Crash* constants) so that the crash
 	// harness can kill the process exactly there. Nil in production.
 	Crash func(point string)
-	// ObserveInstallments, when not nil, is told what every run of ChargeDueInstallments
-	// did, also a run that stopped on an error (metrics).
-	ObserveInstallments func(InstallmentRunResult, error)
 	// ObserveSales, when not nil, is told the outcomes of every batch of a register's sales
 	// that SellBatch answered, and the client it came from (metrics).
 	ObserveSales func(client int64, out []SaleOutcome)
@@ -77,6 +74,12 @@ const (
 	// CrashReconcileAfterOrphan: reconciliation committed the compensation of an orphan
 	// charge; the rest of the window is not walked and nothing is refunded yet.
 	CrashReconcileAfterOrphan = "reconcile_after_orphan"
+	// CrashInstallmentAfterClaim: an installment's attempt is claimed and leased (package
+	// installments); the provider was not called.
+	CrashInstallmentAfterClaim = "installment_after_claim"
+	// CrashInstallmentAfterProvider: the provider answered an installment's attempt; nothing
+	// of it is stored.
+	CrashInstallmentAfterProvider = "installment_after_provider"
 	// CrashCompensationAfterRefund: the provider made a compensation's refund; tekrar has
 	// not recorded it.
 	CrashCompensationAfterRefund = "compensation_after_refund"

@@ -44,7 +44,7 @@ func TestOrderInInstallments(t *testing.T) {
 	if got := fmt.Sprint(created.Installments); created.Status != "paid" || got != "[{1 334 paid} {2 333 scheduled} {3 333 scheduled}]" {
 		t.Errorf("201: %s %s", created.Status, got)
 	}
-	if _, err := e.App.Service.ChargeDueInstallments(ctx, e.Clock.Now().AddDate(0, 1, 1)); err != nil {
+	if _, err := e.App.Installments.Run(ctx, e.Clock.Now().AddDate(0, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	g := e.Do(t, "GET", "/v1/orders/"+created.ID, e.Secret, nil)

@@ -139,7 +139,7 @@ func TestSavedCardsAreTheirClients(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := postOrder(t, e.Env, e.Secret, "k-a-"+tc.name, savedCardOrder("cus_1", e.cardB.ID, 900, tc.installments))
 			sameProblem(t, problemOf(t, r, 402, "payment_declined"), copyOf(unknown))
-			if _, err := e.App.Service.ChargeDueInstallments(context.Background(), e.Clock.Now().AddDate(0, 3, 1)); err != nil {
+			if _, err := e.App.Installments.Run(context.Background(), e.Clock.Now().AddDate(0, 3, 1)); err != nil {
 				t.Fatal(err)
 			}
 			if after := e.snapshot(t); after != before {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/installments"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/dbtest"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -43,7 +44,7 @@ type actionEnv struct {
 	client  clients.Client
 	now     time.Time
 	mu      sync.Mutex
-	lastRun checkout.InstallmentRunResult // what the last installment run did
+	charger *installments.Charger // the installment runs, on the env's clock and provider
 }
 
 func newActionEnv(t *testing.T) *actionEnv {
@@ -51,10 +52,9 @@ func newActionEnv(t *testing.T) *actionEnv {
 	db := dbtest.New(t)
 	e := &actionEnv{t: t, db: db, now: time.Now().UTC().Truncate(time.Microsecond)}
 	e.sandbox = psp.NewSandbox(db, psp.SandboxOptions{})
-	e.s = checkout.NewService(db, e.sandbox, checkout.Config{
-		Now:                 func() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now },
-		ObserveInstallments: func(r checkout.InstallmentRunResult, _ error) { e.lastRun = r },
-	}, slog.New(slog.DiscardHandler))
+	now := func() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
+	e.s = checkout.NewService(db, e.sandbox, checkout.Config{Now: now}, slog.New(slog.DiscardHandler))
+	e.charger = installments.New(db, e.sandbox, installments.Config{Now: now}, nil)
 	t.Cleanup(e.s.Close)
 	var err error
 	if e.client, err = clients.Create(context.Background(), db, "shop", clients.NewSecret()); err != nil {
@@ -161,12 +161,13 @@ func (e *installmentEnv) plan(key string, amount int64, count int) (string, int6
 }
 
 // run runs the installment job at the instant at and returns what it did.
-func (e *installmentEnv) run(at string) checkout.InstallmentRunResult {
+func (e *installmentEnv) run(at string) installments.Result {
 	e.t.Helper()
-	if _, err := e.s.ChargeDueInstallments(context.Background(), utc(at)); err != nil {
+	res, err := e.charger.Run(context.Background(), utc(at))
+	if err != nil {
 		e.t.Fatalf("installments at %s: %v", at, err)
 	}
-	return e.lastRun
+	return res
 }
 
 // chargeDescription is the description checkout gives an order's charges at the provider

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/installments"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/app"
 	"github.com/tekrar/tekrar/internal/config"
@@ -16,7 +16,7 @@ import (
 
 // installmentsRunCmd charges the installments due now (or --at) once, as the scheduler's
 // job does. It takes no lock: two runs at once, or a run after one killed half way, charge
-// each installment once (see checkout/installments_run.go).
+// each installment once (see package checkout/installments).
 func installmentsRunCmd(e env) *cobra.Command {
 	var cfg config.Server
 	var at string
@@ -47,17 +47,11 @@ func runInstallments(ctx context.Context, e env, cfg config.Server, atText strin
 	} else {
 		provider = psp.NewSandbox(pool, psp.SandboxOptions{Now: clock})
 	}
-	svc := checkout.NewService(pool, provider, checkout.Config{
-		Lease:           cfg.Lease,
-		ProviderTimeout: cfg.ProviderTimeout,
-		Crash:           app.CrashHook(cfg, logger),
-		Now:             clock,
-	}, logger)
-	defer svc.Close()
-	summary, err := svc.ChargeDueInstallments(ctx, at)
+	charger := installments.New(pool, provider, app.InstallmentsConfig(cfg, clock, app.CrashHook(cfg, logger)), logger)
+	res, err := charger.Run(ctx, at)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "installments due at %s: %s\n", at.UTC().Format(time.RFC3339), summary)
+	fmt.Fprintf(e.stdout, "installments due at %s: %s\n", at.UTC().Format(time.RFC3339), res)
 	return nil
 }

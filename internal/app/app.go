@@ -27,6 +27,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/hooks"
 	"github.com/tekrar/tekrar/checkout/inbox"
+	"github.com/tekrar/tekrar/checkout/installments"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/reconcile"
 	"github.com/tekrar/tekrar/checkout/settlement"
@@ -51,6 +52,8 @@ type App struct {
 	// Scheduler runs the deployment's periodic tasks (the sweeper, reconciliation,
 	// installments, settlement) on River.
 	Scheduler *schedule.Scheduler
+	// Installments charges the installments that fall due; the scheduler runs its Run.
+	Installments *installments.Charger
 	// Settler writes the nightly settlements; the scheduler runs its SettleDue.
 	Settler *settlement.Settler
 	// River works the outbox's jobs; Run starts and stops it.
@@ -117,8 +120,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		Now:             o.now,
 		Crash:           o.crash,
 
-		ObserveInstallments: m.Installments,
-		ObserveSales:        m.Sales,
+		ObserveSales: m.Sales,
 	}, logger)
 	in := inbox.New(db, svc, inbox.Config{Now: o.now, Crash: o.crash}, logger)
 	sealer, err := hooks.NewSealer(cfg.SecretsKey)
@@ -160,10 +162,13 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	sweepCfg := SweepConfig(cfg, o.now)
 	sweepCfg.Observe = m.Sweep
 	sw := sweeper.New(db, sweepCfg, logger)
+	instCfg := InstallmentsConfig(cfg, o.now, o.crash)
+	instCfg.Observe = m.Installments
+	charger := installments.New(db, provider, instCfg, logger)
 	settler := settlement.New(db, settlement.Config{Now: o.now, Observe: m.Settlement}, logger)
 	// The reconciler of serve's schedule: its runs are recorded as scheduled.
 	reconciler := reconcile.New(db, provider, svc, ReconcileConfig(cfg, o.now, o.crash, true), logger)
-	sched, err := newScheduler(cfg, db.DB, svc, sw, settler, reconciler, o.now, logger, m.ScheduledRun)
+	sched, err := newScheduler(cfg, db.DB, charger, sw, settler, reconciler, o.now, logger, m.ScheduledRun)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +191,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		return nil, err
 	}
 	return &App{Handler: server.HeadAsGet(e), Service: svc, Inbox: in, Sweeper: sw, Completer: completer,
-		Scheduler: sched, Settler: settler, River: rc, Metrics: m, engine: e, logger: logger}, nil
+		Scheduler: sched, Installments: charger, Settler: settler, River: rc, Metrics: m, engine: e, logger: logger}, nil
 }
 
 // readyTimeout is how long /readyz waits for the database.
@@ -285,6 +290,18 @@ func ReconcileConfig(cfg config.Server, now func() time.Time, crash func(point s
 		Scheduled:       scheduled,
 		ProviderTimeout: cfg.ProviderTimeout,
 		ProviderHorizon: cfg.ProviderHorizon,
+		Crash:           crash,
+		Now:             now,
+	}
+}
+
+// InstallmentsConfig is the installment runs' Config from the server's settings (the same
+// lease and provider timeout as checkout's keys); crash is the process's crash hook
+// (CrashHook).
+func InstallmentsConfig(cfg config.Server, now func() time.Time, crash func(point string)) installments.Config {
+	return installments.Config{
+		Lease:           cfg.Lease,
+		ProviderTimeout: cfg.ProviderTimeout,
 		Crash:           crash,
 		Now:             now,
 	}

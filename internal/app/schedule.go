@@ -8,7 +8,7 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/installments"
 	"github.com/tekrar/tekrar/checkout/reconcile"
 	"github.com/tekrar/tekrar/checkout/settlement"
 	"github.com/tekrar/tekrar/checkout/sweeper"
@@ -18,11 +18,14 @@ import (
 
 // tasks lists what the deployment does on a schedule, one process per tick
 // (docs/scheduled.md). A part of tekrar with periodic work adds its schedule.Task here.
-func tasks(cfg config.Server, svc *checkout.Service, sw *sweeper.Sweeper, settler *settlement.Settler, rc *reconcile.Reconciler) []schedule.Task {
+func tasks(cfg config.Server, charger *installments.Charger, sw *sweeper.Sweeper, settler *settlement.Settler, rc *reconcile.Reconciler) []schedule.Task {
 	ts := []schedule.Task{SweepTask(cfg, sw),
 		// Installments fall due when a day begins in their client's zone; a pass with nothing
 		// due is one indexed query (docs/installments.md).
-		{Name: "installments", Every: InstallmentsEvery, Run: svc.ChargeDueInstallments},
+		{Name: "installments", Every: InstallmentsEvery, Run: func(ctx context.Context, now time.Time) (string, error) {
+			res, err := charger.Run(ctx, now)
+			return res.String(), err
+		}},
 		// A business day is settled once it has ended in its client's zone, and a grace after
 		// (docs/settlement.md).
 		{Name: "settle", Every: SettleEvery, Run: settler.SettleDue},
@@ -66,10 +69,10 @@ func scheduleConsumer(s *schedule.Scheduler) Consumer {
 
 // newScheduler builds the process's scheduler over the deployment's tasks; observe is told
 // of every run it finishes (metrics).
-func newScheduler(cfg config.Server, db *sql.DB, svc *checkout.Service, sw *sweeper.Sweeper, settler *settlement.Settler, rc *reconcile.Reconciler,
+func newScheduler(cfg config.Server, db *sql.DB, charger *installments.Charger, sw *sweeper.Sweeper, settler *settlement.Settler, rc *reconcile.Reconciler,
 	now func() time.Time, logger *slog.Logger, observe func(schedule.Run, time.Duration)) (*schedule.Scheduler, error) {
 	return schedule.New(db, schedule.Config{Now: now, Logger: logger.With("component", "schedule"), Observe: observe},
-		tasks(cfg, svc, sw, settler, rc)...)
+		tasks(cfg, charger, sw, settler, rc)...)
 }
 
 // taskNames are the names of s's tasks.

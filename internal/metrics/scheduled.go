@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/installments"
 	"github.com/tekrar/tekrar/checkout/settlement"
 	"github.com/tekrar/tekrar/internal/schedule"
 )
@@ -95,9 +95,9 @@ func (m *Metrics) ScheduledRun(r schedule.Run, took time.Duration) {
 	}
 }
 
-// Installments counts what one installment run did (checkout.Config.ObserveInstallments);
-// a run that stopped on an error still did what it counted.
-func (m *Metrics) Installments(res checkout.InstallmentRunResult, _ error) {
+// Installments counts what one installment run did (installments.Config.Observe); a run
+// that stopped on an error still did what it counted.
+func (m *Metrics) Installments(res installments.Result, _ error) {
 	for r, n := range map[string]int{"charged": res.Charged, "retry": res.Retry, "attention": res.Attention,
 		"unknown": res.Unknown, "fenced": res.Fenced} {
 		m.sched.installments.WithLabelValues(r).Add(float64(n))

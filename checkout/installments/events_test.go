@@ -1,4 +1,4 @@
-package checkout
+package installments
 
 import (
 	"context"
@@ -67,15 +67,15 @@ func TestInstallmentOutcomesWriteTheirEvents(t *testing.T) {
 		{"last retry, declined: for an operator", run("2027-02-26T21:00:00Z"), map[string]int64{outbox.InstallmentNeedsAttention: 1}},
 		{"nothing due", run("2027-03-10T00:00:00Z"), nil},
 		{"A's third refused by the provider", func() {
-			c, err := e.s.claimInstallment(ctx, utc("2027-03-14T21:00:00Z"))
+			c, err := e.c.claimInstallment(ctx, utc("2027-03-14T21:00:00Z"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if _, err := e.sandbox.CancelCharge(ctx, c.Key); err != nil {
 				t.Fatal(err)
 			}
-			var res InstallmentRunResult
-			if err := e.s.chargeInstallment(ctx, c, utc("2027-03-14T21:00:00Z"), &res); err != nil || res.Attention != 1 {
+			var res Result
+			if err := e.c.chargeInstallment(ctx, c, utc("2027-03-14T21:00:00Z"), &res); err != nil || res.Attention != 1 {
 				t.Fatalf("refused charge: %+v %v", res, err)
 			}
 		}, map[string]int64{outbox.InstallmentNeedsAttention: 1}},
@@ -137,7 +137,7 @@ func TestAFencedInstallmentOutcomeWritesNoEvent(t *testing.T) {
 				t.Fatal(err)
 			}
 			at := utc("2027-02-15T00:00:00Z")
-			frozen, err := e.s.claimInstallment(ctx, at)
+			frozen, err := e.c.claimInstallment(ctx, at)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -146,23 +146,23 @@ func TestAFencedInstallmentOutcomeWritesNoEvent(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			e.advance(e.s.cfg.Lease + time.Second)
-			taker, err := e.s.claimInstallment(ctx, at)
+			e.advance(e.c.cfg.Lease + time.Second)
+			taker, err := e.c.claimInstallment(ctx, at)
 			if err != nil {
 				t.Fatalf("take over after the lease: %v", err)
 			}
 			before := e.eventCounts()
-			var res InstallmentRunResult
-			if err := e.s.chargeInstallment(ctx, frozen, at, &res); err != nil {
+			var res Result
+			if err := e.c.chargeInstallment(ctx, frozen, at, &res); err != nil {
 				t.Fatal(err)
 			}
-			if res != (InstallmentRunResult{Fenced: 1}) {
+			if res != (Result{Fenced: 1}) {
 				t.Errorf("the woken run recorded %+v, want only fenced", res)
 			}
 			if got := e.eventCounts(); !maps.Equal(got, before) {
 				t.Errorf("the fenced run wrote events: %v, before %v", got, before)
 			}
-			if err := e.s.chargeInstallment(ctx, taker, at, &res); err != nil {
+			if err := e.c.chargeInstallment(ctx, taker, at, &res); err != nil {
 				t.Fatal(err)
 			}
 			want := maps.Clone(before)
@@ -187,7 +187,7 @@ func TestAnInstallmentEventThatCannotBeWrittenUndoesItsOutcome(t *testing.T) {
 	e := newInstallmentEnv(t, "UTC", utc("2027-01-15T09:00:00Z"))
 	_, id := e.plan("k-nowrite", 600, 2)
 	e.failWrites("outbox_events")
-	if _, err := e.s.chargeDueInstallments(context.Background(), utc("2027-02-15T00:00:00Z")); err == nil {
+	if _, err := e.c.run(context.Background(), utc("2027-02-15T00:00:00Z")); err == nil {
 		t.Fatal("the run recorded its charge without its event")
 	}
 	e.allowWrites("outbox_events")
@@ -197,7 +197,7 @@ func TestAnInstallmentEventThatCannotBeWrittenUndoesItsOutcome(t *testing.T) {
 	if got := e.count(`SELECT captured_amount FROM orders WHERE id = $1`, id); got != 300 {
 		t.Errorf("captured %d, want only the first installment's 300", got)
 	}
-	e.advance(e.s.cfg.Lease + time.Second)
+	e.advance(e.c.cfg.Lease + time.Second)
 	if res := e.run("2027-02-15T00:00:00Z"); res.Charged != 1 {
 		t.Errorf("the rerun: %+v, want the charge recorded", res)
 	}
