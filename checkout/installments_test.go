@@ -313,7 +313,7 @@ func TestInstallmentJobOnManyReplicasAtOnce(t *testing.T) {
 	}
 	replicas := make([]*Service, 4)
 	for i := range replicas {
-		replicas[i] = NewService(e.db, e.p, Config{Now: e.s.cfg.Now}, slog.New(slog.DiscardHandler))
+		replicas[i] = NewService(e.db, e.p, Config{Routes: testRoutes, Now: e.s.cfg.Now}, slog.New(slog.DiscardHandler))
 		t.Cleanup(replicas[i].Close)
 	}
 	var wg sync.WaitGroup

@@ -15,6 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/api"
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/dbtest"
@@ -52,6 +53,7 @@ func newActionEnv(t *testing.T) *actionEnv {
 	e := &actionEnv{t: t, db: db, now: time.Now().UTC().Truncate(time.Microsecond)}
 	e.sandbox = psp.NewSandbox(db, psp.SandboxOptions{})
 	e.s = checkout.NewService(db, e.sandbox, checkout.Config{
+		Routes:              api.Routes,
 		Now:                 func() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now },
 		ObserveInstallments: func(r checkout.InstallmentRunResult, _ error) { e.lastRun = r },
 	}, slog.New(slog.DiscardHandler))

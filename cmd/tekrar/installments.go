@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/api"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/app"
 	"github.com/tekrar/tekrar/internal/config"
@@ -48,6 +49,7 @@ func runInstallments(ctx context.Context, e env, cfg config.Server, atText strin
 		provider = psp.NewSandbox(pool, psp.SandboxOptions{Now: clock})
 	}
 	svc := checkout.NewService(pool, provider, checkout.Config{
+		Routes:          api.Routes,
 		Lease:           cfg.Lease,
 		ProviderTimeout: cfg.ProviderTimeout,
 		Crash:           app.CrashHook(cfg, logger),
