@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/tekrar/tekrar/checkout"
 )
@@ -28,5 +29,5 @@ var FingerprintSpecs = []checkout.FingerprintSpec{
 var Routes = checkout.Routes{
 	Order:      FingerprintSpecs[0],
 	Refund:     FingerprintSpecs[1],
-	RefundPath: func(orderID string) string { return "/v1/orders/" + orderID + "/refunds" },
+	RefundPath: func(orderID string) string { return strings.Replace(refundsRoute, "{id}", orderID, 1) },
 }
