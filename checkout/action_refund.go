@@ -137,8 +137,8 @@ func (s *Service) RefundAsOperator(ctx context.Context, in OperatorRefund) (Oper
 	req := Request{
 		Client: client,
 		Key:    OperatorRefundKeyPrefix + in.Nonce,
-		Method: http.MethodPost,
-		Path:   "/v1/orders/" + in.OrderID + "/refunds",
+		Method: s.cfg.Routes.Refund.Method,
+		Path:   s.cfg.Routes.RefundPath(in.OrderID),
 		Body:   body,
 		// A double click sends the form twice at once: the second waits for the first's
 		// answer and replays it, rather than being told the key is in use.

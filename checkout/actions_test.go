@@ -46,7 +46,7 @@ func newActionEnv(t *testing.T) *actionEnv {
 	// Microseconds, as Postgres keeps them: a frozen clock must compare equal to itself stored.
 	e := &actionEnv{t: t, db: db, now: time.Now().UTC().Truncate(time.Microsecond)}
 	e.p = &switchedProvider{&psptest.Switched{Provider: psp.NewSandbox(db, psp.SandboxOptions{})}}
-	e.s = NewService(db, e.p, Config{Now: func() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }}, slog.New(slog.DiscardHandler))
+	e.s = NewService(db, e.p, Config{Routes: testRoutes, Now: func() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }}, slog.New(slog.DiscardHandler))
 	t.Cleanup(e.s.Close)
 	var err error
 	if e.client, err = clients.Create(context.Background(), db, "shop", clients.NewSecret()); err != nil {

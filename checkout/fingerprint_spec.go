@@ -22,7 +22,9 @@ import (
 // or excludes members adds a scope fingerprint, consulted only when the exact one differs
 // (see sameScope).
 type FingerprintSpec struct {
-	Method, Route string // "POST", "/v1/orders/{id}/refunds"
+	// Method and Route are the API's route of the operation (Route with its parameters in
+	// braces), part of the scope fingerprint's hash input; the API fills them (On).
+	Method, Route string
 	// Version is part of the scope fingerprint's hash input. Change it whenever what the
 	// route covers changes: keys stored under the old version then recognise only their
 	// exact fingerprint (a refusal, never a wrong replay) until they expire.
@@ -44,22 +46,48 @@ type FingerprintSpec struct {
 // Paths are dotted member names through nested objects ("payment.card_token"); a path
 // never goes through an array.
 
-// FingerprintSpecs is the table, one row per keyed route.
-var FingerprintSpecs = []FingerprintSpec{
-	{Method: "POST", Route: "/v1/orders", Version: 1, CardToken: "payment.card_token",
-		Bound: "cart_id: the cart's items as they are when the request arrives"},
-	{Method: "POST", Route: "/v1/orders/{id}/refunds", Version: 1},
+// The specs of the domain's keyed operations, without their routes: the API names those
+// (api.FingerprintSpecs, the table docs/fingerprints.md lists) and hands them to the service
+// (Config.Routes).
+var (
+	// OrderSpec is what creating an order covers.
+	OrderSpec = FingerprintSpec{Version: 1, CardToken: "payment.card_token",
+		Bound: "cart_id: the cart's items as they are when the request arrives"}
+	// RefundSpec is what refunding an order covers.
+	RefundSpec = FingerprintSpec{Version: 1}
+)
+
+// On returns the spec as the operation of the route method route.
+func (s FingerprintSpec) On(method, route string) FingerprintSpec {
+	s.Method, s.Route = method, route
+	return s
 }
 
-// fingerprintSpec returns the table's row for a route; a route without a row (a keyed
-// route added without one) covers its whole body.
-func fingerprintSpec(method, route string) FingerprintSpec {
-	for _, s := range FingerprintSpecs {
-		if s.Method == method && s.Route == route {
-			return s
-		}
+// Routes is what the domain is told of the API's routes, by the API (api.Routes), so that
+// it names none itself.
+type Routes struct {
+	// Order is the spec of the route that creates an order. A register's sales are
+	// fingerprinted and keyed as requests to it, on purpose: a sale sent alone to it and
+	// again in a batch is one order.
+	Order FingerprintSpec
+	// Refund is the spec of the route that refunds an order.
+	Refund FingerprintSpec
+	// RefundPath is the concrete path of Refund for the order of public id orderID: the
+	// console's refund is keyed as the API's is.
+	RefundPath func(orderID string) string
+}
+
+// validate panics naming a field the API left out: without it the service would
+// fingerprint under another route than the API's.
+func (r Routes) validate() {
+	switch {
+	case r.Order.Method == "" || r.Order.Route == "":
+		panic("checkout: Config.Routes.Order has no route")
+	case r.Refund.Method == "" || r.Refund.Route == "":
+		panic("checkout: Config.Routes.Refund has no route")
+	case r.RefundPath == nil:
+		panic("checkout: Config.Routes.RefundPath is nil")
 	}
-	return FingerprintSpec{Method: method, Route: route}
 }
 
 // scoped reports whether the spec covers less than the exact body, or the card by identity:

@@ -321,7 +321,7 @@ type orderOp struct {
 	in OrderInput
 }
 
-func (o *orderOp) spec() FingerprintSpec { return fingerprintSpec("POST", "/v1/orders") }
+func (o *orderOp) spec() FingerprintSpec { return o.s.cfg.Routes.Order }
 
 // claim creates the key row and the pending order in one statement.
 func (o *orderOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {

@@ -148,9 +148,9 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 			dups = append(dups, i)
 			continue
 		}
-		w, p := prepareSale(i, sl)
+		w, p := s.prepareSale(i, sl)
 		if p != nil {
-			setProblem(&out[i], SaleInvalid, p)
+			s.setProblem(&out[i], SaleInvalid, p)
 			continue
 		}
 		first[sl.Key] = i
@@ -192,11 +192,11 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 		for _, w := range chunk {
 			switch k, ok := claimed[w.sale.Key]; {
 			case w.invalid != nil:
-				setProblem(&out[w.i], SaleInvalid, w.invalid)
+				s.setProblem(&out[w.i], SaleInvalid, w.invalid)
 			case ok:
 				out[w.i].Outcome, fromStore[w.i] = SaleCreated, true
-				s.record(saleRequest(b, w), k, EventCreated, w.response.Status, nil, map[string]any{"order_id": w.publicID})
-				s.record(saleRequest(b, w), k, EventCompleted, w.response.Status, nil, map[string]any{"order_id": w.publicID})
+				s.record(s.saleRequest(b, w), k, EventCreated, w.response.Status, nil, map[string]any{"order_id": w.publicID})
+				s.record(s.saleRequest(b, w), k, EventCompleted, w.response.Status, nil, map[string]any{"order_id": w.publicID})
 			default:
 				lost = append(lost, w) // claimed by a concurrent request, or tombstoned
 			}
@@ -215,7 +215,7 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 			if k, ok := known[w.sale.Key]; ok {
 				fromStore[w.i], _ = s.knownSale(ctx, b, w, k, &out[w.i]) // cash: never run
 			} else {
-				setProblem(&out[w.i], SaleFailed, keyInUse())
+				s.setProblem(&out[w.i], SaleFailed, keyInUse())
 			}
 		}
 	}
@@ -238,12 +238,14 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 	// (a stored answer replayed, anything else the same outcome), another is a conflict.
 	for _, i := range dups {
 		j := first[b.Sales[i].Key]
-		fp, err := Fingerprint(http.MethodPost, "/v1/orders", b.Sales[i].Body)
+		fp, err := s.saleFingerprint(b.Sales[i])
+		fpFirst, _ := s.saleFingerprint(b.Sales[j])
 		switch {
 		case err != nil || b.Sales[i].Invalid != nil:
-			setProblem(&out[i], SaleInvalid, problem.Of(problem.CodeMalformedJSON))
-		case fp != fingerprintOf(b.Sales[j]):
-			setProblem(&out[i], SaleConflict, keyReused(&Key{Method: http.MethodPost, Path: "/v1/orders"}, http.MethodPost, "/v1/orders"))
+			s.setProblem(&out[i], SaleInvalid, problem.Of(problem.CodeMalformedJSON))
+		case fp != fpFirst:
+			r := s.cfg.Routes.Order
+			s.setProblem(&out[i], SaleConflict, keyReused(&Key{Method: r.Method, Path: r.Route}, r.Method, r.Route))
 		case fromStore[j]:
 			out[i].Outcome, fromStore[i] = SaleReplayed, true
 		default:
@@ -264,13 +266,13 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 	return out, nil
 }
 
-func fingerprintOf(sl Sale) [32]byte {
-	fp, _ := Fingerprint(http.MethodPost, "/v1/orders", sl.Body)
-	return fp
+// saleFingerprint is the exact fingerprint of sl as a request to the order route.
+func (s *Service) saleFingerprint(sl Sale) ([32]byte, error) {
+	return Fingerprint(s.cfg.Routes.Order.Method, s.cfg.Routes.Order.Route, sl.Body)
 }
 
 // prepareSale validates one sale and works out what its claim needs.
-func prepareSale(i int, sl *Sale) (*saleWork, error) {
+func (s *Service) prepareSale(i int, sl *Sale) (*saleWork, error) {
 	if sl.Invalid != nil {
 		return nil, sl.Invalid
 	}
@@ -289,7 +291,7 @@ func prepareSale(i int, sl *Sale) (*saleWork, error) {
 	if len(errs) > 0 {
 		return nil, ValidationFailed(errs)
 	}
-	fp, err := Fingerprint(http.MethodPost, "/v1/orders", sl.Body)
+	fp, err := s.saleFingerprint(*sl)
 	if err != nil {
 		return nil, problem.Of(problem.CodeMalformedJSON)
 	}
@@ -304,7 +306,7 @@ func prepareSale(i int, sl *Sale) (*saleWork, error) {
 // A sale paid at the register never runs there: its claim completes its key, so its own
 // body meets its key in progress only while a concurrent batch claims it.
 func (s *Service) knownSale(ctx context.Context, b SaleBatch, w *saleWork, k *Key, o *SaleOutcome) (stored, run bool) {
-	req := saleRequest(b, w)
+	req := s.saleRequest(b, w)
 	op := &orderOp{s: s, in: w.sale.Order}
 	d, _, err := s.decide(ctx, req, w.fp, k, &intent{spec: op.spec()}, op, s.cfg.Now())
 	switch {
@@ -316,7 +318,7 @@ func (s *Service) knownSale(ctx context.Context, b SaleBatch, w *saleWork, k *Ke
 	case !w.paidAtClaim():
 		return false, true
 	default:
-		setProblem(o, SaleInProgress, s.refuseInUse(req, k))
+		s.setProblem(o, SaleInProgress, s.refuseInUse(req, k))
 	}
 	return false, false
 }
@@ -344,7 +346,7 @@ func (s *Service) answerFromStore(ctx context.Context, clientID int64, out []Sal
 		if st, found := stored[out[i].IdempotencyKey]; found {
 			saleAnswer(&out[i], out[i].Outcome == SaleReplayed, st)
 		} else {
-			setProblem(&out[i], SaleFailed, StoreUnavailable()) // answered, then gone: resend, and learn what became of it
+			s.setProblem(&out[i], SaleFailed, StoreUnavailable()) // answered, then gone: resend, and learn what became of it
 		}
 	}
 	return nil
@@ -379,7 +381,7 @@ func saleAnswer(o *SaleOutcome, replayed bool, st storedSale) {
 // key now holds the sale's answer (this run stored it, or found it stored), which
 // saleAnswer then builds; o says which.
 func (s *Service) sellByCard(ctx context.Context, b SaleBatch, registerID int64, w *saleWork, o *SaleOutcome) (stored bool) {
-	req := saleRequest(b, w)
+	req := s.saleRequest(b, w)
 	req.Wait = s.cfg.MaxWait // a concurrent batch's charge of this sale is waited for
 	op := &posOp{orderOp: orderOp{s: s, in: w.sale.Order}, client: b.Client, registerID: registerID, w: w}
 	res, err := s.execute(ctx, req, Lookup{fp: w.fp, fpSet: true}, op)
@@ -402,38 +404,38 @@ func (s *Service) saleRefused(o *SaleOutcome, w *saleWork, err error) {
 	var p *problem.Problem
 	if !errors.As(err, &p) {
 		s.logger.Warn("register sale", "key", w.sale.Key, "err", err)
-		setProblem(o, SaleFailed, StoreUnavailable())
+		s.setProblem(o, SaleFailed, StoreUnavailable())
 		return
 	}
 	switch p.Code {
 	case problem.CodeIdempotencyKeyReused:
-		setProblem(o, SaleConflict, p)
+		s.setProblem(o, SaleConflict, p)
 	case problem.CodeIdempotencyKeyExpired:
-		setProblem(o, SaleExpired, p)
+		s.setProblem(o, SaleExpired, p)
 	case problem.CodeIdempotencyKeyInUse:
-		setProblem(o, SaleInProgress, p)
+		s.setProblem(o, SaleInProgress, p)
 	case problem.CodeProductNotFound, problem.CodeValidationFailed:
-		setProblem(o, SaleInvalid, p)
+		s.setProblem(o, SaleInvalid, p)
 	default:
-		setProblem(o, SaleFailed, p)
+		s.setProblem(o, SaleFailed, p)
 	}
 }
 
-// saleRequest is the keyed request a sale is: POST /v1/orders under the sale's key.
-func saleRequest(b SaleBatch, w *saleWork) Request {
-	return Request{Client: b.Client, Key: w.sale.Key, Method: http.MethodPost, Path: "/v1/orders",
+// saleRequest is the keyed request a sale is: the order route under the sale's key.
+func (s *Service) saleRequest(b SaleBatch, w *saleWork) Request {
+	return Request{Client: b.Client, Key: w.sale.Key, Method: s.cfg.Routes.Order.Method, Path: s.cfg.Routes.Order.Route,
 		Body: w.sale.Body, Meta: b.Meta}
 }
 
 // setProblem makes o the outcome of err: a problem as the API would answer it, anything
 // else (a bug, the store) a failed sale to resend, without its details.
-func setProblem(o *SaleOutcome, outcome string, err error) {
+func (s *Service) setProblem(o *SaleOutcome, outcome string, err error) {
 	var p *problem.Problem
 	if !errors.As(err, &p) {
 		p = StoreUnavailable()
 		outcome = SaleFailed
 	}
-	o.Outcome, o.Status, o.Order, o.Problem = outcome, p.Status, nil, p.Body("/v1/orders")
+	o.Outcome, o.Status, o.Order, o.Problem = outcome, p.Status, nil, p.Body(s.cfg.Routes.Order.Route)
 }
 
 // posOp is a card_token sale of a register: an order (orderOp's run and differences)

@@ -102,7 +102,7 @@ type refundOp struct {
 	in      RefundInput
 }
 
-func (r *refundOp) spec() FingerprintSpec { return fingerprintSpec("POST", "/v1/orders/{id}/refunds") }
+func (r *refundOp) spec() FingerprintSpec { return r.s.cfg.Routes.Refund }
 
 // claim runs in a transaction: refunds are not the hot path, and their claim has checks
 // (the order exists, is paid, has room) that one statement would make hard to read.

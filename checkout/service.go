@@ -62,6 +62,8 @@ type Config struct {
 	// ObserveSales, when not nil, is told the outcomes of every batch of a register's sales
 	// that SellBatch answered, and the client it came from (metrics).
 	ObserveSales func(client int64, out []SaleOutcome)
+	// Routes are the API's routes of the keyed operations (api.Routes); required.
+	Routes Routes
 }
 
 // Crash points: the places between recovery points where a process may die.
@@ -123,6 +125,7 @@ type Service struct {
 // NewService returns a service; Close stops its background work.
 func NewService(d *sqlx.DB, provider psp.Provider, cfg Config, logger *slog.Logger) *Service {
 	cfg = cfg.withDefaults()
+	cfg.Routes.validate()
 	return &Service{
 		db:       d,
 		q:        db.NewPrepared(d),

@@ -16,6 +16,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/api"
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/psp"
@@ -63,7 +64,7 @@ func newInstallmentEnv(t *testing.T, zone string, now time.Time) *installmentEnv
 	db := dbtest.New(t)
 	e := &installmentEnv{t: t, db: db, now: now}
 	e.sandbox = psp.NewSandbox(db, psp.SandboxOptions{})
-	e.s = checkout.NewService(db, e.sandbox, checkout.Config{Now: e.clock}, slog.New(slog.DiscardHandler))
+	e.s = checkout.NewService(db, e.sandbox, checkout.Config{Routes: api.Routes, Now: e.clock}, slog.New(slog.DiscardHandler))
 	t.Cleanup(e.s.Close)
 	e.c = e.charger()
 	var err error

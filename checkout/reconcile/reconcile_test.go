@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/api"
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/psp/psptest"
@@ -38,7 +39,7 @@ func newActionEnv(t *testing.T) *actionEnv {
 	// Microseconds, as Postgres keeps them: a frozen clock must compare equal to itself stored.
 	e := &actionEnv{t: t, db: db, now: time.Now().UTC().Truncate(time.Microsecond)}
 	e.p = &psptest.Switched{Provider: psp.NewSandbox(db, psp.SandboxOptions{})}
-	e.s = checkout.NewService(db, e.p, checkout.Config{Now: e.clock}, slog.New(slog.DiscardHandler))
+	e.s = checkout.NewService(db, e.p, checkout.Config{Routes: api.Routes, Now: e.clock}, slog.New(slog.DiscardHandler))
 	t.Cleanup(e.s.Close)
 	var err error
 	if e.client, err = clients.Create(context.Background(), db, "shop", clients.NewSecret()); err != nil {

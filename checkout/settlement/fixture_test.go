@@ -15,6 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/api"
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/installments"
 	"github.com/tekrar/tekrar/checkout/psp"
@@ -53,7 +54,7 @@ func newActionEnv(t *testing.T) *actionEnv {
 	e := &actionEnv{t: t, db: db, now: time.Now().UTC().Truncate(time.Microsecond)}
 	e.sandbox = psp.NewSandbox(db, psp.SandboxOptions{})
 	now := func() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
-	e.s = checkout.NewService(db, e.sandbox, checkout.Config{Now: now}, slog.New(slog.DiscardHandler))
+	e.s = checkout.NewService(db, e.sandbox, checkout.Config{Routes: api.Routes, Now: now}, slog.New(slog.DiscardHandler))
 	e.charger = installments.New(db, e.sandbox, installments.Config{Now: now}, nil)
 	t.Cleanup(e.s.Close)
 	var err error

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/api"
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/dbtest"
@@ -40,7 +41,7 @@ func TestInstallmentsRunTwiceAtOnceAndKilledHalfWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	created := time.Date(2027, 1, 10, 9, 0, 0, 0, time.UTC)
-	svc := checkout.NewService(db, sandbox, checkout.Config{Now: func() time.Time { return created }}, slog.New(slog.DiscardHandler))
+	svc := checkout.NewService(db, sandbox, checkout.Config{Routes: api.Routes, Now: func() time.Time { return created }}, slog.New(slog.DiscardHandler))
 	defer svc.Close()
 	const orders = 12
 	for i := range orders {

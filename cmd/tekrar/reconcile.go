@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/api"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/reconcile"
 	"github.com/tekrar/tekrar/internal/app"
@@ -55,6 +56,7 @@ func runReconcile(ctx context.Context, e env, cfg config.Server, sinceText, unti
 	}
 	crash := app.CrashHook(cfg, logger)
 	svc := checkout.NewService(pool, provider, checkout.Config{
+		Routes:          api.Routes,
 		Lease:           cfg.Lease,
 		ProviderTimeout: cfg.ProviderTimeout,
 		ProviderHorizon: cfg.ProviderHorizon,

@@ -113,6 +113,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		o.crash = CrashHook(cfg, logger)
 	}
 	svc := checkout.NewService(db, provider, checkout.Config{
+		Routes:          api.Routes,
 		Lease:           cfg.Lease,
 		ProviderTimeout: cfg.ProviderTimeout,
 		MaxWait:         cfg.MaxWait,
