@@ -107,7 +107,7 @@ const claimSalesSQL = `
 	    INSERT INTO idempotency_keys
 	           (client_id, key, fingerprint, method, path, state, recovery_point, lease_expires_at, order_id,
 	            response_status, response_headers, response_body, created_at, completed_at, expires_at, intent)
-	    SELECT $1, i.key, i.fingerprint, 'POST', '/v1/orders',
+	    SELECT $1, i.key, i.fingerprint, $18, $19,
 	           CASE WHEN i.response_status IS NULL THEN 'in_progress' ELSE 'completed' END,
 	           CASE WHEN i.response_status IS NULL THEN 'order_created' ELSE 'finished' END,
 	           CASE WHEN i.response_status IS NULL THEN CAST($3 AS timestamptz) END,
@@ -272,7 +272,8 @@ func (s *Service) claimSales(ctx context.Context, tx *sqlx.Tx, c clients.Client,
 	err := tx.SelectContext(ctx, &rows, claimSalesSQL, c.ID, now, now.Add(s.cfg.Lease), now.Add(c.KeyTTL),
 		pq.StringArray(keys), fps, pq.StringArray(publicIDs), pq.Int64Array(amounts), pq.StringArray(currencies),
 		pq.StringArray(items), pq.Array(customerIDs), pq.Array(customerEmails), pq.Array(metadata),
-		pq.Array(statuses), pq.StringArray(bodies), intents, pq.StringArray(intentKeys))
+		pq.Array(statuses), pq.StringArray(bodies), intents, pq.StringArray(intentKeys),
+		s.cfg.Routes.Order.Method, s.cfg.Routes.Order.Route)
 	if err != nil {
 		return nil, fmt.Errorf("claim sales: %w", err)
 	}

@@ -20,6 +20,8 @@ var routeOwners = map[string]string{
 		"and serves the API's OpenAPI document, so it is on the API's side",
 	"internal/problem/pages.go": "Spec.Example documents a problem as a client receives it from the API " +
 		"(docs/problems.md); its instance is an example, not a route the code serves",
+	"checkout/internal/plantest/": "test support only: it seeds millions of rows as the API would have " +
+		"stored them, for the query-plan tests and the console's scale benchmark",
 }
 
 // TestNoRouteOutsideTheAPI keeps the routes where they are named once: the domain, the
@@ -47,7 +49,9 @@ func TestNoRouteOutsideTheAPI(t *testing.T) {
 				return err
 			}
 			for i, line := range strings.Split(string(src), "\n") {
-				if strings.Contains(line, `"/v1/`) {
+				// A route in Go ("/v1/…") or in a statement ('/v1/…'); prose that names a route
+				// for a person (a comment, a message) is not one.
+				if strings.Contains(line, `"/v1/`) || strings.Contains(line, `'/v1/`) {
 					t.Errorf("%s:%d names a route: %s", rel, i+1, strings.TrimSpace(line))
 				}
 			}
