@@ -150,6 +150,11 @@ func TestKeyStatesAnswerAlikeAtEveryDoor(t *testing.T) {
 			doorAnswer{Status: 201, Replayed: true}, []string{EventReplayed}},
 		{"completed, a token of another card", completedKey, "tok_mastercard", amount,
 			doorAnswer{Status: 422, Code: "idempotency_key_reused"}, []string{EventReusedConflict}},
+		// A key a register's card sale created keeps its scope as POST /v1/orders's does.
+		{"completed by a register's sale, a new token of the same card", saleCompletedKey, "tok_visa_2", amount,
+			doorAnswer{Status: 201, Replayed: true}, []string{EventReplayed}},
+		{"completed by a register's sale, a token of another card", saleCompletedKey, "tok_mastercard", amount,
+			doorAnswer{Status: 422, Code: "idempotency_key_reused"}, []string{EventReusedConflict}},
 		{"expired", expiredKey, psp.TokenVisa, amount,
 			doorAnswer{Status: 422, Code: "idempotency_key_expired"}, []string{EventLateRetry}},
 		{"expired, another body", expiredKey, psp.TokenVisa, amount + 100,
@@ -209,6 +214,14 @@ func completedKey(e *actionEnv, key string) {
 	e.t.Helper()
 	if _, status := e.order(key, psp.TokenVisa, 2500); status != http.StatusCreated {
 		e.t.Fatalf("order %s: %d", key, status)
+	}
+}
+
+// saleCompletedKey leaves key completed by a register's card sale (POST /v1/pos/sales).
+func saleCompletedKey(e *actionEnv, key string) {
+	e.t.Helper()
+	if a := e.viaRegister(key, psp.TokenVisa, 2500); a.Status != http.StatusCreated {
+		e.t.Fatalf("sale %s: %+v", key, a)
 	}
 }
 

@@ -3,6 +3,7 @@ package checkout
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -117,6 +118,12 @@ type saleWork struct {
 	lines    []stockLine
 	oversold int64 // units sold beyond the level, set by the claim
 	invalid  error // the claim found a line naming no product
+	// scope and card are what a card sale's claim stores of its scope, as POST /v1/orders's
+	// claim does (execute's claimScope computed them): so that a retry paying with a new token
+	// of the same card replays whichever door claimed the key. Nil for a sale paid at the
+	// register, whose key matches its exact fingerprint only.
+	scope []byte
+	card  sql.NullString
 }
 
 func (w *saleWork) paidAtClaim() bool { return w.sale.Order.Payment.Method != "" }
@@ -448,6 +455,7 @@ type posOp struct {
 }
 
 func (o *posOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
+	o.w.scope, o.w.card = k.ScopeFingerprint, k.CardFingerprint
 	claimed, err := o.s.claimSalesRetry(ctx, o.client, o.registerID, []*saleWork{o.w}, k.CreatedAt)
 	if err != nil {
 		return nil, false, err

@@ -100,13 +100,14 @@ const claimSalesSQL = `
 	    SELECT * FROM unnest(CAST($5 AS text[]), CAST($6 AS bytea[]), CAST($7 AS text[]), CAST($8 AS bigint[]),
 	                         CAST($9 AS text[]), CAST($10 AS text[]), CAST($11 AS text[]), CAST($12 AS text[]),
 	                         CAST($13 AS text[]), CAST($14 AS int[]), CAST($15 AS text[]), CAST($16 AS bytea[]),
-	                         CAST($17 AS text[]))
+	                         CAST($17 AS text[]), CAST($20 AS bytea[]), CAST($21 AS text[]))
 	           AS i(key, fingerprint, public_id, amount, currency, items, customer_id, customer_email,
-	                metadata, response_status, response_body, intent, intent_key)
+	                metadata, response_status, response_body, intent, intent_key, scope_fingerprint, card_fingerprint)
 	), k AS (
 	    INSERT INTO idempotency_keys
 	           (client_id, key, fingerprint, method, path, state, recovery_point, lease_expires_at, order_id,
-	            response_status, response_headers, response_body, created_at, completed_at, expires_at, intent)
+	            response_status, response_headers, response_body, created_at, completed_at, expires_at, intent,
+	            scope_fingerprint, card_fingerprint)
 	    SELECT $1, i.key, i.fingerprint, $18, $19,
 	           CASE WHEN i.response_status IS NULL THEN 'in_progress' ELSE 'completed' END,
 	           CASE WHEN i.response_status IS NULL THEN 'order_created' ELSE 'finished' END,
@@ -118,7 +119,9 @@ const claimSalesSQL = `
 	           -- orderIntentSQL's test: a forgotten key reused derives from its row
 	           CASE WHEN EXISTS (SELECT 1 FROM payments p WHERE p.provider_key = i.intent_key)
 	                  OR EXISTS (SELECT 1 FROM compensations c WHERE c.charge_key = i.intent_key)
-	                THEN NULL ELSE i.intent END
+	                THEN NULL ELSE i.intent END,
+	           -- an empty scope is a sale paid at the register, which has none
+	           NULLIF(i.scope_fingerprint, CAST('' AS bytea)), i.card_fingerprint
 	      FROM i
 	     WHERE NOT EXISTS (SELECT 1 FROM key_tombstones t WHERE t.client_id = $1 AND t.key = i.key AND t.forget_at > $2)
 	     ORDER BY i.key
@@ -218,7 +221,8 @@ func (s *Service) claimSales(ctx context.Context, tx *sqlx.Tx, c clients.Client,
 	var (
 		keys, publicIDs, currencies, items, bodies, intentKeys []string
 		customerIDs, customerEmails, metadata                  []sql.NullString
-		fps, intents                                           pq.ByteaArray
+		fps, intents, scopes                                   pq.ByteaArray
+		cards                                                  []sql.NullString
 		amounts                                                []int64
 		statuses                                               []sql.NullInt64
 		byKey                                                  = map[string]*saleWork{}
@@ -262,6 +266,7 @@ func (s *Service) claimSales(ctx context.Context, tx *sqlx.Tx, c clients.Client,
 		fps, amounts, statuses = append(fps, w.fp[:]), append(amounts, in.Amount), append(statuses, status)
 		ic := claimOf(&Key{ClientID: c.ID, Key: w.sale.Key, Fingerprint: w.fp[:]}, "charge")
 		intents, intentKeys = append(intents, ic.Intent), append(intentKeys, ic.IntentKey)
+		scopes, cards = append(scopes, w.scope), append(cards, w.card)
 		byKey[w.sale.Key] = w
 	}
 	claimed := map[string]*Key{}
@@ -273,7 +278,7 @@ func (s *Service) claimSales(ctx context.Context, tx *sqlx.Tx, c clients.Client,
 		pq.StringArray(keys), fps, pq.StringArray(publicIDs), pq.Int64Array(amounts), pq.StringArray(currencies),
 		pq.StringArray(items), pq.Array(customerIDs), pq.Array(customerEmails), pq.Array(metadata),
 		pq.Array(statuses), pq.StringArray(bodies), intents, pq.StringArray(intentKeys),
-		s.cfg.Routes.Order.Method, s.cfg.Routes.Order.Route)
+		s.cfg.Routes.Order.Method, s.cfg.Routes.Order.Route, scopes, pq.Array(cards))
 	if err != nil {
 		return nil, fmt.Errorf("claim sales: %w", err)
 	}
