@@ -9,12 +9,13 @@ import (
 	"net/http"
 	"net/mail"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout/catalog"
 	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/fields"
 	"github.com/tekrar/tekrar/checkout/money"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/pgtext"
@@ -37,16 +38,9 @@ type OrderInput struct {
 	Installments int `json:"installments,omitempty"`
 }
 
-// Item is one line of an order or a cart. Amounts are integers in minor units. A line
-// marked FromStock is a sale of the client's product SKU: the order takes Quantity from its
-// stock, and UnitAmount must be its price (see stock.go). Other lines are free-form.
-type Item struct {
-	SKU        string `json:"sku"`
-	Name       string `json:"name"`
-	Quantity   int64  `json:"quantity" tekrar:"required"`
-	UnitAmount int64  `json:"unit_amount" tekrar:"required"`
-	FromStock  bool   `json:"from_stock,omitempty"`
-}
+// Item is one line of an order or a cart: the catalog's line (catalog.Item), one type for
+// both, since an order made from a cart copies the cart's lines.
+type Item = catalog.Item
 
 // PaymentInput names how the order is paid: a single-use card token, or a card the customer
 // saved at the provider (Customer, the client's own customer id, and PaymentMethod, the
@@ -79,9 +73,9 @@ type Customer struct {
 
 // Limits of an order, documented in docs/api.md.
 const (
-	MaxItems         = 100
+	MaxItems         = catalog.MaxItems
 	MaxAmount        = money.MaxAmount // 10^12 minor units
-	MaxQuantity      = 10_000
+	MaxQuantity      = catalog.MaxQuantity
 	MaxMetadataKeys  = 20
 	MaxMetadataKey   = 40
 	MaxMetadataValue = 500
@@ -111,14 +105,14 @@ func (in *OrderInput) validate(sale bool) []FieldError {
 		if len(in.Items) > 0 {
 			add("items", "must be left out when cart_id is sent")
 		}
-		if !ValidCartID(in.CartID) {
+		if !catalog.ValidCartID(in.CartID) {
 			add("cart_id", "must be 1 to 255 visible ASCII characters")
 		}
 		overflow = true
 	case len(in.Items) == 0:
 		add("items", "must list at least one item (or send cart_id)")
 	default:
-		sum, overflow = validateItems(add, "items", in.Items)
+		sum, overflow = catalog.ValidateItems(add, "items", in.Items)
 	}
 	switch {
 	case in.Amount <= 0 || in.Amount > MaxAmount:
@@ -228,51 +222,8 @@ func validatePayment(add func(field, format string, args ...any), in *OrderInput
 	}
 }
 
-// validateItems checks the lines of an order or a cart (field names them, "items") and
-// returns their sum; overflow is true when a line is out of range, and the sum meaningless.
-func validateItems(add func(field, format string, args ...any), field string, items []Item) (sum int64, overflow bool) {
-	if len(items) > MaxItems {
-		add(field, "must list at most %d items", MaxItems)
-	}
-	price := map[string]int64{}
-	for i, it := range items {
-		f := field + "[" + strconv.Itoa(i) + "]."
-		if it.SKU == "" || len(it.SKU) > 64 {
-			add(f+"sku", "must be 1 to 64 characters")
-		} else if !pgtext.Valid(it.SKU) {
-			add(f+"sku", noNUL)
-		}
-		if it.Name == "" || len(it.Name) > 200 {
-			add(f+"name", "must be 1 to 200 characters")
-		} else if !pgtext.Valid(it.Name) {
-			add(f+"name", noNUL)
-		}
-		if it.Quantity < 1 || it.Quantity > MaxQuantity {
-			add(f+"quantity", "must be between 1 and %d", MaxQuantity)
-		}
-		if it.UnitAmount < 0 || it.UnitAmount > MaxAmount {
-			add(f+"unit_amount", "must be between 0 and %d minor units", int64(MaxAmount))
-		}
-		if it.Quantity > 0 && it.Quantity <= MaxQuantity && it.UnitAmount >= 0 && it.UnitAmount <= MaxAmount {
-			sum += it.Quantity * it.UnitAmount // at most 10^4 * 10^12 * 100 items: fits int64
-		} else {
-			overflow = true
-		}
-		if it.FromStock {
-			if p, ok := price[it.SKU]; ok && p != it.UnitAmount {
-				add(f+"unit_amount", "must be the same on every from_stock line of sku %q (the product has one price)", it.SKU)
-			}
-			price[it.SKU] = it.UnitAmount
-		}
-	}
-	return sum, overflow
-}
-
-// noNUL is the message for text holding U+0000: Postgres's text and jsonb cannot store it,
-// so it is refused here, field by field, rather than failing the claim as a server error.
-// (Decoded JSON strings are always UTF-8, so pgtext.Valid fails on a NUL only; the API
-// refuses a body that is not UTF-8.)
-const noNUL = "must not contain the NUL character (U+0000)"
+// noNUL is the message for text holding U+0000 (fields.NoNUL).
+const noNUL = fields.NoNUL
 
 // OrderView is an order as the API shows it: the body of a 201 and of GET /v1/orders/{id}.
 type OrderView struct {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tekrar/tekrar/checkout/catalog"
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/pgtext"
@@ -79,10 +80,10 @@ type SaleBatch struct {
 // outcome (invalid), and do not refuse the others.
 func (b *SaleBatch) Validate() []FieldError {
 	var errs []FieldError
-	if !ValidCartID(b.BatchKey) {
+	if !catalog.ValidCartID(b.BatchKey) {
 		errs = append(errs, FieldError{Field: "batch_key", Message: "must be 1 to 255 visible ASCII characters"})
 	}
-	if !ValidCartID(b.Register.ID) {
+	if !catalog.ValidCartID(b.Register.ID) {
 		errs = append(errs, FieldError{Field: "register.id", Message: "must be 1 to 255 visible ASCII characters"})
 	}
 	if b.Register.Name == "" || len(b.Register.Name) > 200 || !pgtext.Valid(b.Register.Name) {
@@ -284,7 +285,7 @@ func (s *Service) prepareSale(i int, sl *Sale) (*saleWork, error) {
 		return nil, sl.Invalid
 	}
 	var errs []FieldError
-	if !ValidCartID(sl.Key) {
+	if !catalog.ValidCartID(sl.Key) {
 		errs = append(errs, FieldError{Field: "idempotency_key", Message: "must be 1 to 255 visible ASCII characters"})
 	}
 	soldAt, err := time.Parse(time.RFC3339Nano, sl.SoldAt)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout/catalog"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/pgtext"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -53,14 +54,14 @@ func (in *RefundInput) Validate() []FieldError {
 	for i, it := range in.RestockItems {
 		f := "restock_items[" + strconv.Itoa(i) + "]."
 		switch {
-		case !ValidSKU(it.SKU):
+		case !catalog.ValidSKU(it.SKU):
 			errs = append(errs, FieldError{Field: f + "sku", Message: "must be 1 to 64 characters, without U+0000"})
 		case seen[it.SKU]:
 			errs = append(errs, FieldError{Field: f + "sku", Message: "is listed twice"})
 		}
 		seen[it.SKU] = true
-		if it.Quantity < 1 || it.Quantity > MaxStock {
-			errs = append(errs, FieldError{Field: f + "quantity", Message: fmt.Sprintf("must be between 1 and %d", MaxStock)})
+		if it.Quantity < 1 || it.Quantity > catalog.MaxStock {
+			errs = append(errs, FieldError{Field: f + "quantity", Message: fmt.Sprintf("must be between 1 and %d", catalog.MaxStock)})
 		}
 	}
 	return errs

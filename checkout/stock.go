@@ -11,6 +11,7 @@ import (
 	"github.com/lib/pq"
 	"github.com/lib/pq/pqerror"
 
+	"github.com/tekrar/tekrar/checkout/catalog"
 	"github.com/tekrar/tekrar/internal/problem"
 )
 
@@ -89,12 +90,11 @@ func shortStockProblem(ctx context.Context, db sqlx.QueryerContext, clientID int
 	for i, l := range lines {
 		skus[i] = l.SKU
 	}
-	var rows []product
-	if err := sqlx.SelectContext(ctx, db, &rows, productSelect+` WHERE client_id = $1 AND sku = ANY($2)`,
-		clientID, pq.Array(skus)); err != nil {
+	rows, err := catalog.ReadProducts(ctx, db, clientID, skus)
+	if err != nil {
 		return fmt.Errorf("read products of a refused order: %w", err)
 	}
-	bySKU := make(map[string]product, len(rows))
+	bySKU := make(map[string]catalog.ProductView, len(rows))
 	for _, r := range rows {
 		bySKU[r.SKU] = r
 	}

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/catalog"
 )
 
 // keyedBodies are the bodies of every keyed request: a stored response is replayed to any
@@ -326,14 +327,14 @@ var requiredMembers = []struct {
 	valid   string
 	members []string // as paths into valid; items[0].x is a member of the first line
 }{
-	{"PUT /v1/products/{sku}", func() any { return new(checkout.ProductInput) },
+	{"PUT /v1/products/{sku}", func() any { return new(catalog.ProductInput) },
 		`{"name":"Latte","price":9000,"currency":"TRY","stock":5}`, []string{"price", "stock"}},
 	{"POST /v1/orders", func() any { return new(checkout.OrderInput) },
 		`{"currency":"TRY","amount":9000,"items":[{"sku":"l","name":"Latte","quantity":1,"unit_amount":9000}],"payment":{"card_token":"tok_visa"}}`,
 		[]string{"amount", "items[0].quantity", "items[0].unit_amount"}},
 	{"POST /v1/orders/{id}/refunds", func() any { return new(checkout.RefundInput) },
 		`{"amount":100,"restock_items":[{"sku":"l","quantity":1}]}`, []string{"amount", "restock_items[0].quantity"}},
-	{"PUT /v1/carts/{id}", func() any { return new(checkout.CartInput) },
+	{"PUT /v1/carts/{id}", func() any { return new(catalog.CartInput) },
 		`{"items":[{"sku":"l","name":"Latte","quantity":1,"unit_amount":9000}]}`, []string{"items[0].quantity", "items[0].unit_amount"}},
 }
 

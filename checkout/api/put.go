@@ -8,9 +8,10 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/catalog"
 )
 
-// putInput is the body of a conditional PUT (checkout.ProductInput, checkout.CartInput),
+// putInput is the body of a conditional PUT (catalog.ProductInput, catalog.CartInput),
 // decoded strictly and then validated against the id the path names.
 type putInput[T any] interface {
 	*T
@@ -23,10 +24,10 @@ type putInput[T any] interface {
 // under the resource's row lock. 201 with Location when the put created the resource, 200
 // otherwise; ETag is the version it is at. No Idempotency-Key: a PUT is idempotent.
 //
-// put is the domain's write (checkout.Service.PutProduct, PutCart); version reads the
+// put is the domain's write (catalog.Store.PutProduct, PutCart); version reads the
 // version its view is at.
 func conditionalPut[T any, P putInput[T], V any](a *handlers, c *gin.Context, id string,
-	put func(ctx context.Context, clientID int64, id string, in T, pre checkout.Precondition) (V, bool, error),
+	put func(ctx context.Context, clientID int64, id string, in T, pre catalog.Precondition) (V, bool, error),
 	version func(V) int64) {
 	body, p := readJSON(c.Request, a.maxBody)
 	if p != nil {
@@ -52,13 +53,13 @@ func conditionalPut[T any, P putInput[T], V any](a *handlers, c *gin.Context, id
 		status = http.StatusCreated
 		c.Header("Location", c.Request.URL.Path)
 	}
-	c.Header("ETag", checkout.ETag(version(v)))
+	c.Header("ETag", catalog.ETag(version(v)))
 	c.JSON(status, v)
 }
 
 // precondition reads If-Match and If-None-Match: each tag of each header line, as sent.
-func precondition(h http.Header) checkout.Precondition {
-	return checkout.Precondition{IfMatch: entityTags(h.Values("If-Match")), IfNoneMatch: entityTags(h.Values("If-None-Match"))}
+func precondition(h http.Header) catalog.Precondition {
+	return catalog.Precondition{IfMatch: entityTags(h.Values("If-Match")), IfNoneMatch: entityTags(h.Values("If-None-Match"))}
 }
 
 func entityTags(lines []string) []string {

@@ -18,3 +18,10 @@ type Error struct {
 	Field   string `json:"field"`
 	Message string `json:"message"`
 }
+
+// NoNUL is the message for text holding U+0000: Postgres's text and jsonb cannot store it,
+// so it is refused field by field, rather than failing the write as a server error. It is
+// here because checkout and checkout/catalog both refuse it, and neither owns the other's
+// fields. (Decoded JSON strings are always UTF-8, so pgtext.Valid fails on a NUL only; the
+// API refuses a body that is not UTF-8.)
+const NoNUL = "must not contain the NUL character (U+0000)"

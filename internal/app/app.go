@@ -24,6 +24,7 @@ import (
 	"github.com/tekrar/tekrar/admin"
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/api"
+	"github.com/tekrar/tekrar/checkout/catalog"
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/hooks"
 	"github.com/tekrar/tekrar/checkout/inbox"
@@ -137,6 +138,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		Logger:        logger,
 		Authenticator: clients.NewAuthenticator(db, cfg.AuthCacheTTL),
 		Service:       svc,
+		Catalog:       catalog.New(db, o.now),
 		MaxBodyBytes:  int64(cfg.MaxBodyBytes),
 		Hooks:         endpoints,
 	})

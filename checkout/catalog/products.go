@@ -1,4 +1,4 @@
-package checkout
+package catalog
 
 import (
 	"context"
@@ -9,7 +9,9 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout/fields"
 	"github.com/tekrar/tekrar/checkout/money"
+	tdb "github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/pgtext"
 	"github.com/tekrar/tekrar/internal/problem"
 )
@@ -42,10 +44,10 @@ func (in *ProductInput) Validate(sku string) []FieldError {
 	if in.Name == "" || len(in.Name) > 200 {
 		add("name", "must be 1 to 200 characters")
 	} else if !pgtext.Valid(in.Name) {
-		add("name", noNUL)
+		add("name", fields.NoNUL)
 	}
-	if in.Price < 0 || in.Price > MaxAmount {
-		add("price", "must be between 0 and %d minor units", int64(MaxAmount))
+	if in.Price < 0 || in.Price > money.MaxAmount {
+		add("price", "must be between 0 and %d minor units", int64(money.MaxAmount))
 	}
 	if !money.ValidCurrency(in.Currency) {
 		add("currency", "must be an upper-case ISO 4217 code such as TRY or EUR")
@@ -76,10 +78,10 @@ var ErrProductNotFound error = problem.Of(problem.CodeProductNotFound)
 // to the current product changes nothing, not even the version: PUT is idempotent, and a
 // replay of it is answered with the same ETag. A change of stock is recorded as a
 // movement (reason put) in the same transaction. created reports a new product.
-func (s *Service) PutProduct(ctx context.Context, clientID int64, sku string, in ProductInput, pre Precondition) (_ ProductView, created bool, _ error) {
+func (s *Store) PutProduct(ctx context.Context, clientID int64, sku string, in ProductInput, pre Precondition) (_ ProductView, created bool, _ error) {
 	var out product
-	err := inTx(ctx, s.db, "put product", func(tx *sqlx.Tx) error {
-		now := s.cfg.Now()
+	err := tdb.InTx(ctx, s.db, "put product", func(tx *sqlx.Tx) error {
+		now := s.now()
 		// Two passes at most: a product created concurrently by another PUT between the
 		// look-up and the insert is then read, locked, like any existing one.
 		for range 2 {
@@ -117,7 +119,7 @@ func (s *Service) PutProduct(ctx context.Context, clientID int64, sku string, in
 }
 
 // GetProduct returns one of the client's products.
-func (s *Service) GetProduct(ctx context.Context, clientID int64, sku string) (ProductView, error) {
+func (s *Store) GetProduct(ctx context.Context, clientID int64, sku string) (ProductView, error) {
 	if !ValidSKU(sku) {
 		return ProductView{}, ErrProductNotFound
 	}
@@ -134,7 +136,7 @@ func (s *Service) GetProduct(ctx context.Context, clientID int64, sku string) (P
 
 // ListProducts returns a page of the client's products in sku order, starting after the
 // sku `after` ("": from the first).
-func (s *Service) ListProducts(ctx context.Context, clientID int64, after string, limit int) ([]ProductView, bool, error) {
+func (s *Store) ListProducts(ctx context.Context, clientID int64, after string, limit int) ([]ProductView, bool, error) {
 	var rows []product
 	err := sqlx.SelectContext(ctx, s.db, &rows, productSelect+`
 		 WHERE client_id = $1 AND sku > $2 ORDER BY sku LIMIT $3`, clientID, after, limit+1)

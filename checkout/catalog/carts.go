@@ -1,7 +1,6 @@
-package checkout
+package catalog
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	tdb "github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/problem"
 )
 
@@ -33,7 +33,7 @@ func (in *CartInput) Validate(id string) []FieldError {
 	if in.Items == nil {
 		add("items", "is required (an empty list empties the cart)")
 	}
-	validateItems(add, "items", in.Items)
+	ValidateItems(add, "items", in.Items)
 	return errs
 }
 
@@ -90,14 +90,14 @@ func (c *cart) view() (CartView, error) {
 // Contents equal to the current ones (as JSON values) change nothing, not even the
 // version. The precondition is checked and the write made under the cart's row lock, so
 // of two PUTs with the same If-Match exactly one is applied.
-func (s *Service) PutCart(ctx context.Context, clientID int64, id string, in CartInput, pre Precondition) (_ CartView, created bool, _ error) {
+func (s *Store) PutCart(ctx context.Context, clientID int64, id string, in CartInput, pre Precondition) (_ CartView, created bool, _ error) {
 	items, err := json.Marshal(in.Items)
 	if err != nil {
 		return CartView{}, false, fmt.Errorf("encode cart items: %w", err)
 	}
 	var out cart
-	err = inTx(ctx, s.db, "put cart", func(tx *sqlx.Tx) error {
-		now := s.cfg.Now()
+	err = tdb.InTx(ctx, s.db, "put cart", func(tx *sqlx.Tx) error {
+		now := s.now()
 		for range 2 {
 			var cur cart
 			err := tx.GetContext(ctx, &cur, `
@@ -154,7 +154,7 @@ func (s *Service) PutCart(ctx context.Context, clientID int64, id string, in Car
 }
 
 // GetCart returns one of the client's carts.
-func (s *Service) GetCart(ctx context.Context, clientID int64, id string) (CartView, error) {
+func (s *Store) GetCart(ctx context.Context, clientID int64, id string) (CartView, error) {
 	c, err := getCart(ctx, s.db, clientID, id)
 	if err != nil {
 		return CartView{}, err
@@ -179,11 +179,11 @@ func getCart(ctx context.Context, db sqlx.QueryerContext, clientID int64, id str
 
 // DeleteCart deletes one of the client's carts, if pre holds. Orders made from it keep
 // their items: an order copies them.
-func (s *Service) DeleteCart(ctx context.Context, clientID int64, id string, pre Precondition) error {
+func (s *Store) DeleteCart(ctx context.Context, clientID int64, id string, pre Precondition) error {
 	if !ValidCartID(id) {
 		return ErrCartNotFound
 	}
-	return inTx(ctx, s.db, "delete cart", func(tx *sqlx.Tx) error {
+	return tdb.InTx(ctx, s.db, "delete cart", func(tx *sqlx.Tx) error {
 		var version int64
 		err := tx.GetContext(ctx, &version, `
 			SELECT version FROM carts WHERE client_id = $1 AND public_id = $2 FOR UPDATE`, clientID, id)
@@ -203,67 +203,19 @@ func (s *Service) DeleteCart(ctx context.Context, clientID int64, id string, pre
 	})
 }
 
-// boundCart is the cart an order request names, read once before the request is
-// fingerprinted: the items it is fingerprinted with are the items the order takes.
-type boundCart struct {
-	found bool
-	items []Item
-}
-
-// BindCart reads the cart an order request names by cart_id, as it is now, into req: its
-// items become part of the request's fingerprint (Request.Bound), so that the same key
-// with a changed cart is another request (a conflict), and the same key with the same cart
-// a replay. It runs before Replay. A body that names no cart costs a byte search.
-func (s *Service) BindCart(ctx context.Context, req *Request) error {
-	// A member named with escapes ("cart\u005fid") is still cart_id to the decoder.
-	if !bytes.Contains(req.Body, []byte("cart_id")) && !bytes.Contains(req.Body, []byte(`\u`)) {
-		return nil
+// CartItems reads one of the client's carts for an order that names it (checkout's
+// BindCart): its items as stored, the bytes the order's fingerprint covers, and decoded,
+// the lines the order takes. ErrCartNotFound when the client has no cart under id. It is a
+// function of a querier, not of a Store, because the order reads the cart with the
+// service's own pool.
+func CartItems(ctx context.Context, db sqlx.QueryerContext, clientID int64, id string) (json.RawMessage, []Item, error) {
+	c, err := getCart(ctx, db, clientID, id)
+	if err != nil {
+		return nil, nil, err
 	}
-	var named struct {
-		CartID *string `json:"cart_id"`
+	var items []Item
+	if err := json.Unmarshal(c.Items, &items); err != nil {
+		return nil, nil, fmt.Errorf("cart %d items: %w", c.ID, err)
 	}
-	if json.Unmarshal(req.Body, &named) != nil || named.CartID == nil {
-		return nil // not JSON, or no cart: the decoder says what is wrong, if anything
-	}
-	req.cart = &boundCart{}
-	c, err := getCart(ctx, s.db, req.Client.ID, *named.CartID)
-	switch {
-	case errors.Is(err, ErrCartNotFound):
-		req.Bound = []byte("null") // no cart: unlike any cart's items
-		return nil
-	case err != nil:
-		return err
-	}
-	req.cart.found = true
-	if err := json.Unmarshal(c.Items, &req.cart.items); err != nil {
-		return fmt.Errorf("cart %d items: %w", c.ID, err)
-	}
-	req.Bound = c.Items
-	return nil
-}
-
-// withCart is an order input with the items of the cart BindCart read for req.
-func (req Request) withCart(in OrderInput) (OrderInput, error) {
-	if req.cart == nil {
-		return OrderInput{}, errors.New("order with cart_id: the cart was not bound to the request")
-	}
-	if !req.cart.found {
-		return OrderInput{}, problem.Of(problem.CodeCartNotFound).
-			WithDetail("cart_id names no cart of this client; nothing was stored").Advised()
-	}
-	in.Items = req.cart.items
-	var errs []FieldError
-	add := func(field, format string, args ...any) {
-		errs = append(errs, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
-	}
-	if len(in.Items) == 0 {
-		add("cart_id", "names an empty cart")
-	}
-	if sum, overflow := validateItems(add, "cart.items", in.Items); !overflow && sum != in.Amount {
-		add("amount", "must equal the sum of the cart's items (%d)", sum)
-	}
-	if len(errs) > 0 {
-		return OrderInput{}, ValidationFailed(errs)
-	}
-	return in, nil
+	return c.Items, items, nil
 }

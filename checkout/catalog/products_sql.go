@@ -1,4 +1,4 @@
-package checkout
+package catalog
 
 import (
 	"context"
@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 )
 
-// product is a row of products: the one shape checkout reads a product in, with
+// product is a row of products: the one shape the catalog reads a product in, with
 // productSelect.
 type product struct {
 	ID        int64     `db:"id"`
@@ -88,4 +89,20 @@ func putMovement(ctx context.Context, tx *sqlx.Tx, productID, delta int64, now t
 		return fmt.Errorf("record stock movement: %w", err)
 	}
 	return nil
+}
+
+// ReadProducts reads the client's products of the given skus, in no order; a sku with no
+// product is left out. checkout reads them to say why an order's claim could not take its
+// lines from stock.
+func ReadProducts(ctx context.Context, db sqlx.QueryerContext, clientID int64, skus []string) ([]ProductView, error) {
+	var rows []product
+	if err := sqlx.SelectContext(ctx, db, &rows, productSelect+` WHERE client_id = $1 AND sku = ANY($2)`,
+		clientID, pq.Array(skus)); err != nil {
+		return nil, fmt.Errorf("read products: %w", err)
+	}
+	out := make([]ProductView, len(rows))
+	for i := range rows {
+		out[i] = rows[i].view()
+	}
+	return out, nil
 }
