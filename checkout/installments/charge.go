@@ -186,7 +186,7 @@ func (s *Charger) chargeInstallment(ctx context.Context, c *installmentClaim, no
 	if c.Resumed {
 		ch, err = s.provider.LookupCharge(pctx, c.Key)
 	}
-	if !c.Resumed || checkout.NoChargeYet(err) {
+	if !c.Resumed || psp.NoChargeYet(err) {
 		ch, err = s.provider.Charge(pctx, psp.ChargeRequest{
 			Key: c.Key, Amount: c.Amount, Currency: c.Currency,
 			Customer: c.ProviderCustomer.String, PaymentMethod: c.PaymentMethod.String,
@@ -203,7 +203,7 @@ func (s *Charger) chargeInstallment(ctx context.Context, c *installmentClaim, no
 		return nil
 	case err == nil && ch.Status == psp.StatusDeclined:
 		return s.declineInstallment(ctx, c, now, ch.DeclineCode, res)
-	case checkout.ChargeOutcomeUnknown(err):
+	case psp.ChargeOutcomeUnknown(err):
 		// Keep the lease: the next run after it lapses looks the charge up.
 		res.Unknown++
 		s.logger.Warn("installment charge outcome unknown", "order_id", c.OrderID, "n", c.N, "attempt", c.Attempts, "err", err)
