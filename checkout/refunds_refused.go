@@ -15,7 +15,7 @@ import (
 
 // A refund the provider refuses for good.
 //
-// The provider's refusal of a refund is final (psp.AnswerOf psp.OpRefund): nothing was refunded, and
+// The provider's refusal of a refund is final (psp.OpRefund's table): nothing was refunded, and
 // nothing will be under the refund's key. Waiting on it would keep the key in progress and
 // the refund pending for ever, with the client told 503 payment_pending on every retry. So
 // the key is completed with the refusal as its stored answer, which retries replay; the
