@@ -11,7 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/calendar"
 	"github.com/tekrar/tekrar/checkout/money"
 	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/views"
@@ -114,16 +114,16 @@ func settlementFilter(c *gin.Context) (views.SettlementFilter, report.Settlement
 		}
 		f.ClientID = id
 	}
-	var from, to checkout.Day
+	var from, to calendar.Day
 	for _, d := range []struct {
 		in  string
 		out *string
-		day *checkout.Day
+		day *calendar.Day
 	}{{form.From, &f.From, &from}, {form.To, &f.To, &to}} {
 		if d.in == "" {
 			continue
 		}
-		day, err := checkout.ParseDay(d.in)
+		day, err := calendar.Parse(d.in)
 		if err != nil {
 			return form, f, fmt.Errorf("days must be written YYYY-MM-DD and exist: %w", err)
 		}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tekrar/tekrar/admin"
-	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/calendar"
 	"github.com/tekrar/tekrar/checkout/settlement"
 	"github.com/tekrar/tekrar/internal/apptest"
 )
@@ -32,7 +32,7 @@ func TestSettlementsPageAndExport(t *testing.T) {
 	id := actOrder(t, e, "k-settle", 4500)
 	ctx := context.Background()
 	loc, _ := time.LoadLocation("Europe/Istanbul")
-	day := checkout.DayOf(time.Now(), loc)
+	day := calendar.Of(time.Now(), loc)
 	_, end := day.Window(loc)
 	s := settlement.New(e.DB, settlement.Config{Now: func() time.Time { return end.Add(48 * time.Hour) }}, nil)
 	if _, err := s.Settle(ctx, e.ClientID, day); err != nil {

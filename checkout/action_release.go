@@ -115,7 +115,7 @@ func (s *Service) releaseOrder(ctx context.Context, k *Key, detail map[string]an
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
 	defer cancel()
 	ch, err := s.provider.LookupCharge(pctx, pk)
-	op := opLookupCharge
+	op := psp.OpLookupCharge
 	var settle func(sqlx.QueryerContext) (Response, psp.Charge, error)
 	switch {
 	case err == nil:
@@ -123,9 +123,9 @@ func (s *Service) releaseOrder(ctx context.Context, k *Key, detail map[string]an
 			r, err := s.settleCharge(ctx, db, k, ch, pk)
 			return r, ch, err
 		}
-	case answerOf(opLookupCharge, err).Verdict == verdictNone:
+	case psp.AnswerOf(psp.OpLookupCharge, err).Verdict == psp.VerdictNone:
 		// As the completer: a charge may still be in flight, so fence the key first.
-		op = opCancelCharge
+		op = psp.OpCancelCharge
 		settle, err = s.giveUpCharge(ctx, k, "an operator released a key whose charge the provider did not hold")
 	}
 	if settle != nil {
@@ -163,16 +163,16 @@ func (s *Service) releaseRefund(ctx context.Context, k *Key, detail map[string]a
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
 	defer cancel()
 	pr, err := s.provider.LookupRefund(pctx, pk)
-	op := opLookupRefund
-	if answerOf(opLookupRefund, err).Verdict == verdictNone {
-		op = opRefund
+	op := psp.OpLookupRefund
+	if psp.AnswerOf(psp.OpLookupRefund, err).Verdict == psp.VerdictNone {
+		op = psp.OpRefund
 		pr, err = s.provider.Refund(pctx, psp.RefundRequest{Key: pk, ChargeID: ref.ChargeID, Amount: ref.Amount, Reason: ref.Reason.String})
 	}
-	if a := answerOf(op, err); a.Verdict == verdictRefused || a.Verdict == verdictLookUp {
+	if a := psp.AnswerOf(op, err); a.Verdict == psp.VerdictRefused || a.Verdict == psp.VerdictLookUp {
 		// A final refusal settles the key as the API's run would (refusedRefund).
 		settle, lerr := s.refusedRefund(ctx, pctx, ref, a, err)
 		if settle == nil {
-			providerSaid(detail, opLookupCharge, lerr)
+			providerSaid(detail, psp.OpLookupCharge, lerr)
 			return nil, nil
 		}
 		detail["provider_error"] = err.Error()
@@ -202,7 +202,7 @@ func (s *Service) releaseRefund(ctx context.Context, k *Key, detail map[string]a
 func providerSaid(detail map[string]any, op string, err error) {
 	detail["provider_error"] = err.Error()
 	detail["outcome"] = OutcomeStillUnknown
-	if answerOf(op, err).Verdict != verdictUnknown {
+	if psp.AnswerOf(op, err).Verdict != psp.VerdictUnknown {
 		detail["outcome"] = OutcomeProviderRefused
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -28,12 +26,12 @@ func TestAnsweringNamesTheTables(t *testing.T) {
 	ops := []string{psptest.OpCharge, psptest.OpRefund, psptest.OpLookupCharge, psptest.OpLookupRefund,
 		psptest.OpCancelCharge, psptest.OpListCharges, psptest.OpCardFingerprint}
 	for _, op := range ops {
-		if _, ok := providerAnswers[op]; !ok {
+		if psp.AnswerTable(op) == nil {
 			t.Errorf("psptest forces %q, which no table names", op)
 		}
 	}
-	if len(ops) != len(providerAnswers) {
-		t.Errorf("psptest forces %d operations, the tables name %d", len(ops), len(providerAnswers))
+	if n := len(psp.AnswerOps()); len(ops) != n {
+		t.Errorf("psptest forces %d operations, the tables name %d", len(ops), n)
 	}
 }
 
@@ -260,7 +258,7 @@ func TestRefundAnswers(t *testing.T) {
 			if status != http.StatusCreated {
 				t.Fatalf("order: %d", status)
 			}
-			ap.force(opRefund, tc.err)
+			ap.force(psp.OpRefund, tc.err)
 			for try := range 2 {
 				st, code := e.refundAnswer("k-refund", order, 4000)
 				if tc.status != st || tc.code != code {
@@ -274,9 +272,9 @@ func TestRefundAnswers(t *testing.T) {
 				t.Errorf("order %+v, want %+v", got, tc.ledger)
 			}
 		})
-		covered[answerOf(opRefund, tc.err).Err] = true
+		covered[psp.AnswerOf(psp.OpRefund, tc.err).Err] = true
 	}
-	for _, a := range providerAnswers[opRefund] {
+	for _, a := range psp.AnswerTable(psp.OpRefund) {
 		if !covered[a.Err] {
 			t.Errorf("the refund table's row %v has no case", a.Err)
 		}
@@ -306,7 +304,7 @@ func TestChargeAnswers(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			e, ap := answerEnv(t)
-			ap.force(opCharge, tc.err)
+			ap.force(psp.OpCharge, tc.err)
 			in := OrderInput{Currency: "TRY", Amount: 2500, Payment: PaymentInput{CardToken: psp.TokenVisa},
 				Items: []Item{{SKU: "LATTE", Name: "Latte", Quantity: 1, UnitAmount: 2500}}}
 			body, _ := json.Marshal(in)
@@ -321,33 +319,11 @@ func TestChargeAnswers(t *testing.T) {
 				t.Errorf("order %s, want %s", got, tc.order)
 			}
 		})
-		covered[answerOf(opCharge, tc.err).Err] = true
+		covered[psp.AnswerOf(psp.OpCharge, tc.err).Err] = true
 	}
-	for _, a := range providerAnswers[opCharge] {
+	for _, a := range psp.AnswerTable(psp.OpCharge) {
 		if !covered[a.Err] {
 			t.Errorf("the charge table's row %v has no case", a.Err)
-		}
-	}
-}
-
-// TestProviderAnswerTables: docs/providers.md lists every row of every table.
-func TestProviderAnswerTables(t *testing.T) {
-	doc, err := os.ReadFile("../docs/providers.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for op, rows := range providerAnswers {
-		for _, a := range rows {
-			answer := "result"
-			if a.Err != nil && a.Err != errUnknownAnswer {
-				answer = psp.ErrorCode(a.Err)
-			} else if a.Err == errUnknownAnswer {
-				answer = "any other error"
-			}
-			line := fmt.Sprintf("| `%s` | %s | %s |", op, answer, a.Verdict)
-			if !strings.Contains(string(doc), line) {
-				t.Errorf("docs/providers.md lacks the row %q", line)
-			}
 		}
 	}
 }
@@ -361,11 +337,11 @@ func TestRefusedRefundOnEveryPath(t *testing.T) {
 	t.Run("completer", func(t *testing.T) {
 		e, ap := answerEnv(t)
 		order, _ := e.order("k-pay", psp.TokenVisa, 4000)
-		ap.force(opRefund, errors.New("connection reset"))
+		ap.force(psp.OpRefund, errors.New("connection reset"))
 		if st, code := e.refundAnswer("k-refund", order, 4000); st != 503 || code != "payment_pending" {
 			t.Fatalf("first: %d %s", st, code)
 		}
-		ap.force(opRefund, psp.ErrNotRefundable)
+		ap.force(psp.OpRefund, psp.ErrNotRefundable)
 		e.advance(2 * time.Hour) // past the completer's grace
 		res, err := e.s.NewCompleter(CompleterConfig{}).Pass(context.Background())
 		if err != nil || res.Completed != 1 {
@@ -381,10 +357,10 @@ func TestRefusedRefundOnEveryPath(t *testing.T) {
 	t.Run("release", func(t *testing.T) {
 		e, ap := answerEnv(t)
 		order, _ := e.order("k-pay", psp.TokenVisa, 4000)
-		ap.force(opRefund, errors.New("connection reset"))
+		ap.force(psp.OpRefund, errors.New("connection reset"))
 		e.refundAnswer("k-refund", order, 4000)
 		e.needsAttention("k-refund")
-		ap.force(opRefund, psp.ErrNotRefundable)
+		ap.force(psp.OpRefund, psp.ErrNotRefundable)
 		res, err := e.s.ReleaseKey(context.Background(), e.client.ID, "k-refund", e.record(false))
 		if err != nil || !res.Done || res.Outcome != OutcomeRefundRefused {
 			t.Fatalf("release: %+v %v", res, err)
@@ -399,7 +375,7 @@ func TestRefusedRefundOnEveryPath(t *testing.T) {
 	t.Run("console", func(t *testing.T) {
 		e, ap := answerEnv(t)
 		order, _ := e.order("k-pay", psp.TokenVisa, 4000)
-		ap.force(opRefund, psp.ErrNotRefundable)
+		ap.force(psp.OpRefund, psp.ErrNotRefundable)
 		in := OperatorRefund{OrderID: order, RefundInput: RefundInput{Amount: 4000}, Nonce: "nonce-0123456789abcdef"}
 		for try := range 2 {
 			_, err := e.s.RefundAsOperator(context.Background(), in)
@@ -444,8 +420,8 @@ func TestLookupAndCancelAnswers(t *testing.T) {
 				t.Fatalf("the abandoned attempt: %d", status)
 			}
 			e.p.set("")
-			ap.force(opLookupCharge, tc.lookup)
-			ap.force(opCancelCharge, tc.cancel)
+			ap.force(psp.OpLookupCharge, tc.lookup)
+			ap.force(psp.OpCancelCharge, tc.cancel)
 			e.advance(2 * time.Hour) // past the grace, before the completer's attention
 			if _, err := e.s.NewCompleter(CompleterConfig{AttentionAfter: 24 * time.Hour}).Pass(context.Background()); err != nil {
 				t.Fatalf("completer: %v", err)
@@ -460,14 +436,14 @@ func TestLookupAndCancelAnswers(t *testing.T) {
 				t.Errorf("%d compensations, want compensated %v", n, tc.compensated)
 			}
 		})
-		covered[opLookupCharge+":"+fmt.Sprint(answerOf(opLookupCharge, tc.lookup).Err)] = true
+		covered[psp.OpLookupCharge+":"+fmt.Sprint(psp.AnswerOf(psp.OpLookupCharge, tc.lookup).Err)] = true
 		if !tc.charged && tc.lookup == nil {
-			covered[opLookupCharge+":"+fmt.Sprint(psp.ErrNotFound)] = true
-			covered[opCancelCharge+":"+fmt.Sprint(answerOf(opCancelCharge, tc.cancel).Err)] = true
+			covered[psp.OpLookupCharge+":"+fmt.Sprint(psp.ErrNotFound)] = true
+			covered[psp.OpCancelCharge+":"+fmt.Sprint(psp.AnswerOf(psp.OpCancelCharge, tc.cancel).Err)] = true
 		}
 	}
-	for _, op := range []string{opLookupCharge, opCancelCharge} {
-		for _, a := range providerAnswers[op] {
+	for _, op := range []string{psp.OpLookupCharge, psp.OpCancelCharge} {
+		for _, a := range psp.AnswerTable(op) {
 			if !covered[op+":"+fmt.Sprint(a.Err)] {
 				t.Errorf("the %s table's row %v has no case", op, a.Err)
 			}
@@ -506,7 +482,7 @@ func TestLookupRefundAnswers(t *testing.T) {
 				t.Fatalf("first: %d %s", st, code)
 			}
 			e.p.set("")
-			ap.force(opLookupRefund, tc.lookup)
+			ap.force(psp.OpLookupRefund, tc.lookup)
 			if st, code := e.refundAnswer("k-refund", order, 4000); st != tc.status || code != tc.code {
 				t.Fatalf("resumed: %d %s, want %d %s", st, code, tc.status, tc.code)
 			}
@@ -521,9 +497,9 @@ func TestLookupRefundAnswers(t *testing.T) {
 		if err == nil && !tc.made {
 			err = psp.ErrNotFound
 		}
-		covered[fmt.Sprint(answerOf(opLookupRefund, err).Err)] = true
+		covered[fmt.Sprint(psp.AnswerOf(psp.OpLookupRefund, err).Err)] = true
 	}
-	for _, a := range providerAnswers[opLookupRefund] {
+	for _, a := range psp.AnswerTable(psp.OpLookupRefund) {
 		if !covered[fmt.Sprint(a.Err)] {
 			t.Errorf("the lookup_refund table's row %v has no case", a.Err)
 		}
@@ -546,7 +522,7 @@ func TestFingerprintAnswers(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint("fingerprint ", tc.err), func(t *testing.T) {
 			e, ap := answerEnv(t)
-			ap.force(opCardFingerprint, tc.err)
+			ap.force(psp.OpCardFingerprint, tc.err)
 			_, status := e.order("k-pay", psp.TokenVisa, 2500)
 			if status != tc.status {
 				t.Fatalf("order: %d, want %d", status, tc.status)

@@ -166,7 +166,7 @@ func (s *Service) giveUpCharge(ctx context.Context, k *Key, reason string) (func
 			r, err := s.settleCharge(ctx, db, k, ch, pk)
 			return r, ch, err
 		}, nil
-	case answerOf(opCancelCharge, err).Verdict == verdictRefused: // cancel_unsupported
+	case psp.AnswerOf(psp.OpCancelCharge, err).Verdict == psp.VerdictRefused: // cancel_unsupported
 		return func(db sqlx.QueryerContext) (Response, psp.Charge, error) {
 			now := s.cfg.Now()
 			r, err := cancelOrder(ctx, db, k, now, s.owe(k, now, reason))
@@ -355,12 +355,12 @@ func (s *Service) driveCompensation(ctx context.Context, c compensation, now tim
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
 	defer cancel()
 	ch, err := s.provider.LookupCharge(pctx, c.ChargeKey)
-	lookup := answerOf(opLookupCharge, err).Verdict
+	lookup := psp.AnswerOf(psp.OpLookupCharge, err).Verdict
 	switch {
-	case lookup == verdictNone && !now.Before(c.WatchUntil):
+	case lookup == psp.VerdictNone && !now.Before(c.WatchUntil):
 		res.NoCharge++
 		return s.settleCompensation(ctx, c, CompensationNoCharge, psp.Charge{}, psp.Refund{})
-	case lookup == verdictNone:
+	case lookup == psp.VerdictNone:
 		res.Retry++
 		return s.retryCompensation(ctx, c, now, "")
 	case err != nil:
@@ -377,11 +377,11 @@ func (s *Service) driveCompensation(ctx context.Context, c compensation, now tim
 	// repeated key; the refund already made is the answer.
 	refundKey := compensationRefundKey(c.ChargeKey)
 	rf, err := s.provider.LookupRefund(pctx, refundKey)
-	switch answerOf(opLookupRefund, err).Verdict {
-	case verdictDone:
+	switch psp.AnswerOf(psp.OpLookupRefund, err).Verdict {
+	case psp.VerdictDone:
 		res.Refunded++
 		return s.settleCompensation(ctx, c, CompensationRefunded, ch, rf)
-	case verdictNone:
+	case psp.VerdictNone:
 	default:
 		res.Retry++
 		return s.retryCompensation(ctx, c, now, "look up refund: "+err.Error())
@@ -416,7 +416,7 @@ func (s *Service) driveCompensation(ctx context.Context, c compensation, now tim
 		reason = "charge of no order that can complete with it (reconciliation)"
 	}
 	rf, err = s.provider.Refund(pctx, psp.RefundRequest{Key: refundKey, ChargeID: ch.ID, Amount: remainder, Reason: reason})
-	if answerOf(opRefund, err).Err == psp.ErrKeyReused {
+	if psp.AnswerOf(psp.OpRefund, err).Err == psp.ErrKeyReused {
 		// Another worker made the refund under this key between our look-up and our
 		// request, for another remainder (a dashboard refund came in between): it is the
 		// one refund of this compensation.

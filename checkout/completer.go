@@ -186,11 +186,11 @@ func (c *Completer) complete(ctx context.Context, k *Key, now time.Time, res *Co
 				r, err := c.s.settleCharge(ctx, db, k, ch, pk)
 				return r, ch, err
 			}
-		case answerOf(opLookupCharge, err).Verdict == verdictNone:
+		case psp.AnswerOf(psp.OpLookupCharge, err).Verdict == psp.VerdictNone:
 			// No charge yet is not no charge ever: the worker that lost this key may still
 			// have its request in flight. Fence the key at the provider first.
 			settle, err = c.s.giveUpCharge(ctx, k, "completer gave up on a charge whose worker was gone")
-		case answerOf(opLookupCharge, err).Verdict == verdictAttention:
+		case psp.AnswerOf(psp.OpLookupCharge, err).Verdict == psp.VerdictAttention:
 			// The provider refuses the look-up of the key tekrar derived: no later pass will
 			// do better.
 			if err := markAttention(ctx, c.s.q, k, fmt.Sprintf("the payment provider refused the look-up: %v", err)); err != nil {

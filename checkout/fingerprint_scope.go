@@ -54,8 +54,8 @@ func (s *Service) resolveCard(ctx context.Context, in *intent) error {
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
 	defer cancel()
 	fp, err := s.provider.CardFingerprint(pctx, in.token)
-	switch a := answerOf(opCardFingerprint, err); {
-	case a.Verdict == verdictRefused: // not_found, bad_request: the token has no card
+	switch a := psp.AnswerOf(psp.OpCardFingerprint, err); {
+	case a.Verdict == psp.VerdictRefused: // not_found, bad_request: the token has no card
 	case err != nil:
 		// The token is not logged: the error is the provider's, which never repeats it.
 		s.logger.Warn("card fingerprint lookup failed", "err", err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout/calendar"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/problem"
 )
@@ -51,7 +52,7 @@ func splitAmount(total int64, count int) []int64 {
 type plannedInstallment struct {
 	N      int
 	Amount int64
-	DueOn  Day
+	DueOn  calendar.Day
 	DueAt  time.Time // when DueOn starts in the client's zone
 }
 
@@ -59,7 +60,7 @@ type plannedInstallment struct {
 // installment n is due n-1 months after the order's day there.
 func planInstallments(total int64, count int, created time.Time, loc *time.Location) []plannedInstallment {
 	amounts := splitAmount(total, count)
-	day := DayOf(created, loc)
+	day := calendar.Of(created, loc)
 	out := make([]plannedInstallment, count)
 	for i := range out {
 		due := day.AddMonths(i)

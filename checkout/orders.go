@@ -357,14 +357,14 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 		// The previous worker may have charged before it died: ask first.
 		ch, err = o.s.provider.LookupCharge(pctx, pk)
 	}
-	if !resumed || answerOf(opLookupCharge, err).Verdict == verdictNone {
+	if !resumed || psp.AnswerOf(psp.OpLookupCharge, err).Verdict == psp.VerdictNone {
 		ch, err = o.s.provider.Charge(pctx, psp.ChargeRequest{
 			Key: pk, Amount: o.in.firstCharge(), Currency: o.in.Currency, CardToken: o.in.Payment.CardToken,
 			Customer: o.providerCustomer(k), PaymentMethod: o.in.Payment.PaymentMethod,
 			Description: chargeDescription(k.OrderID.Int64),
 		})
 	}
-	if resumed && answerOf(opCharge, err).Verdict == verdictLookUp {
+	if resumed && psp.AnswerOf(psp.OpCharge, err).Verdict == psp.VerdictLookUp {
 		// A retry may pay with a new token of the key's card (docs/fingerprints.md). If the
 		// first attempt was still being charged when this one looked, its charge has since
 		// been made under the same provider key with the first token, and the provider
@@ -375,7 +375,7 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 			err = fmt.Errorf("%w: charge %s under the order's provider key is for %d %s", psp.ErrKeyReused, ch.ID, ch.Amount, ch.Currency)
 		}
 	}
-	if answerOf(opCharge, err).Verdict == verdictRefused || (err == nil && ch.Status == psp.StatusCanceled) {
+	if psp.AnswerOf(psp.OpCharge, err).Verdict == psp.VerdictRefused || (err == nil && ch.Status == psp.StatusCanceled) {
 		// The key was given up on and fenced at the provider while this worker was away
 		// (frozen past its lease, or dead before the cancel was recorded): nothing was
 		// charged. Record that, if this worker still holds the key; if not, its new owner
@@ -383,7 +383,7 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 		return cancelOrder(ctx, o.s.q, k, o.s.cfg.Now(), nil)
 	}
 	if err != nil {
-		return o.s.providerFailed(ctx, k, opCharge, err)
+		return o.s.providerFailed(ctx, k, psp.OpCharge, err)
 	}
 
 	o.s.crash(CrashAfterProvider)
@@ -450,13 +450,13 @@ func declinedAnswer(orderID, declineCode string) *problem.Problem {
 		With("order_id", orderID).With("decline_code", declineCode).Advised()
 }
 
-// providerFailed handles a provider answer to op that settles nothing now (answerOf): an
+// providerFailed handles a provider answer to op that settles nothing now (psp.AnswerOf): an
 // unknown outcome, where the charge (or refund) may or may not exist, gives the key back so
 // that the client's retry resumes at once, and will look it up before asking again; a
 // refusal of what tekrar derived (a reused or malformed request), which no retry fixes,
 // hands the key to an operator.
 func (s *Service) providerFailed(ctx context.Context, k *Key, op string, perr error) (Response, error) {
-	if a := answerOf(op, perr); a.Verdict != verdictUnknown {
+	if a := psp.AnswerOf(op, perr); a.Verdict != psp.VerdictUnknown {
 		s.logger.Error("the provider refused what tekrar derived", "key_id", k.ID, "operation", op, "err", perr)
 		if err := markAttention(ctx, s.q, k, fmt.Sprintf("the payment provider refused the %s: %v", op, perr)); err != nil {
 			return Response{}, err

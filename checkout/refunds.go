@@ -124,17 +124,17 @@ func (r *refundOp) run(ctx context.Context, k *Key, resumed bool) (Response, err
 	if resumed {
 		pr, err = r.s.provider.LookupRefund(pctx, pk)
 	}
-	op := opLookupRefund
-	if !resumed || answerOf(opLookupRefund, err).Verdict == verdictNone {
-		op = opRefund
+	op := psp.OpLookupRefund
+	if !resumed || psp.AnswerOf(psp.OpLookupRefund, err).Verdict == psp.VerdictNone {
+		op = psp.OpRefund
 		pr, err = r.s.provider.Refund(pctx, psp.RefundRequest{
 			Key: pk, ChargeID: ref.ChargeID, Amount: ref.Amount, Reason: ref.Reason.String,
 		})
 	}
-	if a := answerOf(op, err); a.Verdict == verdictRefused || a.Verdict == verdictLookUp {
+	if a := psp.AnswerOf(op, err); a.Verdict == psp.VerdictRefused || a.Verdict == psp.VerdictLookUp {
 		settle, lerr := r.s.refusedRefund(ctx, pctx, ref, a, err)
 		if settle == nil {
-			return r.s.providerFailed(ctx, k, opLookupCharge, lerr)
+			return r.s.providerFailed(ctx, k, psp.OpLookupCharge, lerr)
 		}
 		var resp Response
 		err := inTx(ctx, r.s.db, "settle a refused refund", func(tx *sqlx.Tx) error {

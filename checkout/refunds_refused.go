@@ -15,7 +15,7 @@ import (
 
 // A refund the provider refuses for good.
 //
-// The provider's refusal of a refund is final (answerOf opRefund): nothing was refunded, and
+// The provider's refusal of a refund is final (psp.OpRefund's table): nothing was refunded, and
 // nothing will be under the refund's key. Waiting on it would keep the key in progress and
 // the refund pending for ever, with the client told 503 payment_pending on every retry. So
 // the key is completed with the refusal as its stored answer, which retries replay; the
@@ -35,15 +35,15 @@ type refundSettle func(tx *sqlx.Tx, k *Key) (Response, error)
 // of the table). For a look-up refusal it reads the charge first, on pctx (bounded by the
 // provider timeout); when that cannot be done it returns nil and why: the outcome is then
 // left unknown and asked again. The settlement runs on ctx.
-func (s *Service) refusedRefund(ctx, pctx context.Context, ref refund, a providerAnswer, perr error) (refundSettle, error) {
+func (s *Service) refusedRefund(ctx, pctx context.Context, ref refund, a psp.Answer, perr error) (refundSettle, error) {
 	var ch *psp.Charge
-	if a.Verdict == verdictLookUp {
+	if a.Verdict == psp.VerdictLookUp {
 		var chargeKey string
 		if err := sqlx.GetContext(ctx, s.db, &chargeKey, `SELECT provider_key FROM payments WHERE order_id = $1`, ref.OrderID); err != nil {
 			return nil, fmt.Errorf("refused refund: the order's payment: %w", err)
 		}
 		got, err := s.provider.LookupCharge(pctx, chargeKey)
-		if answerOf(opLookupCharge, err).Verdict != verdictDone {
+		if psp.AnswerOf(psp.OpLookupCharge, err).Verdict != psp.VerdictDone {
 			return nil, fmt.Errorf("refused refund (%v): look up charge: %w", perr, err)
 		}
 		if got.ID != ref.ChargeID {
@@ -99,7 +99,7 @@ func (s *Service) refusedRefund(ctx, pctx context.Context, ref refund, a provide
 }
 
 // refusalProblem is the stored answer of a refused refund, with the order as it is now.
-func refusalProblem(ctx context.Context, tx *sqlx.Tx, ref refund, a providerAnswer, perr error) (*problem.Problem, error) {
+func refusalProblem(ctx context.Context, tx *sqlx.Tx, ref refund, a psp.Answer, perr error) (*problem.Problem, error) {
 	var o struct {
 		Status   string `db:"status"`
 		Captured int64  `db:"captured_amount"`

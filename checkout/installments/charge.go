@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/calendar"
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/psp"
 	tdb "github.com/tekrar/tekrar/internal/db"
@@ -186,7 +187,7 @@ func (s *Charger) chargeInstallment(ctx context.Context, c *installmentClaim, no
 	if c.Resumed {
 		ch, err = s.provider.LookupCharge(pctx, c.Key)
 	}
-	if !c.Resumed || checkout.NoChargeYet(err) {
+	if !c.Resumed || psp.NoChargeYet(err) {
 		ch, err = s.provider.Charge(pctx, psp.ChargeRequest{
 			Key: c.Key, Amount: c.Amount, Currency: c.Currency,
 			Customer: c.ProviderCustomer.String, PaymentMethod: c.PaymentMethod.String,
@@ -203,7 +204,7 @@ func (s *Charger) chargeInstallment(ctx context.Context, c *installmentClaim, no
 		return nil
 	case err == nil && ch.Status == psp.StatusDeclined:
 		return s.declineInstallment(ctx, c, now, ch.DeclineCode, res)
-	case checkout.ChargeOutcomeUnknown(err):
+	case psp.ChargeOutcomeUnknown(err):
 		// Keep the lease: the next run after it lapses looks the charge up.
 		res.Unknown++
 		s.logger.Warn("installment charge outcome unknown", "order_id", c.OrderID, "n", c.N, "attempt", c.Attempts, "err", err)
@@ -224,7 +225,7 @@ func (s *Charger) declineInstallment(ctx context.Context, c *installmentClaim, n
 	if err != nil {
 		return fmt.Errorf("installment %d of order %d: %w", c.N, c.OrderID, err)
 	}
-	due := checkout.Day{Year: c.DueOn.Year(), Month: c.DueOn.Month(), Day: c.DueOn.Day()}
+	due := calendar.Day{Year: c.DueOn.Year(), Month: c.DueOn.Month(), Day: c.DueOn.Day()}
 	var next sql.NullTime
 	var reason sql.NullString
 	counter := &res.Attention
@@ -263,12 +264,12 @@ var installmentRetryDays = []int{1, 3, 7}
 // after attempts declined: on the retry days after the due date, but never before the day
 // after now (a job that ran late does not spend every retry in one run). ok is false when
 // the retries are spent.
-func nextInstallmentAttempt(dueOn checkout.Day, attempts int, now time.Time, loc *time.Location) (time.Time, bool) {
+func nextInstallmentAttempt(dueOn calendar.Day, attempts int, now time.Time, loc *time.Location) (time.Time, bool) {
 	if attempts < 1 || attempts > len(installmentRetryDays) {
 		return time.Time{}, false
 	}
 	next := dueOn.AddDays(installmentRetryDays[attempts-1]).Start(loc)
-	if tomorrow := checkout.DayOf(now, loc).Next().Start(loc); next.Before(tomorrow) {
+	if tomorrow := calendar.Of(now, loc).Next().Start(loc); next.Before(tomorrow) {
 		next = tomorrow
 	}
 	return next, true

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/calendar"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/reconcile"
 )
@@ -22,7 +23,7 @@ import (
 func TestInstallmentRetryDays(t *testing.T) {
 	t.Parallel()
 	ist := mustLoad(t, "Europe/Istanbul")
-	due := checkout.Day{Year: 2027, Month: time.February, Day: 28}
+	due := calendar.Day{Year: 2027, Month: time.February, Day: 28}
 	cases := []struct {
 		attempts int
 		now      string

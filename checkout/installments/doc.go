@@ -21,8 +21,8 @@
 // It reads orders (a plan is charged only while its order is in
 // checkout.PlanChargingStatuses; the order's intent, customer and card) and clients (the time
 // zone whose day starts make an installment due), and charges at the provider, under the key
-// checkout.InstallmentKey derives. What it makes of the provider's answers is the root's table (checkout.NoChargeYet,
-// checkout.ChargeOutcomeUnknown). checkout imports nothing of it.
+// checkout.InstallmentKey derives. What it makes of the provider's answers is psp's table (psp.NoChargeYet,
+// psp.ChargeOutcomeUnknown). checkout imports nothing of it.
 //
 // # Crash points
 //

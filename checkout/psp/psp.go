@@ -16,9 +16,10 @@
 //     charge may have happened. Look the key up (LookupCharge, LookupRefund) before charging
 //     again, or repeat the call with the same key, which is always safe.
 //
-// IsOutcomeUnknown tells the last case from the others. What tekrar does with each answer of
-// each operation is decided by checkout's answer tables (checkout/answers.go,
-// docs/providers.md), not here: this package only says what the provider answered.
+// IsOutcomeUnknown tells the last case from the others. Which answers of each operation are
+// final is one table per operation (answers.go, listed in docs/providers.md): the code that
+// calls a provider asks AnswerOf what an answer settles, rather than testing errors one by
+// one.
 package psp
 
 import (

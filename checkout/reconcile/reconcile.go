@@ -352,7 +352,7 @@ func (r *reconcileRun) lookUpPaid(ctx context.Context, o paidOrder) error {
 	ch, err := r.rc.provider.LookupCharge(pctx, o.ChargeKey)
 	var detail string
 	switch {
-	case checkout.NoChargeYet(err):
+	case psp.NoChargeYet(err):
 		detail = "the provider has no charge under the payment's key"
 	case err != nil:
 		return fmt.Errorf("look up its charge: %w", err)

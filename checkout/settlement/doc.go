@@ -2,7 +2,7 @@
 // (internal/app) runs SettleDue, and `tekrar settle` runs Settle (docs/settlement.md).
 //
 // A settlement is one row per client and business day, the day in the client's time zone
-// (checkout.Day, the rule installments share), with the day's captured, refunded, disputed
+// (calendar.Day, the rule installments share), with the day's captured, refunded, disputed
 // and compensated totals and counts per currency. Every money movement is counted by
 // exactly one settlement: the settlement of a day claims the movements of that day that
 // nobody claimed, and the movements of earlier days that are settled already but were

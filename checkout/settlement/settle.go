@@ -12,7 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/calendar"
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/schedule"
@@ -105,7 +105,7 @@ func New(db *sqlx.DB, cfg Config, logger *slog.Logger) *Settler {
 type Settlement struct {
 	ID        int64
 	ClientID  int64
-	Day       checkout.Day
+	Day       calendar.Day
 	TimeZone  string
 	StartsAt  time.Time // the day's window, [StartsAt, EndsAt), in the zone it was settled in
 	EndsAt    time.Time
@@ -125,7 +125,7 @@ type Settlement struct {
 // Settle settles one day of one client, or, when the day is settled already, returns its
 // settlement as it was written and counts what came late since (Waiting). The day must have
 // ended in the client's zone.
-func (s *Settler) Settle(ctx context.Context, clientID int64, day checkout.Day) (Settlement, error) {
+func (s *Settler) Settle(ctx context.Context, clientID int64, day calendar.Day) (Settlement, error) {
 	var zone string
 	err := s.db.GetContext(ctx, &zone, clientZoneSQL, clientID)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -137,7 +137,7 @@ func (s *Settler) Settle(ctx context.Context, clientID int64, day checkout.Day) 
 	return s.settle(ctx, clientID, zone, day, s.cfg.Now())
 }
 
-func (s *Settler) settle(ctx context.Context, clientID int64, zone string, day checkout.Day, now time.Time) (Settlement, error) {
+func (s *Settler) settle(ctx context.Context, clientID int64, zone string, day calendar.Day, now time.Time) (Settlement, error) {
 	loc, err := clients.Location(zone)
 	if err != nil {
 		return Settlement{}, fmt.Errorf("settle %s of client %d: %w", day, clientID, err)
@@ -172,7 +172,7 @@ func (s *Settler) settle(ctx context.Context, clientID int64, zone string, day c
 }
 
 // create writes the settlement of row's day with the movements it claims.
-func (s *Settler) create(ctx context.Context, tx *sqlx.Tx, row settlementRow, day checkout.Day, loc *time.Location) (Settlement, error) {
+func (s *Settler) create(ctx context.Context, tx *sqlx.Tx, row settlementRow, day calendar.Day, loc *time.Location) (Settlement, error) {
 	claim, err := s.claimable(ctx, tx, row.ClientID, day, loc, row.StartsAt, row.EndsAt)
 	if err != nil {
 		return Settlement{}, err
@@ -260,13 +260,13 @@ func (s *Settler) existing(ctx context.Context, tx *sqlx.Tx, row settlementRow, 
 // claim is a movement with the day it belongs to, ready to be claimed.
 type claim struct {
 	movement
-	Day      checkout.Day
+	Day      calendar.Day
 	Adjusted bool
 }
 
 // claimable lists the movements the settlement of day (window [start, end)) claims: the
 // unclaimed ones of the day, and the unclaimed ones of earlier settled days.
-func (s *Settler) claimable(ctx context.Context, tx *sqlx.Tx, clientID int64, day checkout.Day, loc *time.Location, start, end time.Time) ([]claim, error) {
+func (s *Settler) claimable(ctx context.Context, tx *sqlx.Tx, clientID int64, day calendar.Day, loc *time.Location, start, end time.Time) ([]claim, error) {
 	var own []movement
 	if err := tx.SelectContext(ctx, &own, unclaimedMovementsSQL, clientID, start, end, start); err != nil {
 		return nil, fmt.Errorf("list the day's movements: %w", err)
@@ -285,7 +285,7 @@ func (s *Settler) claimable(ctx context.Context, tx *sqlx.Tx, clientID int64, da
 // late lists the unclaimed movements before until (within the late window, or of any age
 // for a dispute, whose time is the provider's) whose day, in loc, is before day and settled
 // already: the adjustments the settlement of day counts.
-func (s *Settler) late(ctx context.Context, tx *sqlx.Tx, clientID int64, day checkout.Day, loc *time.Location, until time.Time) ([]claim, error) {
+func (s *Settler) late(ctx context.Context, tx *sqlx.Tx, clientID int64, day calendar.Day, loc *time.Location, until time.Time) ([]claim, error) {
 	from := until.Add(-s.cfg.LateWindow)
 	var ms []movement
 	if err := tx.SelectContext(ctx, &ms, unclaimedMovementsSQL, clientID, from, until, nil); err != nil {
@@ -301,16 +301,16 @@ func (s *Settler) late(ctx context.Context, tx *sqlx.Tx, clientID int64, day che
 		}
 	}
 	var days []time.Time
-	if err := tx.SelectContext(ctx, &days, settledDaysSQL, clientID, checkout.DayOf(oldest, loc).String()); err != nil {
+	if err := tx.SelectContext(ctx, &days, settledDaysSQL, clientID, calendar.Of(oldest, loc).String()); err != nil {
 		return nil, fmt.Errorf("list the settled days: %w", err)
 	}
-	settled := make(map[checkout.Day]bool, len(days))
+	settled := make(map[calendar.Day]bool, len(days))
 	for _, d := range days {
-		settled[checkout.DayOf(d, time.UTC)] = true
+		settled[calendar.Of(d, time.UTC)] = true
 	}
 	var out []claim
 	for _, m := range ms {
-		if d := checkout.DayOf(m.OccurredAt, loc); d.Before(day) && settled[d] {
+		if d := calendar.Of(m.OccurredAt, loc); d.Before(day) && settled[d] {
 			out = append(out, claim{movement: m, Day: d, Adjusted: true})
 		}
 	}
@@ -345,13 +345,13 @@ func claimItems(ctx context.Context, tx *sqlx.Tx, id, clientID int64, cs []claim
 	}
 	out := make([]claim, len(rows))
 	for i, r := range rows {
-		out[i] = claim{movement: r.movement, Day: checkout.DayOf(r.Day, time.UTC), Adjusted: r.Adjusted}
+		out[i] = claim{movement: r.movement, Day: calendar.Of(r.Day, time.UTC), Adjusted: r.Adjusted}
 	}
 	return out, nil
 }
 
 func settlementOf(row settlementRow) Settlement {
-	return Settlement{ID: row.ID, ClientID: row.ClientID, Day: checkout.DayOf(row.Day, time.UTC), TimeZone: row.TimeZone,
+	return Settlement{ID: row.ID, ClientID: row.ClientID, Day: calendar.Of(row.Day, time.UTC), TimeZone: row.TimeZone,
 		StartsAt: row.StartsAt, EndsAt: row.EndsAt, SettledAt: row.SettledAt, Process: row.Process}
 }
 

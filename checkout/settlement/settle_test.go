@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/calendar"
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/psp"
 )
@@ -104,7 +104,7 @@ func (e *settleEnv) compensatedAt(t time.Time, amount int64) {
 
 func (e *settleEnv) settle(day string) Settlement {
 	e.t.Helper()
-	d, err := checkout.ParseDay(day)
+	d, err := calendar.Parse(day)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestSettleADayOnce(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			<-start
-			d, _ := checkout.ParseDay("2026-03-10")
+			d, _ := calendar.Parse("2026-03-10")
 			s, err := e.settler.Settle(context.Background(), e.client.ID, d)
 			if err != nil {
 				t.Errorf("settle at once: %v", err)
@@ -193,7 +193,7 @@ func TestSettleADayOnce(t *testing.T) {
 
 	// More days, each settled by four goroutines at once: a race the lock must decide.
 	e.settleAt(utc("2026-04-01T00:00:00Z"))
-	nextDay, _ := checkout.ParseDay("2026-03-11")
+	nextDay, _ := calendar.Parse("2026-03-11")
 	for i := range 20 {
 		d := nextDay.AddDays(i)
 		var wrote atomic.Int32
@@ -451,7 +451,7 @@ func TestSettlementOnTheCalendarsEdges(t *testing.T) {
 		t.Run(c.zone+" "+c.day, func(t *testing.T) {
 			t.Parallel()
 			e := newSettleEnv(t, c.zone)
-			d, _ := checkout.ParseDay(c.day)
+			d, _ := calendar.Parse(c.day)
 			start, end := d.Window(e.loc)
 			e.paidAt(start.Add(-time.Microsecond), "k-before", 1)
 			e.paidAt(start, "k-first", 10)
@@ -491,7 +491,7 @@ func TestInstallmentsAreSettled(t *testing.T) {
 		mu.Lock()
 		settledAt = utc(now)
 		mu.Unlock()
-		d, err := checkout.ParseDay(day)
+		d, err := calendar.Parse(day)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -600,8 +600,8 @@ func TestSettlementWhereMidnightIsSkipped(t *testing.T) {
 		t.Fatalf("%d items, want 5", len(items))
 	}
 	for _, it := range items {
-		day := checkout.DayOf(it.Day, time.UTC)
-		if byRule := checkout.DayOf(it.OccurredAt, e.loc); byRule != day || it.OccurredAt.Before(it.StartsAt) || !it.OccurredAt.Before(it.EndsAt) {
+		day := calendar.Of(it.Day, time.UTC)
+		if byRule := calendar.Of(it.OccurredAt, e.loc); byRule != day || it.OccurredAt.Before(it.StartsAt) || !it.OccurredAt.Before(it.EndsAt) {
 			t.Errorf("%s at %s is counted on %s (window %s to %s); DayOf says %s", it.Kind,
 				it.OccurredAt.UTC().Format(time.RFC3339), day, it.StartsAt.UTC().Format(time.RFC3339),
 				it.EndsAt.UTC().Format(time.RFC3339), byRule)

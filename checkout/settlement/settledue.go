@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/calendar"
 	"github.com/tekrar/tekrar/checkout/clients"
 )
 
@@ -73,7 +73,7 @@ func (s *Settler) settleClientDue(ctx context.Context, c dueClient, now time.Tim
 	}
 	last := dueDay(now, s.cfg.Grace, loc)
 	first := last.AddDays(1 - s.cfg.LookBack)
-	if born := checkout.DayOf(c.CreatedAt, loc); first.Before(born) {
+	if born := calendar.Of(c.CreatedAt, loc); first.Before(born) {
 		first = born
 	}
 	if last.Before(first) {
@@ -83,9 +83,9 @@ func (s *Settler) settleClientDue(ctx context.Context, c dueClient, now time.Tim
 	if err := s.db.SelectContext(ctx, &days, settledDaysSQL, c.ID, first.String()); err != nil {
 		return fmt.Errorf("client %d: list settled days: %w", c.ID, err)
 	}
-	settled := make(map[checkout.Day]bool, len(days))
+	settled := make(map[calendar.Day]bool, len(days))
 	for _, d := range days {
-		settled[checkout.DayOf(d, time.UTC)] = true
+		settled[calendar.Of(d, time.UTC)] = true
 	}
 	for d := first; !last.Before(d); d = d.AddDays(1) {
 		if settled[d] {
@@ -106,6 +106,6 @@ func (s *Settler) settleClientDue(ctx context.Context, c dueClient, now time.Tim
 
 // dueDay is the last day, in loc, that ended at least grace before now: the newest day a
 // settlement pass at now settles.
-func dueDay(now time.Time, grace time.Duration, loc *time.Location) checkout.Day {
-	return checkout.DayOf(now.Add(-grace), loc).AddDays(-1)
+func dueDay(now time.Time, grace time.Duration, loc *time.Location) calendar.Day {
+	return calendar.Of(now.Add(-grace), loc).AddDays(-1)
 }

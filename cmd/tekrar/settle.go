@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/calendar"
 	"github.com/tekrar/tekrar/checkout/money"
 	"github.com/tekrar/tekrar/checkout/settlement"
 	"github.com/tekrar/tekrar/internal/app"
@@ -33,7 +33,7 @@ func settle(ctx context.Context, e env, cfg config.Server, date string, client i
 	if date == "" {
 		return usageError("--date is required: the business day to settle, YYYY-MM-DD")
 	}
-	day, err := checkout.ParseDay(date)
+	day, err := calendar.Parse(date)
 	if err != nil {
 		return usageError("--date: %v", err)
 	}

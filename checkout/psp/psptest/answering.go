@@ -7,7 +7,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/psp"
 )
 
-// The operations Answering forces, named as checkout's tables of provider answers name
+// The operations Answering forces, named as psp's tables of provider answers name
 // them (docs/providers.md).
 const (
 	OpCharge          = "charge"

@@ -1,4 +1,7 @@
-package checkout
+// Package calendar is the business day: a client's date, and the one rule of where it begins
+// in the client's time zone, which settlement, installments, the console and `tekrar settle`
+// share. It reads and writes no table.
+package calendar
 
 import (
 	"fmt"
@@ -23,9 +26,9 @@ type Day struct {
 	Day   int
 }
 
-// ParseDay reads a day written YYYY-MM-DD; a date that does not exist (2027-02-29,
+// Parse reads a day written YYYY-MM-DD; a date that does not exist (2027-02-29,
 // 2026-04-31) is refused.
-func ParseDay(s string) (Day, error) {
+func Parse(s string) (Day, error) {
 	t, err := time.Parse(time.DateOnly, s)
 	if err != nil {
 		return Day{}, fmt.Errorf("%q is not a date written YYYY-MM-DD", s)
@@ -33,8 +36,8 @@ func ParseDay(s string) (Day, error) {
 	return dateIn(t, time.UTC), nil
 }
 
-// DayOf is the business day instant t falls on in loc: the day whose window holds t.
-func DayOf(t time.Time, loc *time.Location) Day {
+// Of is the business day instant t falls on in loc: the day whose window holds t.
+func Of(t time.Time, loc *time.Location) Day {
 	d := dateIn(t, loc)
 	// The date on the clocks, unless the clocks went back across a midnight (00:30 to
 	// 23:30 the day before): the next day has begun already, and t is in its window.
@@ -120,7 +123,7 @@ func (d Day) Start(loc *time.Location) time.Time {
 func (d Day) End(loc *time.Location) time.Time { return d.Next().Start(loc) }
 
 // Window is d's instants in loc, [Start, End). Consecutive windows tile time with no gap and
-// no overlap, and DayOf of every instant of the window is d.
+// no overlap, and Of of every instant of the window is d.
 func (d Day) Window(loc *time.Location) (start, end time.Time) { return d.Start(loc), d.End(loc) }
 
 // Contains reports whether instant t is on d in loc.

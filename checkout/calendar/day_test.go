@@ -1,4 +1,4 @@
-package checkout
+package calendar
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 )
 
 // TestDayBoundaries: a business day begins at the first instant of its date in the zone,
-// and DayOf names the day whose window holds an instant: the one rule settlement (its own
+// and Of names the day whose window holds an instant: the one rule settlement (its own
 // items and its late adjustments) and installments (their due instants) share. Zones with
 // and without clock changes, one whose clocks skip midnight (Havana and Santiago into
 // summer time: 00:00 is 01:00) and one whose clocks repeat it (Havana out of summer time:
@@ -42,7 +42,7 @@ func TestDayBoundaries(t *testing.T) {
 		{"Asia/Amman", "2016-10-28", "2016-10-27T21:00:00Z", "2016-10-28T22:00:00Z"},
 	} {
 		t.Run(c.zone+" "+c.day, func(t *testing.T) {
-			d, err := ParseDay(c.day)
+			d, err := Parse(c.day)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,8 +69,8 @@ func TestDayBoundaries(t *testing.T) {
 				{end.Add(-time.Nanosecond), d},
 				{end, d.AddDays(1)},
 			} {
-				if got := DayOf(at.t, loc); got != at.want {
-					t.Errorf("DayOf(%s) = %s, want %s", at.t.UTC().Format(time.RFC3339Nano), got, at.want)
+				if got := Of(at.t, loc); got != at.want {
+					t.Errorf("Of(%s) = %s, want %s", at.t.UTC().Format(time.RFC3339Nano), got, at.want)
 				}
 			}
 		})
@@ -93,7 +93,7 @@ func TestSettlementDayWindows(t *testing.T) {
 		{"Europe/Istanbul", "2028-02-29", "2028-02-28T21:00:00Z", "2028-02-29T21:00:00Z"},
 		{"Europe/Istanbul", "2026-12-31", "2026-12-30T21:00:00Z", "2026-12-31T21:00:00Z"},
 	} {
-		d, err := ParseDay(c.day)
+		d, err := Parse(c.day)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,15 +107,35 @@ func TestSettlementDayWindows(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"2027-02-29", "2026-04-31", "2026-13-01", "10.03.2026", ""} {
-		if _, err := ParseDay(bad); err == nil {
-			t.Errorf("ParseDay(%q) accepted", bad)
+		if _, err := Parse(bad); err == nil {
+			t.Errorf("Parse(%q) accepted", bad)
 		}
 	}
 	for from, want := range map[string]string{"2028-02-28": "2028-02-29", "2028-02-29": "2028-03-01",
 		"2027-02-28": "2027-03-01", "2026-01-31": "2026-02-01", "2026-12-31": "2027-01-01"} {
-		d, _ := ParseDay(from)
+		d, _ := Parse(from)
 		if got := d.AddDays(1).String(); got != want {
 			t.Errorf("the day after %s is %s, want %s", from, got, want)
 		}
 	}
+}
+
+// mustLoad is the IANA zone name's location, as the installments' and the root's tests load
+// a client's zone.
+func mustLoad(t *testing.T, name string) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}
+
+// utc reads an RFC 3339 instant of a test's calendar (fractions allowed).
+func utc(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
 }
