@@ -131,7 +131,7 @@ func (s *Service) sameScope(ctx context.Context, req Request, k *Key, in *intent
 }
 
 // storedScope reads what a key stores of its scope; nil when it stores none (or is gone).
-// Not part of keyColumns: it is read on this path only.
+// Not part of keyed.Columns: it is read on this path only.
 func storedScope(ctx context.Context, db sqlx.QueryerContext, k *Key) (scope []byte, card sql.NullString, err error) {
 	if k.Tombstone {
 		err = db.QueryRowxContext(ctx, `SELECT scope_fingerprint, card_fingerprint FROM key_tombstones

@@ -15,6 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/checkout/money"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/pgtext"
@@ -436,7 +437,7 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 	}
 
 	o.s.crash(CrashAfterProvider)
-	if err := publicIDs(ctx, o.s.q, k); err != nil { // no query: the claim and takeOver read it
+	if err := keyed.PublicIDs(ctx, o.s.q, k); err != nil { // no query: the claim and TakeOver read it
 		return Response{}, err
 	}
 	view := OrderView{
@@ -448,7 +449,7 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 		return Response{}, err
 	}
 	resp, err := o.s.settleOrder(ctx, o.s.q, k, view, ch, pk)
-	if errors.Is(err, errFenced) {
+	if errors.Is(err, keyed.ErrFenced) {
 		// Another worker settled the key meanwhile. With the same charge (the same provider
 		// key) nothing is owed; if it canceled the order at a provider that cannot fence,
 		// this charge must be refunded, and the debt is recorded in Postgres.
@@ -513,7 +514,7 @@ func (s *Service) providerFailed(ctx context.Context, k *Key, op string, perr er
 		return Response{}, keyNeedsAttention(k)
 	}
 	s.logger.Warn("provider outcome unknown", "key_id", k.ID, "err", perr)
-	if err := releaseKey(ctx, s.q, k, s.cfg.Now()); err != nil {
+	if _, err := keyed.SetStateIfInProgress(ctx, s.q, keyed.Release(k, s.cfg.Now())); err != nil {
 		s.logger.Warn("release key after provider failure", "key_id", k.ID, "err", err)
 	}
 	return Response{}, paymentPending()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/pgtext"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -473,7 +474,7 @@ func (o *posOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
 	if t, ok := known[o.w.sale.Key]; ok && t.Tombstone {
 		return t, false, nil
 	}
-	return nil, false, errNoKey // claimed concurrently: execute looks it up
+	return nil, false, keyed.ErrNoKey // claimed concurrently: execute looks it up
 }
 
 // cashAnswer is the stored answer of a sale paid at the register: the order, paid.

@@ -25,7 +25,7 @@ func keyReused(k *Key, method, path string) *problem.Problem {
 // evidently another purchase (its fingerprint differs from the expired one's); a late retry
 // of the same request must be resolved by looking the original order up, not re-sent.
 //
-// It names the order (and refund) by their public ids: the caller reads them (publicIDs).
+// It names the order (and refund) by their public ids: the caller reads them (keyed.PublicIDs).
 func keyExpired(k *Key, sameRequest bool) *problem.Problem {
 	detail := "this key's first request is older than the key's retention, so it is no longer replayed; " +
 		"its outcome is the order named here. Do not resend this purchase with a new key"

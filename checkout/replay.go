@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/internal/db"
 )
 
@@ -46,11 +47,11 @@ func (s *Service) Replay(ctx context.Context, req Request) (_ Result, _ Lookup, 
 	// CPU without them. If the database stalls, the pool's stall timeout (db.StallTimeout)
 	// ends the lookup, as it ends the claim and the completion (they outlive the request on
 	// purpose), and the request fails at once instead of waiting as long again.
-	k, err := lookupReplay(context.WithoutCancel(ctx), s.q, req.Client.ID, req.Key)
+	k, err := keyed.GetReplay(context.WithoutCancel(ctx), s.q, req.Client.ID, req.Key)
 	if err != nil {
-		// errNoKey: a first arrival, which claims without looking again. Any other error
+		// keyed.ErrNoKey: a first arrival, which claims without looking again. Any other error
 		// is met again, and answered, on the ordinary path.
-		lk.absent = errors.Is(err, errNoKey)
+		lk.absent = errors.Is(err, keyed.ErrNoKey)
 		if db.IsStalled(err) {
 			lk.stalled = err
 		}
@@ -59,7 +60,7 @@ func (s *Service) Replay(ctx context.Context, req Request) (_ Result, _ Lookup, 
 	if k.State != StateCompleted || !bytes.Equal(k.Fingerprint, fp[:]) || k.Expired(s.cfg.Now()) {
 		return Result{}, lk, false
 	}
-	r, err := k.response()
+	r, err := k.StoredResponse()
 	if err != nil {
 		return Result{}, lk, false
 	}

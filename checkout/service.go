@@ -14,7 +14,7 @@
 //     fenced by the lease token so that a worker that lost its lease writes nothing.
 //
 // Reading and writing rows: each thing is read in one Go shape, by one select list (Key by
-// keyColumns, order by orderSelect, refund by refundSelect); what the API or the console
+// keyed.Columns, order by orderSelect, refund by refundSelect); what the API or the console
 // shows is a view built from it. A nullable column is a sql.Null* field, read and written
 // (nullString stores "" as NULL); SQL never coalesces a nullable column away. The one
 // exception is the public ids read with a key, which are not columns of its row:
@@ -175,7 +175,7 @@ type Result struct {
 // operation is one kind of keyed request: creating an order, or a refund.
 type operation interface {
 	// claim creates the key row for this request and the operation's record in the same
-	// transaction. It returns errNoKey when a concurrent first arrival holds the key, and
+	// transaction. It returns keyed.ErrNoKey when a concurrent first arrival holds the key, and
 	// a live tombstone of the key, unclaimed, when it was swept in its grace period.
 	claim(ctx context.Context, k *Key) (_ *Key, claimed bool, _ error)
 	// differences lists the fields of the operation's record (the order, the refund) that
@@ -214,12 +214,12 @@ func (s *Service) execute(ctx context.Context, req Request, lk Lookup, op operat
 	in := &intent{spec: op.spec()}
 	for {
 		now := s.cfg.Now()
-		k, claimed, err := (*Key)(nil), false, errNoKey
+		k, claimed, err := (*Key)(nil), false, keyed.ErrNoKey
 		if lookup {
-			k, err = lookupKey(ctx, s.q, req.Client.ID, req.Key)
+			k, err = keyed.Get(ctx, s.q, req.Client.ID, req.Key)
 		}
 		lookup = true
-		if errors.Is(err, errNoKey) {
+		if errors.Is(err, keyed.ErrNoKey) {
 			nk := &Key{
 				ClientID:       req.Client.ID,
 				Key:            req.Key,
@@ -236,7 +236,7 @@ func (s *Service) execute(ctx context.Context, req Request, lk Lookup, op operat
 			k, claimed, err = op.claim(ctx, nk)
 		}
 		switch {
-		case errors.Is(err, errNoKey):
+		case errors.Is(err, keyed.ErrNoKey):
 			continue // a concurrent first arrival committed meanwhile: look again
 		case err != nil:
 			return Result{}, err
@@ -261,8 +261,8 @@ func (s *Service) execute(ctx context.Context, req Request, lk Lookup, op operat
 			poll = min(2*poll, 250*time.Millisecond)
 			continue
 		}
-		taken, err := takeOver(ctx, s.q, k, now, s.cfg.Lease)
-		if errors.Is(err, errNoKey) {
+		taken, err := keyed.TakeOver(ctx, s.q, k, now, s.cfg.Lease)
+		if errors.Is(err, keyed.ErrNoKey) {
 			continue // someone else resumed it; look again
 		}
 		if err != nil {
@@ -308,7 +308,7 @@ func (s *Service) decide(ctx context.Context, req Request, fp [32]byte, k *Key, 
 		}
 	}
 	if k.Expired(now) {
-		if err := publicIDs(ctx, s.q, k); err != nil {
+		if err := keyed.PublicIDs(ctx, s.q, k); err != nil {
 			return decided, Result{}, err
 		}
 		p := keyExpired(k, sameRequest)
@@ -327,7 +327,7 @@ func (s *Service) decide(ctx context.Context, req Request, fp [32]byte, k *Key, 
 	}
 	switch k.State {
 	case StateCompleted:
-		r, err := k.response()
+		r, err := k.StoredResponse()
 		if err != nil {
 			return decided, Result{}, err
 		}
@@ -338,7 +338,7 @@ func (s *Service) decide(ctx context.Context, req Request, fp [32]byte, k *Key, 
 		s.record(req, k, EventInUseRejected, p.Status, nil, map[string]any{"state": k.State})
 		return decided, Result{}, p
 	}
-	if k.leased(now) {
+	if k.Leased(now) {
 		return leased, Result{}, nil
 	}
 	return lapsed, Result{}, nil
@@ -399,7 +399,7 @@ func (s *Service) finish(ctx context.Context, k *Key, op operation, resumed bool
 	if err == nil {
 		s.crash(CrashAfterComplete)
 	}
-	if errors.Is(err, errFenced) {
+	if errors.Is(err, keyed.ErrFenced) {
 		// Another worker took the key over while this one was slow; it will answer.
 		return Result{ExpiresAt: k.ExpiresAt}, keyInUse()
 	}
@@ -425,7 +425,7 @@ func (s *Service) renewLease(ctx context.Context, k *Key) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				if err := extendLease(ctx, s.q, k, s.cfg.Now().Add(s.cfg.Lease)); err != nil {
+				if _, err := keyed.SetStateIfInProgress(ctx, s.q, keyed.Extend(k, s.cfg.Now().Add(s.cfg.Lease))); err != nil {
 					s.logger.Warn("lease renewal failed", "key_id", k.ID, "err", err)
 				}
 			}

@@ -14,7 +14,7 @@
 //     one; stored fingerprints depend on its bytes, byte for byte;
 //   - a stored answer's headers read back as they were written (DecodeHeaders), on the
 //     replay's hot path without encoding/json;
-//   - a key's completion is fenced (CompletionSQL): only the worker holding the key's lease
+//   - a key's completion is fenced (SetStateSQL): only the worker holding the key's lease
 //     token writes it, so a worker that lost its lease writes nothing;
 //   - a swept key stays refused while its tombstone lives (TombstoneSQL): it is read as a
 //     completed key that no claim can take again;
