@@ -163,7 +163,7 @@ func (c *Completer) complete(ctx context.Context, k *Key, now time.Time, res *Co
 	var err error
 	if k.RefundID.Valid {
 		// A refund needs no card: finish it as a retry would.
-		_, err = (&refundOp{s: c.s}).run(ctx, k, true)
+		_, err = (&refundOp{s: c.s}).Run(ctx, k, true)
 		var p *problem.Problem
 		if err == nil {
 			res.Completed++

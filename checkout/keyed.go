@@ -26,12 +26,6 @@ var (
 	ErrInvalidUTF8     = keyed.ErrInvalidUTF8
 )
 
-// fingerprint is the request's: its body's, and what the body names by reference (Bound)
-// when there is something.
-func (r *Request) fingerprint() ([32]byte, error) {
-	return keyed.FingerprintBound(r.Method, r.Path, r.Body, r.Bound)
-}
-
 // Key is a row of idempotency_keys (keyed.Key): the key, its state, its lease and its
 // stored answer.
 type Key = keyed.Key

@@ -322,10 +322,10 @@ type orderOp struct {
 	in OrderInput
 }
 
-func (o *orderOp) spec() FingerprintSpec { return o.s.cfg.Routes.Order }
+func (o *orderOp) Spec() FingerprintSpec { return o.s.cfg.Routes.Order }
 
 // claim creates the key row and the pending order in one statement.
-func (o *orderOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
+func (o *orderOp) Claim(ctx context.Context, k *Key) (*Key, bool, error) {
 	items, err := json.Marshal(o.in.Items)
 	if err != nil {
 		return nil, false, fmt.Errorf("encode items: %w", err)
@@ -397,7 +397,7 @@ func (in *OrderInput) firstCharge() int64 {
 	return in.Amount
 }
 
-func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, error) {
+func (o *orderOp) Run(ctx context.Context, k *Key, resumed bool) (Response, error) {
 	pk := providerKey("charge", k)
 	pctx, cancel := context.WithTimeout(ctx, o.s.cfg.ProviderTimeout)
 	defer cancel()
@@ -511,7 +511,7 @@ func (s *Service) providerFailed(ctx context.Context, k *Key, op string, perr er
 		if err := markAttention(ctx, s.q, k, fmt.Sprintf("the payment provider refused the %s: %v", op, perr)); err != nil {
 			return Response{}, err
 		}
-		return Response{}, keyNeedsAttention(k)
+		return Response{}, keyed.ProblemNeedsAttention()
 	}
 	s.logger.Warn("provider outcome unknown", "key_id", k.ID, "err", perr)
 	if _, err := keyed.SetStateIfInProgress(ctx, s.q, keyed.Release(k, s.cfg.Now())); err != nil {

@@ -327,8 +327,6 @@ var orderIDSyntax = regexp.MustCompile(`^ord_[0-9a-f]{32}$`)
 // holding anything else (an internal integer id among them) is answered 404 without a query.
 func ValidOrderID(s string) bool { return orderIDSyntax.MatchString(s) }
 
-func nullTime(t time.Time) sql.NullTime { return sql.NullTime{Time: t, Valid: true} }
-
 // order is a row of orders with its payment: the one shape checkout reads an order in,
 // with orderSelect, whatever it reads it for (the API's views, a conflict's differences,
 // an operator's refund). The payment's columns come from a LEFT JOIN: NULL (not Valid)

@@ -203,8 +203,8 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 				s.setProblem(&out[w.i], SaleInvalid, w.invalid)
 			case ok:
 				out[w.i].Outcome, fromStore[w.i] = SaleCreated, true
-				s.record(s.saleRequest(b, w), k, EventCreated, w.response.Status, nil, map[string]any{"order_id": w.publicID})
-				s.record(s.saleRequest(b, w), k, EventCompleted, w.response.Status, nil, map[string]any{"order_id": w.publicID})
+				s.record(s.saleRequest(b, w), k, EventCreated, w.response.Status, map[string]any{"order_id": w.publicID})
+				s.record(s.saleRequest(b, w), k, EventCompleted, w.response.Status, map[string]any{"order_id": w.publicID})
 			default:
 				lost = append(lost, w) // claimed by a concurrent request, or tombstoned
 			}
@@ -223,7 +223,7 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 			if k, ok := known[w.sale.Key]; ok {
 				fromStore[w.i], _ = s.knownSale(ctx, b, w, k, &out[w.i]) // cash: never run
 			} else {
-				s.setProblem(&out[w.i], SaleFailed, keyInUse())
+				s.setProblem(&out[w.i], SaleFailed, keyed.ProblemInUse())
 			}
 		}
 	}
@@ -253,7 +253,7 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 			s.setProblem(&out[i], SaleInvalid, problem.Of(problem.CodeMalformedJSON))
 		case fp != fpFirst:
 			r := s.cfg.Routes.Order
-			s.setProblem(&out[i], SaleConflict, keyReused(&Key{Method: r.Method, Path: r.Route}, r.Method, r.Route))
+			s.setProblem(&out[i], SaleConflict, keyed.ProblemReused(&Key{Method: r.Method, Path: r.Route}, r.Method, r.Route))
 		case fromStore[j]:
 			out[i].Outcome, fromStore[i] = SaleReplayed, true
 		default:
@@ -307,7 +307,7 @@ func (s *Service) prepareSale(i int, sl *Sale) (*saleWork, error) {
 }
 
 // knownSale answers a sale whose key exists (or existed) by the decision table that
-// answers POST /v1/orders (decide): the same answers, and the same events in the key's
+// answers POST /v1/orders (keyed's ExecuteMany): the same answers, and the same events in the key's
 // history. It reports whether the answer is the key's stored one, which saleAnswer then
 // builds, and whether the sale is to run on the order's keyed path instead (sellByCard):
 // a card_token sale whose key is in progress, which that path waits for or takes over.
@@ -315,18 +315,16 @@ func (s *Service) prepareSale(i int, sl *Sale) (*saleWork, error) {
 // body meets its key in progress only while a concurrent batch claims it.
 func (s *Service) knownSale(ctx context.Context, b SaleBatch, w *saleWork, k *Key, o *SaleOutcome) (stored, run bool) {
 	req := s.saleRequest(b, w)
-	op := &orderOp{s: s, in: w.sale.Order}
-	d, _, err := s.decide(ctx, req, w.fp, k, &intent{spec: op.spec()}, op, s.cfg.Now())
+	a := s.eng.ExecuteMany(ctx, []keyed.Known{{Request: req.engine(), Fingerprint: w.fp, Key: k,
+		Op: &orderOp{s: s, in: w.sale.Order}, Runs: !w.paidAtClaim()}})[0]
 	switch {
-	case d == decided && err == nil:
+	case a.Pending:
+		return false, true
+	case a.Err == nil:
 		o.Outcome = SaleReplayed
 		return true, false
-	case d == decided:
-		s.saleRefused(o, w, err)
-	case !w.paidAtClaim():
-		return false, true
 	default:
-		s.setProblem(o, SaleInProgress, s.refuseInUse(req, k))
+		s.saleRefused(o, w, a.Err)
 	}
 	return false, false
 }
@@ -392,7 +390,7 @@ func (s *Service) sellByCard(ctx context.Context, b SaleBatch, registerID int64,
 	req := s.saleRequest(b, w)
 	req.Wait = s.cfg.MaxWait // a concurrent batch's charge of this sale is waited for
 	op := &posOp{orderOp: orderOp{s: s, in: w.sale.Order}, client: b.Client, registerID: registerID, w: w}
-	res, err := s.execute(ctx, req, Lookup{fp: w.fp, fpSet: true}, op)
+	res, err := s.execute(ctx, req, keyed.Fingerprinted(w.fp), op)
 	switch {
 	case err == nil && res.Replayed:
 		o.Outcome = SaleReplayed
@@ -455,7 +453,7 @@ type posOp struct {
 	w          *saleWork
 }
 
-func (o *posOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
+func (o *posOp) Claim(ctx context.Context, k *Key) (*Key, bool, error) {
 	o.w.scope, o.w.card = k.ScopeFingerprint, k.CardFingerprint
 	claimed, err := o.s.claimSalesRetry(ctx, o.client, o.registerID, []*saleWork{o.w}, k.CreatedAt)
 	if err != nil {
