@@ -50,5 +50,5 @@ func KeyExpired(expiresAt, now time.Time) bool { return keyed.Expired(expiresAt,
 const (
 	PointOrderCreated  = "order_created"
 	PointRefundCreated = "refund_created"
-	PointFinished      = keyed.PointFinished
+	PointFinished      = "finished"
 )

@@ -1,7 +1,8 @@
 // Package checkout is the domain of tekrar: orders, payments and refunds that happen once
 // per idempotency key, however often and however concurrently the request arrives. It knows
 // nothing of HTTP frameworks: the API hands it a decoded request and encodes what it
-// returns. It owns the tables orders, payments, refunds and idempotency_keys.
+// returns. It owns the tables orders, payments and refunds, and claims keys with them; the
+// idempotency engine (checkout/internal/keyed) runs every keyed request.
 //
 // A keyed request runs in recovery points, each its own short transaction, so that the
 // provider call never sits inside an open transaction and a crash between steps leaves a

@@ -120,7 +120,7 @@ func (e *Engine) Execute(ctx context.Context, req Request, lk Lookup, op Operati
 	fp := lk.fp
 	if !lk.fpSet {
 		var err error
-		if fp, err = FingerprintBound(req.Method, req.Path, req.Body, req.Bound); err != nil {
+		if fp, err = fingerprintBound(req.Method, req.Path, req.Body, req.Bound); err != nil {
 			return Result{}, fmt.Errorf("fingerprint: %w", err)
 		}
 	}

@@ -35,10 +35,6 @@ func Expired(expiresAt, now time.Time) bool { return !now.Before(expiresAt) }
 // it) or a row past its expires_at (see the function Expired).
 func (k *Key) Expired(now time.Time) bool { return k.Tombstone || Expired(k.ExpiresAt, now) }
 
-// PointFinished is the recovery point (the last step of a keyed request that committed) of
-// a key whose answer is stored; the others are the doors' own.
-const PointFinished = "finished"
-
 // Key is a row of idempotency_keys.
 type Key struct {
 	ID              int64          `db:"id"`
@@ -73,8 +69,8 @@ type Key struct {
 	OrderPublicID  string `db:"order_public_id"`
 	RefundPublicID string `db:"refund_public_id"`
 	// ScopeFingerprint and CardFingerprint are what the claim stores of the request's
-	// scope (checkout's fingerprint_scope.go). Not in Columns: they are read only
-	// when a request's exact fingerprint differs from the key's.
+	// scope (scope.go). Not in Columns: they are read only when a request's exact
+	// fingerprint differs from the key's.
 	ScopeFingerprint []byte         `db:"-"`
 	CardFingerprint  sql.NullString `db:"-"`
 }
@@ -143,10 +139,10 @@ func Get(ctx context.Context, db sqlx.QueryerContext, clientID int64, key string
 	return &k, nil
 }
 
-// GetReplay reads only what a replay needs of a key, with a plain Scan: it is the one
+// getReplay reads only what a replay needs of a key, with a plain Scan: it is the one
 // query of a replay, the hottest path there is, and the full row through reflection cost
 // about a fifth of a replay's CPU. Everything that is not a replay goes on to Get.
-func GetReplay(ctx context.Context, db sqlx.QueryerContext, clientID int64, key string) (*Key, error) {
+func getReplay(ctx context.Context, db sqlx.QueryerContext, clientID int64, key string) (*Key, error) {
 	k := Key{ClientID: clientID, Key: key}
 	err := db.QueryRowxContext(ctx, `
 		SELECT id, state, fingerprint, response_status, response_headers, response_body, expires_at

@@ -35,7 +35,7 @@ type Lookup struct {
 // returns then goes to that method, so that nothing is computed or looked up twice.
 func (e *Engine) Replay(ctx context.Context, req Request) (_ Result, _ Lookup, ok bool) {
 	var lk Lookup
-	fp, err := FingerprintBound(req.Method, req.Path, req.Body, req.Bound)
+	fp, err := fingerprintBound(req.Method, req.Path, req.Body, req.Bound)
 	if err != nil {
 		return Result{}, lk, false // not JSON: the caller's decoding says why
 	}
@@ -46,7 +46,7 @@ func (e *Engine) Replay(ctx context.Context, req Request) (_ Result, _ Lookup, o
 	// CPU without them. If the database stalls, the pool's stall timeout (db.StallTimeout)
 	// ends the lookup, as it ends the claim and the completion (they outlive the request on
 	// purpose), and the request fails at once instead of waiting as long again.
-	k, err := GetReplay(context.WithoutCancel(ctx), e.db, req.ClientID, req.Key)
+	k, err := getReplay(context.WithoutCancel(ctx), e.db, req.ClientID, req.Key)
 	if err != nil {
 		// ErrNoKey: a first arrival, which claims without looking again. Any other error
 		// is met again, and answered, on the ordinary path.
