@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 )
 
 // ExpireKey ends a completed key's retention now, at an operator's request: its expires_at
@@ -28,7 +30,7 @@ func (s *Service) ExpireKey(ctx context.Context, clientID int64, key string, rec
 	err := inTx(ctx, s.db, "expire key", func(tx *sqlx.Tx) error {
 		var k Key
 		err := tx.GetContext(ctx, &k, `
-			SELECT `+keyColumns+` FROM idempotency_keys
+			SELECT `+keyed.Columns+` FROM idempotency_keys
 			 WHERE client_id = $1 AND key = $2
 			   FOR UPDATE`, clientID, key)
 		if errors.Is(err, sql.ErrNoRows) {

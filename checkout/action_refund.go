@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/internal/problem"
 )
 
@@ -171,7 +172,7 @@ func (s *Service) RefundAsOperator(ctx context.Context, in OperatorRefund) (Oper
 
 // pendingRefund reads back the refund whose provider outcome is unknown.
 func (s *Service) pendingRefund(ctx context.Context, out OperatorRefundResult) (OperatorRefundResult, error) {
-	k, err := lookupKey(ctx, s.db, out.ClientID, out.Key)
+	k, err := keyed.Get(ctx, s.db, out.ClientID, out.Key)
 	if err != nil {
 		return OperatorRefundResult{}, fmt.Errorf("refund as operator: pending refund: %w", err)
 	}

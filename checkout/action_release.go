@@ -8,6 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/checkout/psp"
 )
 
@@ -43,8 +44,8 @@ import (
 // the loser sees OutcomeNotNeeded), the settlement, fenced by the new token as every
 // completion is, and the record.
 func (s *Service) ReleaseKey(ctx context.Context, clientID int64, key string, record Recorder) (ActionResult, error) {
-	k, err := lookupKey(ctx, s.db, clientID, key)
-	if errors.Is(err, errNoKey) {
+	k, err := keyed.Get(ctx, s.db, clientID, key)
+	if errors.Is(err, keyed.ErrNoKey) {
 		return ActionResult{}, ErrKeyNotFound
 	}
 	if err != nil {
@@ -53,7 +54,7 @@ func (s *Service) ReleaseKey(ctx context.Context, clientID int64, key string, re
 	if k.State != StateNeedsAttention {
 		return ActionResult{Outcome: OutcomeNotNeeded, State: k.State}, nil
 	}
-	if err := publicIDs(ctx, s.db, k); err != nil { // for the record and a canceled order's answer
+	if err := keyed.PublicIDs(ctx, s.db, k); err != nil { // for the record and a canceled order's answer
 		return ActionResult{}, fmt.Errorf("release key: %w", err)
 	}
 	// Once the provider may have been asked to refund, the result must be written even if

@@ -67,7 +67,7 @@ func (s *Service) owe(k *Key, now time.Time, reason string) *owedRefund {
 // orderCancel is the parameters of cancelOrderSQL; the compensation's fields are NULL
 // when none is owed.
 type orderCancel struct {
-	keyCompletion
+	keyed.SetState
 	ClientID   int64          `db:"client_id"`
 	ChargeKey  sql.NullString `db:"charge_key"`
 	Reason     sql.NullString `db:"reason"`
@@ -77,7 +77,7 @@ type orderCancel struct {
 // cancelOrderSQL: see cancelOrder. Each later step reads the key's order_id from k, so it
 // does nothing when the fence matched no row.
 var cancelOrderSQL = named[orderCancel](`
-	WITH k AS (` + keyed.CompletionSQL + `
+	WITH k AS (` + keyed.SetStateSQL + `
 	    RETURNING order_id
 	), o AS (
 	    UPDATE orders SET status = 'canceled', updated_at = :now WHERE id = (SELECT order_id FROM k)
@@ -114,14 +114,17 @@ const CompensationPayloadSQL = compensationPayloadSQL
 // by the same statement, so the order is never canceled without the refund it owes, and
 // the order gives back the stock it took in it (releaseStockSQL).
 func cancelOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.Time, owe *owedRefund) (Response, error) {
-	if err := publicIDs(ctx, db, k); err != nil { // no query when the key was read with them
+	if err := keyed.PublicIDs(ctx, db, k); err != nil { // no query when the key was read with them
 		return Response{}, err
 	}
 	p := canceledAnswer(k.OrderPublicID, owe != nil)
 	resp := Response{Status: p.Status, Body: p.Body(k.Path), Header: map[string]string{"Content-Type": problem.ContentType}}
+	completion, err := keyed.Complete(k, resp, now)
+	if err != nil {
+		return Response{}, err
+	}
 	params := orderCancel{
-		keyCompletion: keyCompletion{KeyID: k.ID, LeaseToken: k.LeaseToken, Status: p.Status,
-			Headers: `{"Content-Type":"` + problem.ContentType + `"}`, Body: resp.Body, Now: now},
+		SetState: completion,
 		ClientID: k.ClientID,
 	}
 	if owe != nil {
@@ -133,7 +136,7 @@ func cancelOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.T
 		return Response{}, fmt.Errorf("cancel order: %w", err)
 	}
 	if n == 0 {
-		return Response{}, errFenced
+		return Response{}, keyed.ErrFenced
 	}
 	return resp, nil
 }

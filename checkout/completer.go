@@ -9,6 +9,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -110,7 +111,7 @@ func (c *Completer) Totals() CompleterResult {
 // hold none), oldest first. "response_status IS NULL" (only unfinished keys lack a
 // response) is what lets the small partial index of unfinished keys answer it.
 const abandonedKeysSQL = `
-	SELECT ` + keyColumns + ` FROM idempotency_keys
+	SELECT ` + keyed.Columns + ` FROM idempotency_keys
 	 WHERE state = 'in_progress' AND response_status IS NULL
 	   AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
 	 ORDER BY created_at
@@ -127,8 +128,8 @@ func (c *Completer) Pass(ctx context.Context) (CompleterResult, error) {
 	var res CompleterResult
 	var errs []error
 	for i := range keys {
-		k, err := takeOver(ctx, c.s.q, &keys[i], now, c.s.cfg.Lease)
-		if errors.Is(err, errNoKey) {
+		k, err := keyed.TakeOver(ctx, c.s.q, &keys[i], now, c.s.cfg.Lease)
+		if errors.Is(err, keyed.ErrNoKey) {
 			continue // a retry or another completer got there first
 		}
 		if err != nil {
@@ -162,7 +163,7 @@ func (c *Completer) complete(ctx context.Context, k *Key, now time.Time, res *Co
 	var err error
 	if k.RefundID.Valid {
 		// A refund needs no card: finish it as a retry would.
-		_, err = (&refundOp{s: c.s}).run(ctx, k, true)
+		_, err = (&refundOp{s: c.s}).Run(ctx, k, true)
 		var p *problem.Problem
 		if err == nil {
 			res.Completed++
@@ -222,7 +223,7 @@ func (c *Completer) complete(ctx context.Context, k *Key, now time.Time, res *Co
 		res.Attention++
 		return nil
 	}
-	if err := releaseKey(ctx, c.s.q, k, now); err != nil {
+	if _, err := keyed.SetStateIfInProgress(ctx, c.s.q, keyed.Release(k, now)); err != nil {
 		return err
 	}
 	res.Retry++
@@ -246,20 +247,22 @@ func (s *Service) orderView(ctx context.Context, orderID int64) (OrderView, erro
 // markAttention hands a key to an operator, with its order's order.needs_attention event
 // (a refund's key names the refund's order) written by the same statement, fenced with it.
 func markAttention(ctx context.Context, db sqlx.ExecerContext, k *Key, reason string) error {
-	_, err := db.ExecContext(ctx, `
-		WITH k AS (
-		    UPDATE idempotency_keys SET state = 'needs_attention', attention_reason = $3, lease_expires_at = NULL
-		     WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'
-		    RETURNING order_id, refund_id, attention_reason
-		), new_events (client_id, type, order_id, payload, created_at) AS (
-		    SELECT o.client_id, `+outbox.TypeSQL(outbox.OrderNeedsAttention)+`, o.id, `+orderPayloadSQL+` || jsonb_build_object(
-		               'refund', r.public_id, 'reason', k.attention_reason), now()
-		      FROM k
-		      LEFT JOIN refunds r ON r.id = k.refund_id
-		      JOIN orders o ON o.id = coalesce(k.order_id, r.order_id)
-		)`+outbox.InsertSQL, k.ID, k.LeaseToken, reason)
+	_, err := markAttentionSQL.exec(ctx, db, keyed.NeedsAttention(k, reason))
 	if err != nil {
 		return fmt.Errorf("mark needs attention: %w", err)
 	}
 	return nil
 }
+
+// markAttentionSQL: see markAttention. The event step reads the key's order (or refund)
+// from k, so it writes nothing when the fence matched no row.
+var markAttentionSQL = named[keyed.SetState](`
+	WITH k AS (` + keyed.SetStateSQL + `
+	    RETURNING order_id, refund_id, attention_reason
+	), new_events (client_id, type, order_id, payload, created_at) AS (
+	    SELECT o.client_id, ` + outbox.TypeSQL(outbox.OrderNeedsAttention) + `, o.id, ` + orderPayloadSQL + ` || jsonb_build_object(
+	               'refund', r.public_id, 'reason', k.attention_reason), now()
+	      FROM k
+	      LEFT JOIN refunds r ON r.id = k.refund_id
+	      JOIN orders o ON o.id = coalesce(k.order_id, r.order_id)
+	)` + outbox.InsertSQL)

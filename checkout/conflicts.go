@@ -9,31 +9,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/money"
 )
 
-// notKept is what a conflict differed in when nothing tekrar kept of the first request
-// differs: the card token is never stored, and two ways of writing one value (1.0 and 1)
-// give two fingerprints.
-const notKept = "something tekrar does not keep (the card token, or how a value was written)"
-
-// conflictDifferences says, for an operator reading the key's history, in what a request
-// that reused a key differs from the key's first request, as far as tekrar kept that
-// request: its route, and the order's or refund's fields. It runs on the refusal path
-// only; an error leaves the list empty, since the refusal stands either way.
-func (s *Service) conflictDifferences(ctx context.Context, k *Key, req Request, op operation) []string {
-	if k.Method != req.Method || k.Path != req.Path {
-		return []string{fmt.Sprintf("route: %s %s → %s %s", k.Method, k.Path, req.Method, req.Path)}
-	}
-	d, err := op.differences(ctx, k)
-	if err != nil {
-		s.logger.Warn("describe a key conflict", "err", err, "key_id", k.ID)
-		return nil
-	}
-	if len(d) == 0 {
-		return []string{notKept}
-	}
-	return d
-}
-
-func (o *orderOp) differences(ctx context.Context, k *Key) ([]string, error) {
+func (o *orderOp) Differences(ctx context.Context, k *Key) ([]string, error) {
 	if !k.OrderID.Valid {
 		return nil, nil
 	}
@@ -72,7 +48,7 @@ func (o *orderOp) differences(ctx context.Context, k *Key) ([]string, error) {
 	return d, nil
 }
 
-func (r *refundOp) differences(ctx context.Context, k *Key) ([]string, error) {
+func (r *refundOp) Differences(ctx context.Context, k *Key) ([]string, error) {
 	if !k.RefundID.Valid {
 		return nil, nil
 	}

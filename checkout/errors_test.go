@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/internal/problem"
 )
 
@@ -103,7 +104,7 @@ func TestStoredProblemBodiesKeepTheirBytes(t *testing.T) {
 // unconditionally; it says what to do either way, on another body and on another endpoint.
 func TestKeyReusedAdviceAgreesWithItsDetail(t *testing.T) {
 	for _, k := range []*Key{{Method: "POST", Path: "/v1/orders"}, {Method: "POST", Path: "/v1/orders/ord_1/refunds"}} {
-		p := keyReused(k, "POST", "/v1/orders")
+		p := keyed.ProblemReused(k, "POST", "/v1/orders")
 		if p.Extensions["safe_new_key"] != false || p.Extensions["retryable"] != false {
 			t.Errorf("%s %s: %+v, want safe_new_key false, retryable false", k.Method, k.Path, p.Extensions)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/checkout/sweeper"
 	"github.com/tekrar/tekrar/internal/problem"
 )
@@ -53,7 +54,7 @@ func TestKeyExpiryBoundary(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			k, err := lookupKey(ctx, e.db, e.client.ID, key)
+			k, err := keyed.Get(ctx, e.db, e.client.ID, key)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/checkout/psp"
 )
 
@@ -25,7 +26,7 @@ func (e *actionEnv) openKey(key string, refundOf string) *Key {
 		e.t.Fatalf("refund %s with the provider down: %d", key, status)
 	}
 	var k Key
-	if err := e.db.Get(&k, `SELECT `+keyColumns+` FROM idempotency_keys WHERE client_id = $1 AND key = $2`, e.client.ID, key); err != nil {
+	if err := e.db.Get(&k, `SELECT `+keyed.Columns+` FROM idempotency_keys WHERE client_id = $1 AND key = $2`, e.client.ID, key); err != nil {
 		e.t.Fatal(err)
 	}
 	if k.State != StateInProgress {
@@ -90,10 +91,16 @@ func TestOldOwnerWritesNothingAfterATakeover(t *testing.T) {
 			return completeRefund(ctx, e.s.q, old, resp, e.now, "re_fence")
 		}},
 		{"mark attention", false, func(old *Key) error { return markAttention(ctx, e.s.q, old, "stalled worker") }},
-		{"release key", false, func(old *Key) error { return releaseKey(ctx, e.s.q, old, e.now) }},
-		{"extend lease", false, func(old *Key) error { return extendLease(ctx, e.s.q, old, e.now.Add(24*time.Hour)) }},
+		{"release key", false, func(old *Key) error {
+			_, err := keyed.SetStateIfInProgress(ctx, e.s.q, keyed.Release(old, e.now))
+			return err
+		}},
+		{"extend lease", false, func(old *Key) error {
+			_, err := keyed.SetStateIfInProgress(ctx, e.s.q, keyed.Extend(old, e.now.Add(24*time.Hour)))
+			return err
+		}},
 		{"take over again", false, func(old *Key) error {
-			_, err := takeOver(ctx, e.s.q, old, e.now.Add(24*time.Hour), e.s.cfg.Lease)
+			_, err := keyed.TakeOver(ctx, e.s.q, old, e.now.Add(24*time.Hour), e.s.cfg.Lease)
 			return err
 		}},
 	}
@@ -104,14 +111,14 @@ func TestOldOwnerWritesNothingAfterATakeover(t *testing.T) {
 				refundOf = paidID
 			}
 			old := e.openKey("k-"+w.name, refundOf)
-			taken, err := takeOver(ctx, e.s.q, old, e.now, e.s.cfg.Lease)
+			taken, err := keyed.TakeOver(ctx, e.s.q, old, e.now, e.s.cfg.Lease)
 			if err != nil {
 				t.Fatalf("take over: %v", err)
 			}
 			before := e.keyRow(taken)
 			events := e.count(`SELECT count(*) FROM outbox_events`)
 			err = w.write(old)
-			if err != nil && !errors.Is(err, errFenced) && !errors.Is(err, errNoKey) {
+			if err != nil && !errors.Is(err, keyed.ErrFenced) && !errors.Is(err, keyed.ErrNoKey) {
 				t.Fatalf("old owner's write: %v", err)
 			}
 			if after := e.keyRow(taken); after != before {
@@ -130,7 +137,7 @@ func TestOldOwnerWritesNothingAfterATakeover(t *testing.T) {
 				t.Errorf("the old owner's write that matched nothing wrote %d events", n-events)
 			}
 			// The new owner still can: the fence is the token, not a lost key.
-			if err := releaseKey(ctx, e.s.q, taken, e.now); err != nil {
+			if _, err := keyed.SetStateIfInProgress(ctx, e.s.q, keyed.Release(taken, e.now)); err != nil {
 				t.Fatal(err)
 			}
 			if got := e.keyRow(taken); got.Lease == before.Lease {
@@ -194,7 +201,7 @@ func TestCompletionIsOneTransaction(t *testing.T) {
 				refundOf = paidID
 			}
 			k := e.openKey("k-"+c.name, refundOf)
-			k, err := takeOver(ctx, e.s.q, k, e.now, e.s.cfg.Lease)
+			k, err := keyed.TakeOver(ctx, e.s.q, k, e.now, e.s.cfg.Lease)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -46,15 +46,15 @@ func TestFingerprintSpecsCover(t *testing.T) {
 			if sample.bound != "" {
 				bound = []byte(sample.bound)
 			}
-			base, token, err := spec.scope(sample.path, []byte(sample.body), bound)
+			base, token, err := spec.Scope(sample.path, []byte(sample.body), bound)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if spec.CardToken != "" && token != "tok_visa_1" {
 				t.Fatalf("card token %q taken out, want tok_visa_1", token)
 			}
-			if spec.scoped() != (spec.CardToken != "" || len(spec.Excluded) > 0) {
-				t.Fatal("scoped() disagrees with the spec")
+			if spec.Scoped() != (spec.CardToken != "" || len(spec.Excluded) > 0) {
+				t.Fatal("Scoped() disagrees with the spec")
 			}
 			var doc map[string]any
 			if err := json.Unmarshal([]byte(sample.body), &doc); err != nil {
@@ -62,7 +62,7 @@ func TestFingerprintSpecsCover(t *testing.T) {
 			}
 			for _, p := range leafPaths(doc, "") {
 				changed := withLeaf(t, sample.body, p)
-				sum, tok, err := spec.scope(sample.path, changed, bound)
+				sum, tok, err := spec.Scope(sample.path, changed, bound)
 				if err != nil {
 					t.Fatalf("%s: %v", p, err)
 				}
@@ -84,10 +84,10 @@ func TestFingerprintSpecsCover(t *testing.T) {
 			_ = json.Unmarshal([]byte(sample.body), &added)
 			added["member_of_tomorrow"] = 1
 			b, _ := json.Marshal(added)
-			others["a new member"], _, _ = spec.scope(sample.path, b, bound)
-			others["another path"], _, _ = spec.scope(sample.path+"x", []byte(sample.body), bound)
+			others["a new member"], _, _ = spec.Scope(sample.path, b, bound)
+			others["another path"], _, _ = spec.Scope(sample.path+"x", []byte(sample.body), bound)
 			if bound != nil {
-				others["another bound"], _, _ = spec.scope(sample.path, []byte(sample.body), []byte(`[]`))
+				others["another bound"], _, _ = spec.Scope(sample.path, []byte(sample.body), []byte(`[]`))
 			}
 			for what, sum := range others {
 				if sum == base {
@@ -96,7 +96,7 @@ func TestFingerprintSpecsCover(t *testing.T) {
 			}
 		})
 	}
-	if (FingerprintSpec{Method: "POST", Route: "/v1/elsewhere"}).scoped() {
+	if (FingerprintSpec{Method: "POST", Route: "/v1/elsewhere"}).Scoped() {
 		t.Error("a spec that names nothing does not cover its whole body")
 	}
 }
@@ -185,7 +185,7 @@ func BenchmarkScopeFingerprint(b *testing.B) {
 	b.Run("scope", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, _, err := spec.scope("/v1/orders", body, nil); err != nil {
+			if _, _, err := spec.Scope("/v1/orders", body, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,6 +1,10 @@
 package checkout
 
-import "github.com/tekrar/tekrar/checkout/internal/keyed"
+import (
+	"time"
+
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
+)
 
 // What checkout's callers (the API, the console, their tests) use of the idempotency
 // engine, which is internal to checkout (checkout/internal/keyed).
@@ -22,8 +26,29 @@ var (
 	ErrInvalidUTF8     = keyed.ErrInvalidUTF8
 )
 
-// fingerprint is the request's: its body's, and what the body names by reference (Bound)
-// when there is something.
-func (r *Request) fingerprint() ([32]byte, error) {
-	return keyed.FingerprintBound(r.Method, r.Path, r.Body, r.Bound)
-}
+// Key is a row of idempotency_keys (keyed.Key): the key, its state, its lease and its
+// stored answer.
+type Key = keyed.Key
+
+// Response is what a keyed request answers, stored with its key (keyed.Response).
+type Response = keyed.Response
+
+// Key states (keyed's): the three a key row is in, and KeyStateExpired, the state the
+// console reports for a key the sweeper removed.
+const (
+	StateInProgress     = keyed.StateInProgress
+	StateCompleted      = keyed.StateCompleted
+	StateNeedsAttention = keyed.StateNeedsAttention
+	KeyStateExpired     = keyed.StateExpired
+)
+
+// KeyExpired is the one rule of key expiry (keyed.Expired): a key whose retention ends at
+// expiresAt is expired from that instant on, inclusive.
+func KeyExpired(expiresAt, now time.Time) bool { return keyed.Expired(expiresAt, now) }
+
+// Recovery points: the last step of a keyed request that committed.
+const (
+	PointOrderCreated  = "order_created"
+	PointRefundCreated = "refund_created"
+	PointFinished      = "finished"
+)

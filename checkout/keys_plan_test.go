@@ -15,6 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/checkout/internal/plantest"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/dbtest"
@@ -51,9 +52,9 @@ func TestKeyWritesUseThePrimaryKey(t *testing.T) {
 	openKey := func(state string) *Key {
 		t.Helper()
 		var k Key
-		// With its order's public id, as the completer and a release read a key (takeOver,
-		// publicIDs): cancelOrder's answer names the order by it.
-		if err := d.Get(&k, `SELECT `+keyColumns+`,
+		// With its order's public id, as the completer and a release read a key (TakeOver,
+		// PublicIDs): cancelOrder's answer names the order by it.
+		if err := d.Get(&k, `SELECT `+keyed.Columns+`,
 			       (SELECT o.public_id FROM orders o WHERE o.id = idempotency_keys.order_id) AS order_public_id
 			  FROM idempotency_keys
 			 WHERE state = $1 AND order_id IS NOT NULL ORDER BY id LIMIT 1`, state); err != nil {
@@ -68,10 +69,13 @@ func TestKeyWritesUseThePrimaryKey(t *testing.T) {
 		name string
 		run  func() error
 	}{
-		{"extend lease", func() error { return extendLease(ctx, rec, k, now.Add(time.Minute)) }},
-		{"release", func() error { return releaseKey(ctx, rec, k, now) }},
+		{"extend lease", func() error {
+			_, err := keyed.SetStateIfInProgress(ctx, rec, keyed.Extend(k, now.Add(time.Minute)))
+			return err
+		}},
+		{"release", func() error { _, err := keyed.SetStateIfInProgress(ctx, rec, keyed.Release(k, now)); return err }},
 		{"take over", func() error {
-			nk, err := takeOver(ctx, rec, k, now, time.Minute)
+			nk, err := keyed.TakeOver(ctx, rec, k, now, time.Minute)
 			if err == nil {
 				k = nk
 			}
@@ -88,7 +92,7 @@ func TestKeyWritesUseThePrimaryKey(t *testing.T) {
 		{"mark attention", func() error { return markAttention(ctx, rec, openKey(StateInProgress), "plan test") }},
 	}
 	for _, c := range calls {
-		if err := c.run(); err != nil && !errors.Is(err, errFenced) && !errors.Is(err, errNoKey) {
+		if err := c.run(); err != nil && !errors.Is(err, keyed.ErrFenced) && !errors.Is(err, keyed.ErrNoKey) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		queries := rec.Take()

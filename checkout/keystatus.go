@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/internal/problem"
 )
 
@@ -39,14 +40,14 @@ const FingerprintAlgorithm = `hex(sha256(METHOD + "\n" + PATH + "\n" + canonical
 
 // KeyStatus returns the state of one of the client's keys.
 func (s *Service) KeyStatus(ctx context.Context, clientID int64, key string) (KeyView, error) {
-	k, err := lookupKey(ctx, s.db, clientID, key)
-	if errors.Is(err, errNoKey) {
+	k, err := keyed.Get(ctx, s.db, clientID, key)
+	if errors.Is(err, keyed.ErrNoKey) {
 		return KeyView{}, ErrKeyNotFound
 	}
 	if err != nil {
 		return KeyView{}, err
 	}
-	if err := publicIDs(ctx, s.db, k); err != nil {
+	if err := keyed.PublicIDs(ctx, s.db, k); err != nil {
 		return KeyView{}, err
 	}
 	now := s.cfg.Now()
@@ -67,7 +68,7 @@ func (s *Service) KeyStatus(ctx context.Context, clientID int64, key string) (Ke
 		v.Next = "completed: a retry with the same request replays the stored response"
 	case k.State == StateNeedsAttention:
 		v.Next = "needs attention: an operator is resolving it; do not use a new key"
-	case k.leased(now):
+	case k.Leased(now):
 		v.Next = "in progress: retry with the same key shortly, or with 'Prefer: wait=N'"
 	default:
 		v.Next = "unfinished: a retry with the same key resumes it and charges at most once"

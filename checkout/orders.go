@@ -16,6 +16,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/catalog"
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/fields"
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/checkout/money"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/pgtext"
@@ -272,10 +273,10 @@ type orderOp struct {
 	in OrderInput
 }
 
-func (o *orderOp) spec() FingerprintSpec { return o.s.cfg.Routes.Order }
+func (o *orderOp) Spec() FingerprintSpec { return o.s.cfg.Routes.Order }
 
 // claim creates the key row and the pending order in one statement.
-func (o *orderOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
+func (o *orderOp) Claim(ctx context.Context, k *Key) (*Key, bool, error) {
 	items, err := json.Marshal(o.in.Items)
 	if err != nil {
 		return nil, false, fmt.Errorf("encode items: %w", err)
@@ -347,7 +348,7 @@ func (in *OrderInput) firstCharge() int64 {
 	return in.Amount
 }
 
-func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, error) {
+func (o *orderOp) Run(ctx context.Context, k *Key, resumed bool) (Response, error) {
 	pk := providerKey("charge", k)
 	pctx, cancel := context.WithTimeout(ctx, o.s.cfg.ProviderTimeout)
 	defer cancel()
@@ -387,7 +388,7 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 	}
 
 	o.s.crash(CrashAfterProvider)
-	if err := publicIDs(ctx, o.s.q, k); err != nil { // no query: the claim and takeOver read it
+	if err := keyed.PublicIDs(ctx, o.s.q, k); err != nil { // no query: the claim and TakeOver read it
 		return Response{}, err
 	}
 	view := OrderView{
@@ -399,7 +400,7 @@ func (o *orderOp) run(ctx context.Context, k *Key, resumed bool) (Response, erro
 		return Response{}, err
 	}
 	resp, err := o.s.settleOrder(ctx, o.s.q, k, view, ch, pk)
-	if errors.Is(err, errFenced) {
+	if errors.Is(err, keyed.ErrFenced) {
 		// Another worker settled the key meanwhile. With the same charge (the same provider
 		// key) nothing is owed; if it canceled the order at a provider that cannot fence,
 		// this charge must be refunded, and the debt is recorded in Postgres.
@@ -461,10 +462,10 @@ func (s *Service) providerFailed(ctx context.Context, k *Key, op string, perr er
 		if err := markAttention(ctx, s.q, k, fmt.Sprintf("the payment provider refused the %s: %v", op, perr)); err != nil {
 			return Response{}, err
 		}
-		return Response{}, keyNeedsAttention(k)
+		return Response{}, keyed.ProblemNeedsAttention()
 	}
 	s.logger.Warn("provider outcome unknown", "key_id", k.ID, "err", perr)
-	if err := releaseKey(ctx, s.q, k, s.cfg.Now()); err != nil {
+	if _, err := keyed.SetStateIfInProgress(ctx, s.q, keyed.Release(k, s.cfg.Now())); err != nil {
 		s.logger.Warn("release key after provider failure", "key_id", k.ID, "err", err)
 	}
 	return Response{}, paymentPending()

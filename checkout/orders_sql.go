@@ -144,7 +144,7 @@ var claimOrderSQL = named[orderClaim](`
 	           CAST(:scope_fingerprint AS bytea), :card_fingerprint, ` + orderIntentSQL + `
 	     WHERE NOT EXISTS (SELECT 1 FROM t)
 	    ON CONFLICT (client_id, key) DO NOTHING
-	    RETURNING ` + keyColumns + `
+	    RETURNING ` + keyed.Columns + `
 	), o AS (
 	    INSERT INTO orders (id, client_id, status, amount, currency, items, customer_id,
 	                        customer_email, metadata, created_at, updated_at,
@@ -179,7 +179,7 @@ var claimOrderSQL = named[orderClaim](`
 
 // claimOrder inserts the key row and its pending order in one statement, so the two commit
 // together or not at all. ON CONFLICT DO NOTHING on (client_id, key) decides which of many
-// concurrent first arrivals wins; the losers get errNoKey and look the key up again. A key
+// concurrent first arrivals wins; the losers get keyed.ErrNoKey and look the key up again. A key
 // with a live tombstone (swept, still in its grace period) is not claimed: the tombstone
 // comes back instead, as a Key with Tombstone set.
 //
@@ -222,7 +222,7 @@ func claimOrder(ctx context.Context, db sqlx.QueryerContext, p orderClaim) (_ *K
 	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return nil, false, errNoKey
+		return nil, false, keyed.ErrNoKey
 	case isShortStock(err):
 		return nil, false, errShortStock
 	case err != nil:
@@ -231,29 +231,9 @@ func claimOrder(ctx context.Context, db sqlx.QueryerContext, p orderClaim) (_ *K
 	return &row, !row.Tombstone, nil
 }
 
-// keyCompletion is what every completing statement writes to the key row: its response,
-// fenced by the lease token (a key taken over meanwhile matches nothing), at now.
-type keyCompletion struct {
-	KeyID      int64     `db:"key_id"`
-	LeaseToken int64     `db:"lease_token"`
-	Status     int       `db:"response_status"`
-	Headers    string    `db:"response_headers"` // JSON, as text
-	Body       []byte    `db:"response_body"`
-	Now        time.Time `db:"now"`
-}
-
-func newKeyCompletion(k *Key, resp Response, now time.Time) (keyCompletion, error) {
-	headers, err := jsonHeaders(resp)
-	if err != nil {
-		return keyCompletion{}, err
-	}
-	return keyCompletion{KeyID: k.ID, LeaseToken: k.LeaseToken, Status: resp.Status, Headers: string(headers),
-		Body: resp.Body, Now: now}, nil
-}
-
 // orderSettlement is the parameters of completeOrderSQL.
 type orderSettlement struct {
-	keyCompletion
+	keyed.SetState
 	OrderStatus    string         `db:"order_status"`
 	Captured       int64          `db:"captured_amount"`
 	ChargeID       string         `db:"provider_charge_id"`
@@ -269,7 +249,7 @@ type orderSettlement struct {
 // completeOrderSQL: see completeOrder. Each later step reads the key's order_id from k, so
 // it does nothing when the fence matched no row.
 var completeOrderSQL = named[orderSettlement](`
-	WITH k AS (` + keyed.CompletionSQL + `
+	WITH k AS (` + keyed.SetStateSQL + `
 	    RETURNING order_id
 	), o AS (
 	    UPDATE orders SET status = :order_status, captured_amount = :captured_amount, updated_at = :now
@@ -313,13 +293,13 @@ const orderPayloadSQL = `jsonb_build_object('order', o.public_id, 'status', o.st
 // declined order gives back the stock it took in it (releaseStockSQL).
 func completeOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, resp Response, now time.Time,
 	status string, captured int64, ch psp.Charge, pk string) error {
-	kc, err := newKeyCompletion(k, resp, now)
+	kc, err := keyed.Complete(k, resp, now)
 	if err != nil {
 		return err
 	}
 	var n int
 	err = retryDeadlock(db, func() error {
-		return completeOrderSQL.get(ctx, db, &n, orderSettlement{keyCompletion: kc,
+		return completeOrderSQL.get(ctx, db, &n, orderSettlement{SetState: kc,
 			OrderStatus: status, Captured: captured,
 			ChargeID: ch.ID, ProviderKey: pk, ChargeAmount: ch.Amount, ChargeCurrency: ch.Currency, ChargeStatus: ch.Status,
 			DeclineCode: nullString(ch.DeclineCode), CardBrand: nullString(ch.CardBrand), CardLast4: nullString(ch.CardLast4)})
@@ -328,17 +308,9 @@ func completeOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, resp Res
 		return fmt.Errorf("complete order: %w", err)
 	}
 	if n == 0 {
-		return errFenced
+		return keyed.ErrFenced
 	}
 	return nil
-}
-
-func jsonHeaders(r Response) ([]byte, error) {
-	b, err := json.Marshal(r.Header)
-	if err != nil {
-		return nil, fmt.Errorf("encode headers: %w", err)
-	}
-	return b, nil
 }
 
 // nullJSON passes a JSON document as text, NULL when empty: with binary parameters on,
@@ -354,8 +326,6 @@ var orderIDSyntax = regexp.MustCompile(`^ord_[0-9a-f]{32}$`)
 // ValidOrderID reports whether s has the shape of an order's public id, so that a path
 // holding anything else (an internal integer id among them) is answered 404 without a query.
 func ValidOrderID(s string) bool { return orderIDSyntax.MatchString(s) }
-
-func nullTime(t time.Time) sql.NullTime { return sql.NullTime{Time: t, Valid: true} }
 
 // order is a row of orders with its payment: the one shape checkout reads an order in,
 // with orderSelect, whatever it reads it for (the API's views, a conflict's differences,

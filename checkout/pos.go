@@ -14,6 +14,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout/catalog"
 	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/pgtext"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -120,7 +121,7 @@ type saleWork struct {
 	oversold int64 // units sold beyond the level, set by the claim
 	invalid  error // the claim found a line naming no product
 	// scope and card are what a card sale's claim stores of its scope, as POST /v1/orders's
-	// claim does (execute's claimScope computed them): so that a retry paying with a new token
+	// claim does (the engine's claim computed them): so that a retry paying with a new token
 	// of the same card replays whichever door claimed the key. Nil for a sale paid at the
 	// register, whose key matches its exact fingerprint only.
 	scope []byte
@@ -175,13 +176,7 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 		return nil, err
 	}
 	var cash, card []*saleWork
-	for _, w := range fresh {
-		if k, ok := known[w.sale.Key]; ok {
-			var run bool
-			if fromStore[w.i], run = s.knownSale(ctx, b, w, k, &out[w.i]); !run {
-				continue
-			}
-		}
+	for _, w := range s.knownSales(ctx, b, fresh, known, out, fromStore) {
 		if w.paidAtClaim() {
 			cash = append(cash, w)
 		} else {
@@ -203,8 +198,8 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 				s.setProblem(&out[w.i], SaleInvalid, w.invalid)
 			case ok:
 				out[w.i].Outcome, fromStore[w.i] = SaleCreated, true
-				s.record(s.saleRequest(b, w), k, EventCreated, w.response.Status, nil, map[string]any{"order_id": w.publicID})
-				s.record(s.saleRequest(b, w), k, EventCompleted, w.response.Status, nil, map[string]any{"order_id": w.publicID})
+				s.record(s.saleRequest(b, w), k, EventCreated, w.response.Status, map[string]any{"order_id": w.publicID})
+				s.record(s.saleRequest(b, w), k, EventCompleted, w.response.Status, map[string]any{"order_id": w.publicID})
 			default:
 				lost = append(lost, w) // claimed by a concurrent request, or tombstoned
 			}
@@ -219,12 +214,8 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 		if err != nil {
 			return nil, err
 		}
-		for _, w := range lost {
-			if k, ok := known[w.sale.Key]; ok {
-				fromStore[w.i], _ = s.knownSale(ctx, b, w, k, &out[w.i]) // cash: never run
-			} else {
-				s.setProblem(&out[w.i], SaleFailed, keyInUse())
-			}
+		for _, w := range s.knownSales(ctx, b, lost, known, out, fromStore) { // cash: never pending
+			s.setProblem(&out[w.i], SaleFailed, keyed.ProblemInUse())
 		}
 	}
 
@@ -253,7 +244,7 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 			s.setProblem(&out[i], SaleInvalid, problem.Of(problem.CodeMalformedJSON))
 		case fp != fpFirst:
 			r := s.cfg.Routes.Order
-			s.setProblem(&out[i], SaleConflict, keyReused(&Key{Method: r.Method, Path: r.Route}, r.Method, r.Route))
+			s.setProblem(&out[i], SaleConflict, keyed.ProblemReused(&Key{Method: r.Method, Path: r.Route}, r.Method, r.Route))
 		case fromStore[j]:
 			out[i].Outcome, fromStore[i] = SaleReplayed, true
 		default:
@@ -306,29 +297,45 @@ func (s *Service) prepareSale(i int, sl *Sale) (*saleWork, error) {
 	return &saleWork{i: i, sale: sl, fp: fp, soldAt: soldAt, lines: stockLines(sl.Order.Items)}, nil
 }
 
-// knownSale answers a sale whose key exists (or existed) by the decision table that
-// answers POST /v1/orders (decide): the same answers, and the same events in the key's
-// history. It reports whether the answer is the key's stored one, which saleAnswer then
-// builds, and whether the sale is to run on the order's keyed path instead (sellByCard):
-// a card_token sale whose key is in progress, which that path waits for or takes over.
-// A sale paid at the register never runs there: its claim completes its key, so its own
-// body meets its key in progress only while a concurrent batch claims it.
-func (s *Service) knownSale(ctx context.Context, b SaleBatch, w *saleWork, k *Key, o *SaleOutcome) (stored, run bool) {
-	req := s.saleRequest(b, w)
-	op := &orderOp{s: s, in: w.sale.Order}
-	d, _, err := s.decide(ctx, req, w.fp, k, &intent{spec: op.spec()}, op, s.cfg.Now())
-	switch {
-	case d == decided && err == nil:
-		o.Outcome = SaleReplayed
-		return true, false
-	case d == decided:
-		s.saleRefused(o, w, err)
-	case !w.paidAtClaim():
-		return false, true
-	default:
-		s.setProblem(o, SaleInProgress, s.refuseInUse(req, k))
+// knownSales answers the sales of ws whose key exists (or existed, known) by the decision
+// table that answers POST /v1/orders, in one keyed.Engine.ExecuteMany for them all: the
+// same answers, and the same events in the keys' history. A sale answered with its key's
+// stored answer is marked fromStore, which saleAnswer then builds. It returns, in their
+// order, the sales left to run: those whose key does not exist, and the card_token sales
+// whose key is in progress, which the order's keyed path (sellByCard) waits for or takes
+// over. A sale paid at the register never runs there: its claim completes its key, so its
+// own body meets its key in progress only while a concurrent batch claims it, and it is
+// refused in use.
+func (s *Service) knownSales(ctx context.Context, b SaleBatch, ws []*saleWork, known map[string]*Key,
+	out []SaleOutcome, fromStore []bool) (rest []*saleWork) {
+	var batch []keyed.Known
+	var of []*saleWork
+	for _, w := range ws {
+		if k, ok := known[w.sale.Key]; ok {
+			req := s.saleRequest(b, w)
+			batch = append(batch, keyed.Known{Request: req.engine(), Fingerprint: w.fp, Key: k,
+				Op: &orderOp{s: s, in: w.sale.Order}, Runs: !w.paidAtClaim()})
+			of = append(of, w)
+		}
 	}
-	return false, false
+	pending := map[*saleWork]bool{}
+	for i, a := range s.eng.ExecuteMany(ctx, batch) {
+		w := of[i]
+		switch {
+		case a.Pending:
+			pending[w] = true
+		case a.Err == nil:
+			out[w.i].Outcome, fromStore[w.i] = SaleReplayed, true
+		default:
+			s.saleRefused(&out[w.i], w, a.Err)
+		}
+	}
+	for _, w := range ws {
+		if _, ok := known[w.sale.Key]; !ok || pending[w] {
+			rest = append(rest, w)
+		}
+	}
+	return rest
 }
 
 // answerFromStore builds, with saleAnswer, the answer of every sale marked fromStore, from
@@ -392,7 +399,7 @@ func (s *Service) sellByCard(ctx context.Context, b SaleBatch, registerID int64,
 	req := s.saleRequest(b, w)
 	req.Wait = s.cfg.MaxWait // a concurrent batch's charge of this sale is waited for
 	op := &posOp{orderOp: orderOp{s: s, in: w.sale.Order}, client: b.Client, registerID: registerID, w: w}
-	res, err := s.execute(ctx, req, Lookup{fp: w.fp, fpSet: true}, op)
+	res, err := s.execute(ctx, req, keyed.Fingerprinted(w.fp), op)
 	switch {
 	case err == nil && res.Replayed:
 		o.Outcome = SaleReplayed
@@ -405,7 +412,7 @@ func (s *Service) sellByCard(ctx context.Context, b SaleBatch, registerID int64,
 	return false
 }
 
-// saleRefused makes o the outcome of a sale that the keyed path (decide, execute) did not
+// saleRefused makes o the outcome of a sale that the keyed path (ExecuteMany, Execute) did not
 // answer with a stored response: its problem, as POST /v1/orders answers it, with the
 // outcome that names it for the register.
 func (s *Service) saleRefused(o *SaleOutcome, w *saleWork, err error) {
@@ -455,7 +462,7 @@ type posOp struct {
 	w          *saleWork
 }
 
-func (o *posOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
+func (o *posOp) Claim(ctx context.Context, k *Key) (*Key, bool, error) {
 	o.w.scope, o.w.card = k.ScopeFingerprint, k.CardFingerprint
 	claimed, err := o.s.claimSalesRetry(ctx, o.client, o.registerID, []*saleWork{o.w}, k.CreatedAt)
 	if err != nil {
@@ -474,7 +481,7 @@ func (o *posOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
 	if t, ok := known[o.w.sale.Key]; ok && t.Tombstone {
 		return t, false, nil
 	}
-	return nil, false, errNoKey // claimed concurrently: execute looks it up
+	return nil, false, keyed.ErrNoKey // claimed concurrently: Execute looks it up
 }
 
 // cashAnswer is the stored answer of a sale paid at the register: the order, paid.

@@ -10,6 +10,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/checkout/outbox"
 )
 
@@ -41,7 +42,7 @@ func lookupKeys(ctx context.Context, db sqlx.QueryerContext, clientID int64, key
 	}
 	var rows []Key
 	err := sqlx.SelectContext(ctx, db, &rows, `
-		SELECT `+keyColumns+`, '' AS order_public_id, '' AS refund_public_id
+		SELECT `+keyed.Columns+`, '' AS order_public_id, '' AS refund_public_id
 		  FROM idempotency_keys WHERE client_id = $1 AND key = ANY($2)
 		UNION ALL
 		SELECT 0, t.client_id, t.key, t.fingerprint, t.method, t.path, 'completed', 'finished', 0, NULL,
@@ -126,7 +127,7 @@ const claimSalesSQL = `
 	     WHERE NOT EXISTS (SELECT 1 FROM key_tombstones t WHERE t.client_id = $1 AND t.key = i.key AND t.forget_at > $2)
 	     ORDER BY i.key
 	    ON CONFLICT (client_id, key) DO NOTHING
-	    RETURNING ` + keyColumns + `
+	    RETURNING ` + keyed.Columns + `
 	), o AS (
 	    INSERT INTO orders (id, public_id, client_id, status, amount, currency, items, customer_id,
 	                        customer_email, metadata, captured_amount, created_at, updated_at, intent)

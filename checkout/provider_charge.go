@@ -11,6 +11,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/checkout/psp"
 )
 
@@ -61,7 +62,7 @@ func (s *Service) SettleProviderCharge(ctx context.Context, tx *sqlx.Tx, orderID
 		return false, nil // another charge's order
 	}
 	var k Key
-	err = tx.GetContext(ctx, &k, `SELECT `+keyColumns+` FROM idempotency_keys WHERE order_id = $1 FOR UPDATE`, orderID)
+	err = tx.GetContext(ctx, &k, `SELECT `+keyed.Columns+` FROM idempotency_keys WHERE order_id = $1 FOR UPDATE`, orderID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}

@@ -103,15 +103,15 @@ type refundOp struct {
 	in      RefundInput
 }
 
-func (r *refundOp) spec() FingerprintSpec { return r.s.cfg.Routes.Refund }
+func (r *refundOp) Spec() FingerprintSpec { return r.s.cfg.Routes.Refund }
 
 // claim runs in a transaction: refunds are not the hot path, and their claim has checks
 // (the order exists, is paid, has room) that one statement would make hard to read.
-func (r *refundOp) claim(ctx context.Context, k *Key) (*Key, bool, error) {
+func (r *refundOp) Claim(ctx context.Context, k *Key) (*Key, bool, error) {
 	return claimRefund(ctx, r.s.db, k, r.orderID, r.in)
 }
 
-func (r *refundOp) run(ctx context.Context, k *Key, resumed bool) (Response, error) {
+func (r *refundOp) Run(ctx context.Context, k *Key, resumed bool) (Response, error) {
 	pk := providerKey("refund", k)
 	ref, err := loadRefund(ctx, r.s.db, k.RefundID.Int64)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/problem"
 )
@@ -63,7 +64,7 @@ func (s *Service) refusedRefund(ctx, pctx context.Context, ref refund, a psp.Ans
 		var keyRefund sql.NullInt64
 		err := tx.GetContext(ctx, &keyRefund, lockRefundKeySQL, k.ID, k.LeaseToken)
 		if errors.Is(err, sql.ErrNoRows) {
-			return Response{}, errFenced
+			return Response{}, keyed.ErrFenced
 		}
 		if err != nil {
 			return Response{}, fmt.Errorf("refused refund: lock key: %w", err)
@@ -83,7 +84,7 @@ func (s *Service) refusedRefund(ctx, pctx context.Context, ref refund, a psp.Ans
 			return Response{}, err
 		}
 		resp := Response{Status: p.Status, Body: p.Body(k.Path), Header: map[string]string{"Content-Type": problem.ContentType}}
-		kc, err := newKeyCompletion(k, resp, now)
+		kc, err := keyed.Complete(k, resp, now)
 		if err != nil {
 			return Response{}, err
 		}
@@ -92,7 +93,7 @@ func (s *Service) refusedRefund(ctx, pctx context.Context, ref refund, a psp.Ans
 			return Response{}, fmt.Errorf("refused refund: complete key: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return Response{}, errFenced
+			return Response{}, keyed.ErrFenced
 		}
 		return resp, nil
 	}, nil

@@ -41,7 +41,7 @@ var claimRefundKeySQL = named[refundClaim](`
 	        :lease_expires_at, nextval('refunds_id_seq'), :created_at, :expires_at,
 	        CAST(:scope_fingerprint AS bytea), :card_fingerprint, ` + refundIntentSQL + `)
 	ON CONFLICT (client_id, key) DO NOTHING
-	RETURNING ` + keyColumns)
+	RETURNING ` + keyed.Columns)
 
 // reserveRefundSQL: a refunded order is not left out: the CHECK refuses it. An order
 // without a provider charge (a register's sale paid in cash or on its terminal) is: there is
@@ -99,7 +99,7 @@ func claimRefund(ctx context.Context, d *sqlx.DB, k *Key, orderPublicID string, 
 		var row Key
 		err = claimRefundKeySQL.get(ctx, tx, &row, p)
 		if errors.Is(err, sql.ErrNoRows) {
-			return errNoKey
+			return keyed.ErrNoKey
 		}
 		if err != nil {
 			return fmt.Errorf("claim refund key: %w", err)
@@ -187,14 +187,14 @@ func loadRefund(ctx context.Context, d sqlx.QueryerContext, id int64) (refund, e
 
 // refundCompletion is the parameters of completeRefundSQL.
 type refundCompletion struct {
-	keyCompletion
+	keyed.SetState
 	ProviderRefundID string `db:"provider_refund_id"`
 }
 
 // completeRefundSQL: see completeRefund. Each later step reads the key's refund_id from
 // k, so it does nothing when the fence matched no row.
 var completeRefundSQL = named[refundCompletion](`
-	WITH k AS (` + keyed.CompletionSQL + `
+	WITH k AS (` + keyed.SetStateSQL + `
 	    RETURNING refund_id
 	), r AS (
 	    UPDATE refunds SET status = 'succeeded', provider_refund_id = :provider_refund_id, updated_at = :now
@@ -223,16 +223,16 @@ var completeRefundSQL = named[refundCompletion](`
 // of one order finishing at once leave the status of the later one, read under its row
 // lock, not of a snapshot taken before the other committed.
 func completeRefund(ctx context.Context, d sqlx.QueryerContext, k *Key, resp Response, now time.Time, providerRefundID string) error {
-	kc, err := newKeyCompletion(k, resp, now)
+	kc, err := keyed.Complete(k, resp, now)
 	if err != nil {
 		return err
 	}
 	var n int
-	if err := completeRefundSQL.get(ctx, d, &n, refundCompletion{keyCompletion: kc, ProviderRefundID: providerRefundID}); err != nil {
+	if err := completeRefundSQL.get(ctx, d, &n, refundCompletion{SetState: kc, ProviderRefundID: providerRefundID}); err != nil {
 		return fmt.Errorf("complete refund: %w", err)
 	}
 	if n == 0 {
-		return errFenced
+		return keyed.ErrFenced
 	}
 	return nil
 }
@@ -388,4 +388,4 @@ var providerRefundsSQL = `
 
 // completeKeySQL stores a key's final answer, fenced by its lease token, for a settlement
 // whose other statements ran before it in the same transaction.
-var completeKeySQL = named[keyCompletion](keyed.CompletionSQL)
+var completeKeySQL = named[keyed.SetState](keyed.SetStateSQL)

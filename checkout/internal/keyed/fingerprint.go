@@ -15,14 +15,14 @@ import (
 // insignificant whitespace have the same fingerprint; any other difference (an amount, a
 // card token, another endpoint) gives another.
 func Fingerprint(method, path string, body []byte) ([32]byte, error) {
-	return FingerprintBound(method, path, body, nil)
+	return fingerprintBound(method, path, body, nil)
 }
 
-// FingerprintBound is Fingerprint of a request whose body names something by reference (an
+// fingerprintBound is Fingerprint of a request whose body names something by reference (an
 // order's cart_id): bound, what it names as it was when the request arrived, is hashed
 // after a NUL (which canonical JSON never holds) in its own canonical form. A nil bound
 // gives Fingerprint's sum, so a request without one keeps the fingerprint it always had.
-func FingerprintBound(method, path string, body, bound []byte) ([32]byte, error) {
+func fingerprintBound(method, path string, body, bound []byte) ([32]byte, error) {
 	canon, err := CanonicalJSON(body)
 	if err != nil {
 		return [32]byte{}, err

@@ -5,20 +5,32 @@ package keyed
 // parameters; the statements that need one as a step splice it in as a CTE (WITH k AS (…),
 // WITH t AS (…)), as orderPayloadSQL and paidStatusesSQL are spliced.
 
-// CompletionSQL stores a key's final answer (keyCompletion's parameters), fenced: only
-// the worker that holds the key's lease (its lease token) completes it, and only while it
-// is in progress, so that a key taken over meanwhile, or already completed, matches no row
-// and the steps that read the CTE's RETURNING do nothing (TestFence*). A statement that
-// splices it adds its own RETURNING (order_id, refund_id).
-const CompletionSQL = `
+// SetStateSQL is the one fenced write of a key (SetState's parameters, made by Complete,
+// Release, Extend or NeedsAttention, as River's JobSetStateIfRunning): only the worker
+// that holds the key's lease (its lease token) writes it, and only while it is in progress,
+// so that a key taken over meanwhile, or already completed, matches no row and the steps
+// that read the CTE's RETURNING do nothing (TestFence*, TestOldOwnerWritesNothingAfterATakeover).
+// A completion stores the answer and ends the lease; handing the key to an operator keeps
+// the reason; a release or an extension only moves the lease. A statement that splices it
+// adds its own RETURNING (order_id, refund_id). The CASEs compare the state as text, so
+// that one parameter has one type however the statement around it uses it; the primary
+// key finds the row whatever the parameters (TestKeyWritesUseThePrimaryKey).
+const SetStateSQL = `
 	UPDATE idempotency_keys
-	   SET state = 'completed', recovery_point = 'finished', lease_expires_at = NULL,
-	       response_status = :response_status, response_headers = :response_headers,
-	       response_body = :response_body, completed_at = :now
+	   SET state = CAST(:state AS text),
+	       lease_expires_at = CAST(:lease_expires_at AS timestamptz),
+	       recovery_point = CASE WHEN CAST(:state AS text) = 'completed' THEN 'finished' ELSE recovery_point END,
+	       response_status = CASE WHEN CAST(:state AS text) = 'completed' THEN CAST(:response_status AS int) ELSE response_status END,
+	       response_headers = CASE WHEN CAST(:state AS text) = 'completed'
+	                               THEN CAST(NULLIF(CAST(:response_headers AS text), '') AS jsonb) ELSE response_headers END,
+	       response_body = CASE WHEN CAST(:state AS text) = 'completed' THEN CAST(:response_body AS bytea) ELSE response_body END,
+	       completed_at = CASE WHEN CAST(:state AS text) = 'completed' THEN CAST(:now AS timestamptz) ELSE completed_at END,
+	       attention_reason = CASE WHEN CAST(:state AS text) = 'needs_attention'
+	                               THEN CAST(:attention_reason AS text) ELSE attention_reason END
 	 WHERE id = :key_id AND lease_token = :lease_token AND state = 'in_progress'`
 
 // TombstoneSQL selects a live tombstone of the key (:client_id, :key, alive at
-// :created_at, the claim's now) as a Key: in keyColumns' shape, ID 0, completed, no
+// :created_at, the claim's now) as a Key: in Columns' shape, ID 0, completed, no
 // response, with the public ids of its order and refund for the late retry's answer. A key
 // that has a tombstone cannot be claimed again (claimOrderSQL, refundTombstoneSQL).
 const TombstoneSQL = `

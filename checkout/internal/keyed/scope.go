@@ -1,4 +1,4 @@
-package checkout
+package keyed
 
 import (
 	"bytes"
@@ -9,15 +9,14 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/problem"
 )
 
-// intent is a request as its route's spec covers it (FingerprintSpec), worked out at most
+// intent is a request as its route's spec covers it (Spec), worked out at most
 // once per request and only when needed: before a claim, or when a stored key's exact
 // fingerprint differs from the request's. A replay needs none of it.
 type intent struct {
-	spec FingerprintSpec
+	spec Spec
 
 	scoped bool // scope and token are computed
 	scope  [32]byte
@@ -27,15 +26,11 @@ type intent struct {
 	card   sql.NullString // the card's identity at the provider; NULL: no card, or a token the provider does not know
 }
 
-// errCardLookup is the provider failing to say which card a token is (unreachable, timed
-// out, a 5xx): the caller cannot tell a new token of the first card from another card.
-var errCardLookup = errors.New("card fingerprint lookup failed")
-
 func (in *intent) computeScope(req Request) error {
 	if in.scoped {
 		return nil
 	}
-	sum, token, err := in.spec.scope(req.Path, req.Body, req.Bound)
+	sum, token, err := in.spec.Scope(req.Path, req.Body, req.Bound)
 	if err != nil {
 		return fmt.Errorf("scope fingerprint: %w", err)
 	}
@@ -43,29 +38,17 @@ func (in *intent) computeScope(req Request) error {
 	return nil
 }
 
-// resolveCard asks the provider for the identity of the request's card, once. A token the
-// provider does not know (or refuses as malformed) has none: such a request matches only
-// by its exact fingerprint, and its charge is declined. Any other failure is errCardLookup.
-func (s *Service) resolveCard(ctx context.Context, in *intent) error {
+// resolveCard asks the provider for the identity of the request's card, once (Config.Card).
+func (e *Engine) resolveCard(ctx context.Context, in *intent) error {
 	if in.carded || in.token == "" {
 		in.carded = true
 		return nil
 	}
-	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
-	defer cancel()
-	fp, err := s.provider.CardFingerprint(pctx, in.token)
-	switch a := psp.AnswerOf(psp.OpCardFingerprint, err); {
-	case a.Verdict == psp.VerdictRefused: // not_found, bad_request: the token has no card
-	case err != nil:
-		// The token is not logged: the error is the provider's, which never repeats it.
-		s.logger.Warn("card fingerprint lookup failed", "err", err)
-		return fmt.Errorf("%w: %w", errCardLookup, err)
-	case fp == "" || len(fp) > psp.MaxCardFingerprint:
-		return fmt.Errorf("%w: the provider answered an unusable fingerprint", errCardLookup)
-	default:
-		in.card = sql.NullString{String: fp, Valid: true}
+	card, err := e.cfg.Card(ctx, in.token)
+	if err != nil {
+		return err
 	}
-	in.carded = true
+	in.card, in.carded = card, true
 	return nil
 }
 
@@ -75,14 +58,14 @@ func (s *Service) resolveCard(ctx context.Context, in *intent) error {
 // exists; if the provider cannot say which card it is, nothing is claimed (503
 // card_identity_unavailable): storing the key without the card would make every
 // re-tokenized retry of it a conflict.
-func (s *Service) claimScope(ctx context.Context, req Request, in *intent, k *Key) error {
-	if !in.spec.scoped() {
+func (e *Engine) claimScope(ctx context.Context, req Request, in *intent, k *Key) error {
+	if !in.spec.Scoped() {
 		return nil
 	}
 	if err := in.computeScope(req); err != nil {
 		return err
 	}
-	if err := s.resolveCard(ctx, in); err != nil {
+	if err := e.resolveCard(ctx, in); err != nil {
 		return cardUnidentified(false)
 	}
 	k.ScopeFingerprint, k.CardFingerprint = in.scope[:], in.card
@@ -101,11 +84,11 @@ func (s *Service) claimScope(ctx context.Context, req Request, in *intent, k *Ke
 // request's token is, the request is answered 503 card_identity_unavailable: treating it
 // as the same could replay (or charge) a purchase of another card, and refusing it as a
 // reused key would tell the client to pay again under a new key.
-func (s *Service) sameScope(ctx context.Context, req Request, k *Key, in *intent) (same bool, differs string, _ error) {
-	if !in.spec.scoped() {
+func (e *Engine) sameScope(ctx context.Context, req Request, k *Key, in *intent) (same bool, differs string, _ error) {
+	if !in.spec.Scoped() {
 		return false, "", nil
 	}
-	scope, card, err := storedScope(ctx, s.q, k)
+	scope, card, err := storedScope(ctx, e.db, k)
 	if err != nil || scope == nil {
 		return false, "", err
 	}
@@ -121,7 +104,7 @@ func (s *Service) sameScope(ctx context.Context, req Request, k *Key, in *intent
 	if !card.Valid {
 		return false, "", nil
 	}
-	if err := s.resolveCard(ctx, in); err != nil {
+	if err := e.resolveCard(ctx, in); err != nil {
 		return false, "", cardUnidentified(true)
 	}
 	if !in.card.Valid || in.card.String != card.String {
@@ -131,7 +114,7 @@ func (s *Service) sameScope(ctx context.Context, req Request, k *Key, in *intent
 }
 
 // storedScope reads what a key stores of its scope; nil when it stores none (or is gone).
-// Not part of keyColumns: it is read on this path only.
+// Not part of Columns: it is read on this path only.
 func storedScope(ctx context.Context, db sqlx.QueryerContext, k *Key) (scope []byte, card sql.NullString, err error) {
 	if k.Tombstone {
 		err = db.QueryRowxContext(ctx, `SELECT scope_fingerprint, card_fingerprint FROM key_tombstones

@@ -1,4 +1,4 @@
-package checkout
+package keyed
 
 import (
 	"bytes"
@@ -8,8 +8,8 @@ import (
 	"github.com/tekrar/tekrar/internal/db"
 )
 
-// Lookup is what Replay learnt of a request that it could not answer, for the operation
-// that answers it instead (CreateOrder, CreateRefund): the request's fingerprint, and what
+// Lookup is what Replay learnt of a request that it could not answer, for the Execute
+// that answers it instead (checkout's CreateOrder, CreateRefund): the request's fingerprint, and what
 // became of the key's lookup. It travels as a value from one step to the next, so that a
 // request that is not a replay is neither fingerprinted nor looked up twice, and a first
 // arrival goes straight to its claim. The zero Lookup is a request nobody looked at (an
@@ -33,9 +33,9 @@ type Lookup struct {
 // expired or in trouble, or a store it could not read), leaving the request to the
 // operation's own method after validation, which gives every other answer; the Lookup it
 // returns then goes to that method, so that nothing is computed or looked up twice.
-func (s *Service) Replay(ctx context.Context, req Request) (_ Result, _ Lookup, ok bool) {
+func (e *Engine) Replay(ctx context.Context, req Request) (_ Result, _ Lookup, ok bool) {
 	var lk Lookup
-	fp, err := req.fingerprint()
+	fp, err := fingerprintBound(req.Method, req.Path, req.Body, req.Bound)
 	if err != nil {
 		return Result{}, lk, false // not JSON: the caller's decoding says why
 	}
@@ -46,23 +46,27 @@ func (s *Service) Replay(ctx context.Context, req Request) (_ Result, _ Lookup, 
 	// CPU without them. If the database stalls, the pool's stall timeout (db.StallTimeout)
 	// ends the lookup, as it ends the claim and the completion (they outlive the request on
 	// purpose), and the request fails at once instead of waiting as long again.
-	k, err := lookupReplay(context.WithoutCancel(ctx), s.q, req.Client.ID, req.Key)
+	k, err := getReplay(context.WithoutCancel(ctx), e.db, req.ClientID, req.Key)
 	if err != nil {
-		// errNoKey: a first arrival, which claims without looking again. Any other error
+		// ErrNoKey: a first arrival, which claims without looking again. Any other error
 		// is met again, and answered, on the ordinary path.
-		lk.absent = errors.Is(err, errNoKey)
+		lk.absent = errors.Is(err, ErrNoKey)
 		if db.IsStalled(err) {
 			lk.stalled = err
 		}
 		return Result{}, lk, false
 	}
-	if k.State != StateCompleted || !bytes.Equal(k.Fingerprint, fp[:]) || k.Expired(s.cfg.Now()) {
+	if k.State != StateCompleted || !bytes.Equal(k.Fingerprint, fp[:]) || k.Expired(e.cfg.Now()) {
 		return Result{}, lk, false
 	}
-	r, err := k.response()
+	r, err := k.StoredResponse()
 	if err != nil {
 		return Result{}, lk, false
 	}
-	s.record(req, k, EventReplayed, r.Status, nil, nil)
+	e.record(req, k, EventReplayed, r.Status, nil, nil)
 	return Result{Response: r, Replayed: true, ExpiresAt: k.ExpiresAt}, lk, true
 }
+
+// Fingerprinted is the Lookup of a request whose fingerprint its door computed (a
+// register's sale), and that nobody looked up yet.
+func Fingerprinted(fp [32]byte) Lookup { return Lookup{fp: fp, fpSet: true} }

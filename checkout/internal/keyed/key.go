@@ -1,4 +1,4 @@
-package checkout
+package keyed
 
 import (
 	"context"
@@ -8,22 +8,20 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
-
-	"github.com/tekrar/tekrar/checkout/internal/keyed"
 )
 
-// Key states: the three a key row is in (its state column), and KeyStateExpired.
+// Key states: the three a key row is in (its state column), and StateExpired.
 const (
 	StateInProgress     = "in_progress"
 	StateCompleted      = "completed"
 	StateNeedsAttention = "needs_attention"
-	// KeyStateExpired is the state the console reports for a key that the sweeper removed:
+	// StateExpired is the state the console reports for a key that the sweeper removed:
 	// only its tombstone is left. A key row past its expires_at keeps its state (completed)
 	// until it is swept; whether it is expired is Expired's to say, not its state's.
-	KeyStateExpired = "expired"
+	StateExpired = "expired"
 )
 
-// KeyExpired is the one rule of key expiry: a key whose retention ends at expiresAt is
+// Expired is the one rule of key expiry: a key whose retention ends at expiresAt is
 // expired from that instant on, inclusive, so that a key the expire action ends "now" is
 // refused at once. An expired key is never replayed nor run again: a retry with it is
 // refused (422 idempotency_key_expired). Key.Expired applies it to a key, and every
@@ -31,18 +29,11 @@ const (
 // endpoint, the expire action and the console. SQL states the same rule as
 // "expires_at <= now" (the sweeper's tombstone step); TestKeyExpiryBoundary checks every
 // path at the boundary.
-func KeyExpired(expiresAt, now time.Time) bool { return !now.Before(expiresAt) }
+func Expired(expiresAt, now time.Time) bool { return !now.Before(expiresAt) }
 
 // Expired reports whether the key is expired at now: its tombstone (the sweeper removed
-// it) or a row past its expires_at (see KeyExpired).
-func (k *Key) Expired(now time.Time) bool { return k.Tombstone || KeyExpired(k.ExpiresAt, now) }
-
-// Recovery points: the last step of a keyed request that committed.
-const (
-	PointOrderCreated  = "order_created"
-	PointRefundCreated = "refund_created"
-	PointFinished      = "finished"
-)
+// it) or a row past its expires_at (see the function Expired).
+func (k *Key) Expired(now time.Time) bool { return k.Tombstone || Expired(k.ExpiresAt, now) }
 
 // Key is a row of idempotency_keys.
 type Key struct {
@@ -64,7 +55,7 @@ type Key struct {
 	AttentionReason sql.NullString `db:"attention_reason"`
 	CreatedAt       time.Time      `db:"created_at"`
 	ExpiresAt       time.Time      `db:"expires_at"`
-	// Intent is what the key's provider keys derive from (intentOf, providerKey); nil in a
+	// Intent is what the key's provider keys derive from (checkout's providerKey); nil in a
 	// row claimed before there was one, whose provider keys derive from its id, and in a
 	// tombstone.
 	Intent []byte `db:"intent"`
@@ -73,26 +64,26 @@ type Key struct {
 	Tombstone bool `db:"tombstone"`
 	// OrderPublicID and RefundPublicID are what clients and operators see of OrderID and
 	// RefundID (orders.public_id, refunds.public_id; the integers are never shown). Not
-	// columns of the key: the claims, takeOver and tombstoneAsKey read them with the key,
-	// and publicIDs reads them for a key that came from elsewhere. "" when not read.
+	// columns of the key: the claims, TakeOver and TombstoneSQL read them with the key, and
+	// PublicIDs reads them for a key that came from elsewhere. "" when not read.
 	OrderPublicID  string `db:"order_public_id"`
 	RefundPublicID string `db:"refund_public_id"`
 	// ScopeFingerprint and CardFingerprint are what the claim stores of the request's
-	// scope (fingerprint_scope.go). Not in keyColumns: they are read (storedScope) only
-	// when a request's exact fingerprint differs from the key's.
+	// scope (scope.go). Not in Columns: they are read only when a request's exact
+	// fingerprint differs from the key's.
 	ScopeFingerprint []byte         `db:"-"`
 	CardFingerprint  sql.NullString `db:"-"`
 }
 
-// keyColumns is the select list that fills a Key.
-const keyColumns = `id, client_id, key, fingerprint, method, path, state, recovery_point, lease_token,
+// Columns is the select list that fills a Key.
+const Columns = `id, client_id, key, fingerprint, method, path, state, recovery_point, lease_token,
 	lease_expires_at, order_id, refund_id, response_status, response_headers, response_body,
 	attention_reason, created_at, expires_at, intent, false AS tombstone`
 
-// publicIDs reads the public ids of the key's order and refund when the statement that read
+// PublicIDs reads the public ids of the key's order and refund when the statement that read
 // the key did not: for the rare answers that name them from a key looked up (an expired
 // key, an operator's release). The hot paths read them with the key instead.
-func publicIDs(ctx context.Context, db sqlx.QueryerContext, k *Key) error {
+func PublicIDs(ctx context.Context, db sqlx.QueryerContext, k *Key) error {
 	if (!k.OrderID.Valid || k.OrderPublicID != "") && (!k.RefundID.Valid || k.RefundPublicID != "") {
 		return nil
 	}
@@ -114,31 +105,33 @@ type Response struct {
 	Body   []byte
 }
 
-func (k *Key) response() (Response, error) {
+// StoredResponse is the answer stored with a completed key.
+func (k *Key) StoredResponse() (Response, error) {
 	r := Response{Status: int(k.ResponseStatus.Int32), Body: k.ResponseBody}
 	if len(k.ResponseHeaders) > 0 {
 		var err error
-		if r.Header, err = keyed.DecodeHeaders(k.ResponseHeaders); err != nil {
+		if r.Header, err = DecodeHeaders(k.ResponseHeaders); err != nil {
 			return Response{}, fmt.Errorf("stored response headers of key %d: %w", k.ID, err)
 		}
 	}
 	return r, nil
 }
 
-// leased reports whether someone holds the key at now.
-func (k *Key) leased(now time.Time) bool {
+// Leased reports whether someone holds the key at now.
+func (k *Key) Leased(now time.Time) bool {
 	return k.LeaseExpiresAt.Valid && k.LeaseExpiresAt.Time.After(now)
 }
 
-var errNoKey = errors.New("no such key")
+// ErrNoKey is a key that does not exist (or that another worker took first).
+var ErrNoKey = errors.New("no such key")
 
-// lookupKey is the first and, for a replay, the only query of a keyed request.
-func lookupKey(ctx context.Context, db sqlx.QueryerContext, clientID int64, key string) (*Key, error) {
+// Get is the first query of a keyed request that is not a replay.
+func Get(ctx context.Context, db sqlx.QueryerContext, clientID int64, key string) (*Key, error) {
 	var k Key
 	err := sqlx.GetContext(ctx, db, &k,
-		`SELECT `+keyColumns+` FROM idempotency_keys WHERE client_id = $1 AND key = $2`, clientID, key)
+		`SELECT `+Columns+` FROM idempotency_keys WHERE client_id = $1 AND key = $2`, clientID, key)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errNoKey
+		return nil, ErrNoKey
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up key: %w", err)
@@ -146,17 +139,17 @@ func lookupKey(ctx context.Context, db sqlx.QueryerContext, clientID int64, key 
 	return &k, nil
 }
 
-// lookupReplay reads only what a replay needs of a key, with a plain Scan: it is the one
+// getReplay reads only what a replay needs of a key, with a plain Scan: it is the one
 // query of a replay, the hottest path there is, and the full row through reflection cost
-// about a fifth of a replay's CPU. Everything that is not a replay goes on to lookupKey.
-func lookupReplay(ctx context.Context, db sqlx.QueryerContext, clientID int64, key string) (*Key, error) {
+// about a fifth of a replay's CPU. Everything that is not a replay goes on to Get.
+func getReplay(ctx context.Context, db sqlx.QueryerContext, clientID int64, key string) (*Key, error) {
 	k := Key{ClientID: clientID, Key: key}
 	err := db.QueryRowxContext(ctx, `
 		SELECT id, state, fingerprint, response_status, response_headers, response_body, expires_at
 		  FROM idempotency_keys WHERE client_id = $1 AND key = $2`, clientID, key).
 		Scan(&k.ID, &k.State, &k.Fingerprint, &k.ResponseStatus, &k.ResponseHeaders, &k.ResponseBody, &k.ExpiresAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errNoKey
+		return nil, ErrNoKey
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up key for replay: %w", err)
@@ -164,11 +157,11 @@ func lookupReplay(ctx context.Context, db sqlx.QueryerContext, clientID int64, k
 	return &k, nil
 }
 
-// takeOver gives the key to a new worker when the previous one's lease has lapsed (it
+// TakeOver gives the key to a new worker when the previous one's lease has lapsed (it
 // died, or gave the key back after an unknown provider outcome). Incrementing the token
 // fences the former owner out: its completing write names the old token and matches
-// nothing. It returns errNoKey if someone else took the key first.
-func takeOver(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.Time, lease time.Duration) (*Key, error) {
+// nothing. It returns ErrNoKey if someone else took the key first.
+func TakeOver(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.Time, lease time.Duration) (*Key, error) {
 	var nk Key
 	err := sqlx.GetContext(ctx, db, &nk, `
 		WITH k AS (
@@ -176,14 +169,14 @@ func takeOver(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.Time
 		       SET lease_token = lease_token + 1, lease_expires_at = $3
 		     WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'
 		       AND (lease_expires_at IS NULL OR lease_expires_at <= $4)
-		    RETURNING `+keyColumns+`
+		    RETURNING `+Columns+`
 		)
 		SELECT k.*, coalesce(o.public_id::text, '') AS order_public_id,
 		       coalesce(r.public_id::text, '') AS refund_public_id
 		  FROM k LEFT JOIN orders o ON o.id = k.order_id LEFT JOIN refunds r ON r.id = k.refund_id`,
 		k.ID, k.LeaseToken, now.Add(lease), now)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errNoKey
+		return nil, ErrNoKey
 	}
 	if err != nil {
 		return nil, fmt.Errorf("take over key: %w", err)
@@ -191,30 +184,6 @@ func takeOver(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.Time
 	return &nk, nil
 }
 
-// releaseKey ends the lease early so that the client's retry can resume at once instead of
-// waiting for the lease to lapse: after an unknown provider outcome the work is not done,
-// but nobody is doing it.
-func releaseKey(ctx context.Context, db sqlx.ExecerContext, k *Key, now time.Time) error {
-	_, err := db.ExecContext(ctx, `
-		UPDATE idempotency_keys SET lease_expires_at = $3
-		 WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'`, k.ID, k.LeaseToken, now)
-	if err != nil {
-		return fmt.Errorf("release key: %w", err)
-	}
-	return nil
-}
-
-// extendLease moves the lease of a key this worker holds.
-func extendLease(ctx context.Context, db sqlx.ExecerContext, k *Key, until time.Time) error {
-	_, err := db.ExecContext(ctx, `
-		UPDATE idempotency_keys SET lease_expires_at = $3
-		 WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'`, k.ID, k.LeaseToken, until)
-	if err != nil {
-		return fmt.Errorf("extend lease: %w", err)
-	}
-	return nil
-}
-
-// errFenced means the key was taken over while this worker held it: the work continues in
+// ErrFenced means the key was taken over while this worker held it: the work continues in
 // the new owner's hands, and this worker's result must not be written.
-var errFenced = errors.New("key was taken over by another worker")
+var ErrFenced = errors.New("key was taken over by another worker")
