@@ -367,7 +367,7 @@ func TestRefusedRefundOnEveryPath(t *testing.T) {
 		}
 		ap.force(opRefund, psp.ErrNotRefundable)
 		e.advance(2 * time.Hour) // past the completer's grace
-		res, err := e.s.NewCompleter(CompleterConfig{}).Pass(context.Background())
+		res, err := newCompleter(e.s, CompleterConfig{}).Pass(context.Background())
 		if err != nil || res.Completed != 1 {
 			t.Fatalf("completer: %+v %v, want one completed", res, err)
 		}
@@ -447,7 +447,7 @@ func TestLookupAndCancelAnswers(t *testing.T) {
 			ap.force(opLookupCharge, tc.lookup)
 			ap.force(opCancelCharge, tc.cancel)
 			e.advance(2 * time.Hour) // past the grace, before the completer's attention
-			if _, err := e.s.NewCompleter(CompleterConfig{AttentionAfter: 24 * time.Hour}).Pass(context.Background()); err != nil {
+			if _, err := newCompleter(e.s, CompleterConfig{AttentionAfter: 24 * time.Hour}).Pass(context.Background()); err != nil {
 				t.Fatalf("completer: %v", err)
 			}
 			if got := e.keyOutcome("k-pay"); got != tc.key {
