@@ -385,7 +385,7 @@ func TestRefusedRefundOnEveryPath(t *testing.T) {
 		e.refundAnswer("k-refund", order, 4000)
 		e.needsAttention("k-refund")
 		ap.force(opRefund, psp.ErrNotRefundable)
-		res, err := e.s.ReleaseKey(context.Background(), e.client.ID, "k-refund", e.record(false))
+		res, err := operatorOf(e.s).ReleaseKey(context.Background(), e.client.ID, "k-refund", e.record(false))
 		if err != nil || !res.Done || res.Outcome != OutcomeRefundRefused {
 			t.Fatalf("release: %+v %v", res, err)
 		}
@@ -402,7 +402,7 @@ func TestRefusedRefundOnEveryPath(t *testing.T) {
 		ap.force(opRefund, psp.ErrNotRefundable)
 		in := OperatorRefund{OrderID: order, RefundInput: RefundInput{Amount: 4000}, Nonce: "nonce-0123456789abcdef"}
 		for try := range 2 {
-			_, err := e.s.RefundAsOperator(context.Background(), in)
+			_, err := operatorOf(e.s).RefundAsOperator(context.Background(), in)
 			var p *problem.Problem
 			if !errors.As(err, &p) || p.Code != problem.CodeRefundRefused {
 				t.Fatalf("try %d: %v, want refund_refused", try, err)

@@ -3,6 +3,8 @@ package checkout
 import (
 	"context"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // The roles beside the root that work on keys (checkout/completer, checkout/operator)
@@ -33,3 +35,41 @@ func newCompleter(s *Service, cfg CompleterConfig) testCompleter {
 }
 
 func (c testCompleter) Pass(ctx context.Context) (CompleterResult, error) { return c.pass(ctx) }
+
+// Recorder is operator.Recorder.
+type Recorder func(ctx context.Context, tx *sqlx.Tx, detail map[string]any) error
+
+// ActionResult is operator.ActionResult.
+type ActionResult struct {
+	Done    bool
+	Outcome string
+	State   string
+	Detail  map[string]any
+}
+
+// The outcomes of the operator's actions that the root's tests expect (operator.Outcome*).
+const (
+	OutcomeCanceled       = "canceled"
+	OutcomeRefundRefused  = "refund_refused"
+	OutcomeAlreadyExpired = "already_expired"
+)
+
+// OperatorRefund is operator.OperatorRefund.
+type OperatorRefund struct {
+	OrderID string
+	RefundInput
+	Nonce string
+	Meta  Meta
+}
+
+// OperatorForTest returns the operator's actions on s, whose database is db.
+var OperatorForTest func(db *sqlx.DB, s *Service) TestOperator
+
+// TestOperator is what the root's tests call of operator.Actions.
+type TestOperator struct {
+	ReleaseKey       func(ctx context.Context, clientID int64, key string, record Recorder) (ActionResult, error)
+	ExpireKey        func(ctx context.Context, clientID int64, key string, record Recorder) (ActionResult, error)
+	RefundAsOperator func(ctx context.Context, in OperatorRefund) (any, error)
+}
+
+func operatorOf(s *Service) TestOperator { return OperatorForTest(s.db, s) }

@@ -29,6 +29,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/hooks"
 	"github.com/tekrar/tekrar/checkout/inbox"
 	"github.com/tekrar/tekrar/checkout/installments"
+	"github.com/tekrar/tekrar/checkout/operator"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/reconcile"
 	"github.com/tekrar/tekrar/checkout/settlement"
@@ -176,7 +177,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	}
 	m.ScheduledTasks(taskNames(sched))
 	consoleNotFound := admin.Register(e.Group("/admin"), admin.Deps{DB: db, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now,
-		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc, Inbox: in, Tasks: sched.Tasks(),
+		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc, Operator: operator.New(db, svc), Inbox: in, Tasks: sched.Tasks(),
 		Redeliver: func(ctx context.Context, tx *sql.Tx, id int64, nonce string) error {
 			return hooks.Redeliver(ctx, tx, rc, id, nonce)
 		}})
