@@ -1,11 +1,5 @@
 package operator
 
-// Operator actions: the few things an admin of the console may do to a key or an order
-// (refund an order, release a key that needs attention, force a key to expire). Each is
-// idempotent, and each that changes something hands its record to a Recorder inside the
-// transaction of its effect, so that an action and its audit entry commit together or not
-// at all. The console owns the audit log; this package only describes what it did.
-
 import (
 	"context"
 	"errors"

@@ -46,7 +46,7 @@ import (
 func (a *Actions) ReleaseKey(ctx context.Context, clientID int64, key string, record Recorder) (ActionResult, error) {
 	k, err := a.s.LookupKey(ctx, clientID, key)
 	if errors.Is(err, checkout.ErrKeyNotFound) {
-		return ActionResult{}, checkout.ErrKeyNotFound
+		return ActionResult{}, err
 	}
 	if err != nil {
 		return ActionResult{}, fmt.Errorf("release key: %w", err)
