@@ -14,6 +14,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/money"
+	"github.com/tekrar/tekrar/checkout/operator"
 	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/internal/problem"
 	"github.com/tekrar/tekrar/internal/server"
@@ -43,18 +44,18 @@ var flashes = map[string]views.FlashMsg{
 	"refund-replayed": {Kind: "ok", Text: "This form had been sent already: its refund was made once, and nothing more was refunded."},
 	"refund-pending":  {Kind: "warn", Text: "Refund recorded, but the payment provider has not confirmed it yet. It is finished automatically; do not refund again."},
 
-	"release-" + checkout.OutcomePaid:            {Kind: "ok", Text: "Released: the provider had the charge, and it succeeded. The order is paid."},
-	"release-" + checkout.OutcomeDeclined:        {Kind: "ok", Text: "Released: the provider had the charge, and it was declined. The order is declined."},
-	"release-" + checkout.OutcomeCanceled:        {Kind: "ok", Text: "Released: the provider has no charge for this key. Nothing was charged; the order is canceled."},
-	"release-" + checkout.OutcomeRefunded:        {Kind: "ok", Text: "Released: the refund is finished."},
-	"release-" + checkout.OutcomeStillUnknown:    {Kind: "error", Text: "Not released: the payment provider still cannot say what happened. Nothing was changed; try again later."},
-	"release-" + checkout.OutcomeProviderRefused: {Kind: "error", Text: "Not released: the payment provider refused. Nothing was changed; this needs a closer look."},
-	"release-" + checkout.OutcomeNotNeeded:       {Kind: "warn", Text: "Nothing to release: the key does not need attention (any more)."},
+	"release-" + operator.OutcomePaid:            {Kind: "ok", Text: "Released: the provider had the charge, and it succeeded. The order is paid."},
+	"release-" + operator.OutcomeDeclined:        {Kind: "ok", Text: "Released: the provider had the charge, and it was declined. The order is declined."},
+	"release-" + operator.OutcomeCanceled:        {Kind: "ok", Text: "Released: the provider has no charge for this key. Nothing was charged; the order is canceled."},
+	"release-" + operator.OutcomeRefunded:        {Kind: "ok", Text: "Released: the refund is finished."},
+	"release-" + operator.OutcomeStillUnknown:    {Kind: "error", Text: "Not released: the payment provider still cannot say what happened. Nothing was changed; try again later."},
+	"release-" + operator.OutcomeProviderRefused: {Kind: "error", Text: "Not released: the payment provider refused. Nothing was changed; this needs a closer look."},
+	"release-" + operator.OutcomeNotNeeded:       {Kind: "warn", Text: "Nothing to release: the key does not need attention (any more)."},
 
 	"expired":                {Kind: "ok", Text: "The key has expired: retries with it are refused, and the sweeper removes it on its next pass."},
 	"sessions-ended":         {Kind: "ok", Text: "The operator's sessions have ended: they must sign in again."},
 	"sessions-ended-already": {Kind: "warn", Text: "This form had been sent already: the sessions it ended stay ended, and nothing more was ended."},
-	"expire-" + checkout.OutcomeAlreadyExpired: {Kind: "warn", Text: "Nothing to do: the key had expired already."},
+	"expire-" + operator.OutcomeAlreadyExpired: {Kind: "warn", Text: "Nothing to do: the key had expired already."},
 
 	"redelivery-queued":         {Kind: "ok", Text: "Redelivery queued: it is sent within seconds, with the same webhook-id, and shows below as a redelivery attempt."},
 	"redelivery-queued-already": {Kind: "warn", Text: "This form had been sent already: its redelivery was queued once, and nothing more was queued."},
@@ -68,9 +69,9 @@ func flash(c *gin.Context) {
 	c.Next()
 }
 
-// recorder returns the checkout.Recorder that writes an action in the audit log, in the
+// recorder returns the operator.Recorder that writes an action in the audit log, in the
 // transaction of its effect.
-func (a *console) recorder(c *gin.Context, action, target, nonce string, base map[string]any) checkout.Recorder {
+func (a *console) recorder(c *gin.Context, action, target, nonce string, base map[string]any) operator.Recorder {
 	op := session(c).Operator.ID
 	return func(ctx context.Context, tx *sqlx.Tx, detail map[string]any) error {
 		for k, v := range base {
@@ -145,13 +146,13 @@ func (a *console) refund(c *gin.Context) error {
 				money.Format(amount, t.Currency), money.Format(prefill, t.Currency))))
 	}
 	nonce := c.PostForm("nonce")
-	res, err := a.Service.RefundAsOperator(c.Request.Context(), checkout.OperatorRefund{
+	res, err := a.Operator.RefundAsOperator(c.Request.Context(), operator.OperatorRefund{
 		OrderID: t.PublicID, RefundInput: checkout.RefundInput{Amount: amount, Reason: reason},
 		Nonce: nonce, Meta: operatorMeta(c),
 	})
 	var p *problem.Problem
 	switch {
-	case errors.Is(err, checkout.ErrInvalidNonce):
+	case errors.Is(err, operator.ErrInvalidNonce):
 		return a.render(c, http.StatusBadRequest, refundPage(c, t, adv, amountText, reason, "The form was incomplete; check it and confirm again."))
 	case errors.As(err, &p):
 		// Refused before anything was stored (over-refund, not refundable, a changed form):

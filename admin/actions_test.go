@@ -16,7 +16,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"github.com/tekrar/tekrar/admin"
-	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/completer"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/internal/apptest"
@@ -306,7 +306,7 @@ func TestReleaseAKeyThatNeedsAttention(t *testing.T) {
 		c.AttentionAfter = time.Hour
 	})
 	ctx := context.Background()
-	pass := func() checkout.CompleterResult {
+	pass := func() completer.Result {
 		t.Helper()
 		res, err := e.App.Completer.Pass(ctx)
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/inbox"
+	"github.com/tekrar/tekrar/checkout/operator"
 	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/problem"
 	"github.com/tekrar/tekrar/internal/schedule"
@@ -39,6 +40,9 @@ type Deps struct {
 	// Service is the checkout engine the API runs on. The console's actions go through it,
 	// so that a refund from the console takes the very path of an API refund.
 	Service *checkout.Service
+	// Operator is what an operator may do to a key or an order (refund, release, expire),
+	// on Service: the console's actions go through it.
+	Operator *operator.Actions
 	// Inbox is the provider inbox; the console replays its dead letters through it.
 	Inbox *inbox.Inbox
 	// Redeliver queues a webhook redelivery (nil: the console offers none).

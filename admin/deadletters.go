@@ -9,8 +9,8 @@ import (
 	"github.com/a-h/templ"
 	"github.com/gin-gonic/gin"
 
-	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/inbox"
+	"github.com/tekrar/tekrar/checkout/operator"
 	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/views"
 )
@@ -103,7 +103,7 @@ func (a *console) replay(c *gin.Context) error {
 		return err
 	}
 	nonce := c.PostForm("nonce")
-	if !checkout.ValidNonce(nonce) {
+	if !operator.ValidNonce(nonce) {
 		return a.render(c, http.StatusBadRequest, replayPage(c, d, "The form was incomplete; confirm again."))
 	}
 	ctx := c.Request.Context()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/money"
+	"github.com/tekrar/tekrar/checkout/operator"
 	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/views"
 )
@@ -90,15 +91,15 @@ func (a *console) release(c *gin.Context) error {
 		return err
 	}
 	nonce := c.PostForm("nonce")
-	if !checkout.ValidNonce(nonce) {
+	if !operator.ValidNonce(nonce) {
 		return a.render(c, http.StatusBadRequest, releasePage(c, d, "The form was incomplete; confirm again."))
 	}
 	base := map[string]any{"client_id": d.ClientID, "key": d.Key}
-	res, err := a.Service.ReleaseKey(c.Request.Context(), d.ClientID, d.Key,
+	res, err := a.Operator.ReleaseKey(c.Request.Context(), d.ClientID, d.Key,
 		a.recorder(c, ActionReleaseKey, keyTarget(d.ClientID, d.Key), nonce, base))
 	if errors.Is(err, checkout.ErrKeyNotFound) {
 		// Only its tombstone is left: a swept key never needed attention.
-		res, err = checkout.ActionResult{Outcome: checkout.OutcomeNotNeeded, State: checkout.KeyStateExpired}, nil
+		res, err = operator.ActionResult{Outcome: operator.OutcomeNotNeeded, State: checkout.KeyStateExpired}, nil
 	}
 	if err != nil {
 		return err
@@ -152,14 +153,14 @@ func (a *console) expire(c *gin.Context) error {
 	}
 	nonce := c.PostForm("nonce")
 	live := !checkout.KeyExpired(d.ExpiresAt, a.Now())
-	if !checkout.ValidNonce(nonce) {
+	if !operator.ValidNonce(nonce) {
 		return a.render(c, http.StatusBadRequest, expirePage(c, d, "The form was incomplete; confirm again.", live))
 	}
 	base := map[string]any{"client_id": d.ClientID, "key": d.Key}
-	res, err := a.Service.ExpireKey(c.Request.Context(), d.ClientID, d.Key,
+	res, err := a.Operator.ExpireKey(c.Request.Context(), d.ClientID, d.Key,
 		a.recorder(c, ActionExpireKey, keyTarget(d.ClientID, d.Key), nonce, base))
 	switch {
-	case errors.Is(err, checkout.ErrKeyBusy):
+	case errors.Is(err, operator.ErrKeyBusy):
 		d.State = res.State
 		return a.render(c, http.StatusConflict, expirePage(c, d, "Not expired: the key is "+res.State+", and only a completed key can be expired.", live))
 	case err != nil:

@@ -8,7 +8,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/gin-gonic/gin"
 
-	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/operator"
 	"github.com/tekrar/tekrar/views"
 )
 
@@ -85,7 +85,7 @@ func (a *console) endSessions(c *gin.Context) error {
 		return err
 	}
 	nonce := c.PostForm("nonce")
-	if !checkout.ValidNonce(nonce) {
+	if !operator.ValidNonce(nonce) {
 		return a.render(c, http.StatusBadRequest, endSessionsPage(c, op, "The form was incomplete; confirm again."))
 	}
 	ctx := c.Request.Context()

@@ -12,8 +12,8 @@ import (
 	"github.com/a-h/templ"
 	"github.com/gin-gonic/gin"
 
-	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/operator"
 	"github.com/tekrar/tekrar/views"
 )
 
@@ -179,7 +179,7 @@ func (a *console) redeliver(c *gin.Context) error {
 		return err
 	}
 	nonce := c.PostForm("nonce")
-	if !checkout.ValidNonce(nonce) || a.Redeliver == nil {
+	if !operator.ValidNonce(nonce) || a.Redeliver == nil {
 		return a.render(c, http.StatusBadRequest, redeliverPage(c, d, "The form was incomplete; confirm again.", a.Redeliver != nil))
 	}
 	ctx := c.Request.Context()

@@ -343,7 +343,7 @@ func TestRefusedRefundOnEveryPath(t *testing.T) {
 		}
 		ap.force(psp.OpRefund, psp.ErrNotRefundable)
 		e.advance(2 * time.Hour) // past the completer's grace
-		res, err := e.s.NewCompleter(CompleterConfig{}).Pass(context.Background())
+		res, err := newCompleter(e.s, CompleterConfig{}).Pass(context.Background())
 		if err != nil || res.Completed != 1 {
 			t.Fatalf("completer: %+v %v, want one completed", res, err)
 		}
@@ -361,7 +361,7 @@ func TestRefusedRefundOnEveryPath(t *testing.T) {
 		e.refundAnswer("k-refund", order, 4000)
 		e.needsAttention("k-refund")
 		ap.force(psp.OpRefund, psp.ErrNotRefundable)
-		res, err := e.s.ReleaseKey(context.Background(), e.client.ID, "k-refund", e.record(false))
+		res, err := operatorOf(e.s).ReleaseKey(context.Background(), e.client.ID, "k-refund", e.record(false))
 		if err != nil || !res.Done || res.Outcome != OutcomeRefundRefused {
 			t.Fatalf("release: %+v %v", res, err)
 		}
@@ -378,7 +378,7 @@ func TestRefusedRefundOnEveryPath(t *testing.T) {
 		ap.force(psp.OpRefund, psp.ErrNotRefundable)
 		in := OperatorRefund{OrderID: order, RefundInput: RefundInput{Amount: 4000}, Nonce: "nonce-0123456789abcdef"}
 		for try := range 2 {
-			_, err := e.s.RefundAsOperator(context.Background(), in)
+			_, err := operatorOf(e.s).RefundAsOperator(context.Background(), in)
 			var p *problem.Problem
 			if !errors.As(err, &p) || p.Code != problem.CodeRefundRefused {
 				t.Fatalf("try %d: %v, want refund_refused", try, err)
@@ -423,7 +423,7 @@ func TestLookupAndCancelAnswers(t *testing.T) {
 			ap.force(psp.OpLookupCharge, tc.lookup)
 			ap.force(psp.OpCancelCharge, tc.cancel)
 			e.advance(2 * time.Hour) // past the grace, before the completer's attention
-			if _, err := e.s.NewCompleter(CompleterConfig{AttentionAfter: 24 * time.Hour}).Pass(context.Background()); err != nil {
+			if _, err := newCompleter(e.s, CompleterConfig{AttentionAfter: 24 * time.Hour}).Pass(context.Background()); err != nil {
 				t.Fatalf("completer: %v", err)
 			}
 			if got := e.keyOutcome("k-pay"); got != tc.key {

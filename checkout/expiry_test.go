@@ -86,7 +86,7 @@ func TestKeyExpiryBoundary(t *testing.T) {
 				t.Errorf("the sweeper tombstoned it: %v, want %v", swept, tt.expired)
 			}
 			// Last: on a live key the action expires it.
-			res, err := e.s.ExpireKey(ctx, e.client.ID, key, e.record(false))
+			res, err := operatorOf(e.s).ExpireKey(ctx, e.client.ID, key, e.record(false))
 			if err != nil || (res.Outcome == OutcomeAlreadyExpired) != tt.expired {
 				t.Errorf("ExpireKey: %+v %v, want already expired %v", res, err, tt.expired)
 			}

@@ -270,7 +270,7 @@ func TestEndedOrdersCancelTheirPlans(t *testing.T) {
 		}
 		e.p.set("")
 		e.needsAttention("k-plan")
-		r, err := e.s.ReleaseKey(context.Background(), e.client.ID, "k-plan", e.record(false))
+		r, err := operatorOf(e.s).ReleaseKey(context.Background(), e.client.ID, "k-plan", e.record(false))
 		if err != nil || r.Outcome != OutcomeCanceled {
 			t.Fatalf("release: %+v %v", r, err)
 		}

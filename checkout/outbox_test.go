@@ -71,7 +71,7 @@ func (e *actionEnv) eventCounts() map[string]int64 {
 func TestEachChangeWritesItsEventOnce(t *testing.T) {
 	e := newActionEnv(t)
 	ctx := context.Background()
-	completer := e.s.NewCompleter(CompleterConfig{Grace: time.Minute, AttentionAfter: time.Hour, Batch: 100})
+	completer := newCompleter(e.s, CompleterConfig{Grace: time.Minute, AttentionAfter: time.Hour, Batch: 100})
 	pass := func() {
 		t.Helper()
 		if _, err := completer.Pass(ctx); err != nil {

@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/completer"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
-func complete(t *testing.T, e *apptest.Env) checkout.CompleterResult {
+func complete(t *testing.T, e *apptest.Env) completer.Result {
 	t.Helper()
 	res, err := e.App.Completer.Pass(context.Background())
 	if err != nil {
@@ -32,7 +33,7 @@ func TestCompleterCancelsUnchargedOrder(t *testing.T) {
 	e := apptest.New(t)
 	problemOf(t, postOrder(t, e, e.Secret, "k-gone", orderBody(9000, "tok_fail")), 503, "payment_pending")
 	// The client gets the first chance: within the grace nothing happens.
-	if res := complete(t, e); res != (checkout.CompleterResult{}) {
+	if res := complete(t, e); res != (completer.Result{}) {
 		t.Fatalf("completer acted within the grace: %+v", res)
 	}
 	e.Clock.Advance(2 * time.Minute)

@@ -26,9 +26,11 @@ import (
 	"github.com/tekrar/tekrar/checkout/api"
 	"github.com/tekrar/tekrar/checkout/catalog"
 	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/completer"
 	"github.com/tekrar/tekrar/checkout/hooks"
 	"github.com/tekrar/tekrar/checkout/inbox"
 	"github.com/tekrar/tekrar/checkout/installments"
+	"github.com/tekrar/tekrar/checkout/operator"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/reconcile"
 	"github.com/tekrar/tekrar/checkout/settlement"
@@ -49,7 +51,7 @@ type App struct {
 	Service   *checkout.Service
 	Inbox     *inbox.Inbox // the payment provider's webhooks; the console replays its dead letters
 	Sweeper   *sweeper.Sweeper
-	Completer *checkout.Completer
+	Completer *completer.Completer
 	// Scheduler runs the deployment's periodic tasks (the sweeper, reconciliation,
 	// installments, settlement) on River.
 	Scheduler *schedule.Scheduler
@@ -177,23 +179,23 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	}
 	m.ScheduledTasks(taskNames(sched))
 	consoleNotFound := admin.Register(e.Group("/admin"), admin.Deps{DB: db, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now,
-		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc, Inbox: in, Tasks: sched.Tasks(),
+		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc, Operator: operator.New(db, svc), Inbox: in, Tasks: sched.Tasks(),
 		Redeliver: func(ctx context.Context, tx *sql.Tx, id int64, nonce string) error {
 			return hooks.Redeliver(ctx, tx, rc, id, nonce)
 		}})
-	completer := svc.NewCompleter(checkout.CompleterConfig{
+	comp := completer.New(svc, completer.Config{
 		Interval:       cfg.CompleterInterval,
 		Grace:          cfg.CompleterGrace,
 		AttentionAfter: cfg.AttentionAfter,
-	})
-	m.Completer(completer.Totals)
-	e.GET("/readyz/completer", func(c *gin.Context) { c.JSON(http.StatusOK, completer.Totals()) })
+	}, logger)
+	m.Completer(comp.Totals)
+	e.GET("/readyz/completer", func(c *gin.Context) { c.JSON(http.StatusOK, comp.Totals()) })
 	e.NoRoute(notFound(consoleNotFound))
 	rc, err = newRiver(cfg, db.DB, logger, append(append(consumers(cfg, db.DB, logger), deliveries, scheduleConsumer(sched)), o.consumers...))
 	if err != nil {
 		return nil, err
 	}
-	return &App{Handler: server.HeadAsGet(e), Service: svc, Inbox: in, Sweeper: sw, Completer: completer,
+	return &App{Handler: server.HeadAsGet(e), Service: svc, Inbox: in, Sweeper: sw, Completer: comp,
 		Scheduler: sched, Installments: charger, Settler: settler, River: rc, Metrics: m, engine: e, logger: logger}, nil
 }
 

@@ -6,28 +6,28 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 
-	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/completer"
 	"github.com/tekrar/tekrar/checkout/hooks"
 	"github.com/tekrar/tekrar/checkout/sweeper"
 )
 
-// Completer exposes what this process's completer has done (checkout.Completer.Totals),
+// Completer exposes what this process's completer has done (completer.Completer.Totals),
 // read at scrape time: keys driven to an outcome and the compensations of given-up keys.
-func (m *Metrics) Completer(totals func() checkout.CompleterResult) {
-	counter := func(name, help string, labels prometheus.Labels, read func(checkout.CompleterResult) int) {
+func (m *Metrics) Completer(totals func() completer.Result) {
+	counter := func(name, help string, labels prometheus.Labels, read func(completer.Result) int) {
 		m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
 			func() float64 { return float64(read(totals())) }))
 	}
 	const keys = "tekrar_completer_keys_total"
 	const keysHelp = "Abandoned keys this process's completer took on, by result: completed (settled from the provider), canceled, attention (handed to an operator), retry (the provider could not answer)."
-	counter(keys, keysHelp, prometheus.Labels{"result": "completed"}, func(r checkout.CompleterResult) int { return r.Completed })
-	counter(keys, keysHelp, prometheus.Labels{"result": "canceled"}, func(r checkout.CompleterResult) int { return r.Canceled })
-	counter(keys, keysHelp, prometheus.Labels{"result": "attention"}, func(r checkout.CompleterResult) int { return r.Attention })
-	counter(keys, keysHelp, prometheus.Labels{"result": "retry"}, func(r checkout.CompleterResult) int { return r.Retry })
+	counter(keys, keysHelp, prometheus.Labels{"result": "completed"}, func(r completer.Result) int { return r.Completed })
+	counter(keys, keysHelp, prometheus.Labels{"result": "canceled"}, func(r completer.Result) int { return r.Canceled })
+	counter(keys, keysHelp, prometheus.Labels{"result": "attention"}, func(r completer.Result) int { return r.Attention })
+	counter(keys, keysHelp, prometheus.Labels{"result": "retry"}, func(r completer.Result) int { return r.Retry })
 	const comp = "tekrar_compensations_total"
 	const compHelp = "Compensations of given-up keys this process settled, by result: refunded (a late charge was found and refunded), no_charge (none was made)."
-	counter(comp, compHelp, prometheus.Labels{"result": "refunded"}, func(r checkout.CompleterResult) int { return r.Compensated })
-	counter(comp, compHelp, prometheus.Labels{"result": "no_charge"}, func(r checkout.CompleterResult) int { return r.CompensationsOK })
+	counter(comp, compHelp, prometheus.Labels{"result": "refunded"}, func(r completer.Result) int { return r.Compensated })
+	counter(comp, compHelp, prometheus.Labels{"result": "no_charge"}, func(r completer.Result) int { return r.CompensationsOK })
 }
 
 // Sweep counts one sweeper pass (sweeper.Config.Observe).

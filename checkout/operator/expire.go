@@ -1,4 +1,4 @@
-package checkout
+package operator
 
 import (
 	"context"
@@ -8,7 +8,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/tekrar/tekrar/checkout/internal/keyed"
+	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/internal/db"
 )
 
 // ExpireKey ends a completed key's retention now, at an operator's request: its expires_at
@@ -24,15 +25,11 @@ import (
 // One transaction: the key row is locked first, so that its state cannot change between the
 // check and the update (a completion in flight waits, or is seen), and the record commits
 // with the new expiry.
-func (s *Service) ExpireKey(ctx context.Context, clientID int64, key string, record Recorder) (ActionResult, error) {
-	now := s.cfg.Now()
+func (a *Actions) ExpireKey(ctx context.Context, clientID int64, key string, record Recorder) (ActionResult, error) {
+	now := a.s.Now()
 	var res ActionResult
-	err := inTx(ctx, s.db, "expire key", func(tx *sqlx.Tx) error {
-		var k Key
-		err := tx.GetContext(ctx, &k, `
-			SELECT `+keyed.Columns+` FROM idempotency_keys
-			 WHERE client_id = $1 AND key = $2
-			   FOR UPDATE`, clientID, key)
+	err := db.InTx(ctx, a.db, "expire key", func(tx *sqlx.Tx) error {
+		k, err := checkout.LockKey(ctx, tx, clientID, key)
 		if errors.Is(err, sql.ErrNoRows) {
 			var swept bool
 			if err := tx.GetContext(ctx, &swept,
@@ -40,15 +37,15 @@ func (s *Service) ExpireKey(ctx context.Context, clientID int64, key string, rec
 				return fmt.Errorf("expire key: tombstone: %w", err)
 			}
 			if !swept {
-				return ErrKeyNotFound
+				return checkout.ErrKeyNotFound
 			}
-			res = ActionResult{Outcome: OutcomeAlreadyExpired, State: KeyStateExpired}
+			res = ActionResult{Outcome: OutcomeAlreadyExpired, State: checkout.KeyStateExpired}
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("expire key: %w", err)
 		}
-		if k.State != StateCompleted {
+		if k.State != checkout.StateCompleted {
 			res = ActionResult{State: k.State}
 			return fmt.Errorf("expire key in state %s: %w", k.State, ErrKeyBusy)
 		}
@@ -57,8 +54,7 @@ func (s *Service) ExpireKey(ctx context.Context, clientID int64, key string, rec
 				Detail: map[string]any{"expired_at": k.ExpiresAt.UTC()}}
 			return nil
 		}
-		if _, err := tx.ExecContext(ctx,
-			`UPDATE idempotency_keys SET expires_at = $2 WHERE id = $1`, k.ID, now); err != nil {
+		if err := checkout.SetKeyExpiry(ctx, tx, k.ID, now); err != nil {
 			return fmt.Errorf("expire key: %w", err)
 		}
 		detail := map[string]any{"outcome": OutcomeExpired, "key_id": k.ID,

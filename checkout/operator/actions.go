@@ -1,22 +1,27 @@
-package checkout
-
-// Operator actions: the few things an admin of the console may do to a key or an order
-// (refund an order, release a key that needs attention, force a key to expire). Each is
-// idempotent, and each that changes something hands its record to a Recorder inside the
-// transaction of its effect, so that an action and its audit entry commit together or not
-// at all. The console owns the audit log; this package only describes what it did.
+package operator
 
 import (
 	"context"
 	"errors"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout"
 )
 
 // Recorder writes the record of an operator action (the console's audit log) in tx, the
 // transaction that makes the action's effect. An error rolls the effect back: an action is
 // never done without its record. detail describes what was done.
 type Recorder func(ctx context.Context, tx *sqlx.Tx, detail map[string]any) error
+
+// Actions are the operator's actions, on the keys and orders of s, whose database is db.
+type Actions struct {
+	db *sqlx.DB
+	s  *checkout.Service
+}
+
+// New returns the actions of an operator on s, whose database is db.
+func New(db *sqlx.DB, s *checkout.Service) *Actions { return &Actions{db: db, s: s} }
 
 // ActionResult is what an operator action on a key did.
 type ActionResult struct {

@@ -1,4 +1,4 @@
-package checkout
+package operator
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/api"
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/psp/psptest"
@@ -22,18 +25,16 @@ import (
 	"github.com/tekrar/tekrar/internal/problem"
 )
 
-// switchedProvider is the sandbox behind a switch (psptest.Switched), under the short
-// name the package's tests use.
-type switchedProvider struct{ *psptest.Switched }
+func TestMain(m *testing.M) { os.Exit(dbtest.Main(m)) }
 
-func (p *switchedProvider) set(mode string) { p.Set(mode) }
-
-// actionEnv is a service on a fresh database with one client, and the actions' records.
+// actionEnv is a service and its operator's actions on a fresh database with one client,
+// paying on the sandbox behind a switch (psptest.Switched), and the actions' records.
 type actionEnv struct {
 	t        *testing.T
 	db       *sqlx.DB
-	s        *Service
-	p        *switchedProvider
+	s        *checkout.Service
+	ops      *Actions
+	p        *psptest.Switched
 	client   clients.Client
 	now      time.Time
 	mu       sync.Mutex
@@ -45,9 +46,10 @@ func newActionEnv(t *testing.T) *actionEnv {
 	db := dbtest.New(t)
 	// Microseconds, as Postgres keeps them: a frozen clock must compare equal to itself stored.
 	e := &actionEnv{t: t, db: db, now: time.Now().UTC().Truncate(time.Microsecond)}
-	e.p = &switchedProvider{&psptest.Switched{Provider: psp.NewSandbox(db, psp.SandboxOptions{})}}
-	e.s = NewService(db, e.p, Config{Routes: testRoutes, Now: func() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }}, slog.New(slog.DiscardHandler))
+	e.p = &psptest.Switched{Provider: psp.NewSandbox(db, psp.SandboxOptions{})}
+	e.s = checkout.NewService(db, e.p, checkout.Config{Routes: api.Routes, Now: func() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }}, slog.New(slog.DiscardHandler))
 	t.Cleanup(e.s.Close)
+	e.ops = New(db, e.s)
 	var err error
 	if e.client, err = clients.Create(context.Background(), db, "shop", clients.NewSecret()); err != nil {
 		t.Fatal(err)
@@ -92,10 +94,10 @@ func (e *actionEnv) str(q string, args ...any) string {
 // answer's status.
 func (e *actionEnv) order(key, token string, amount int64) (string, int) {
 	e.t.Helper()
-	in := OrderInput{Currency: "TRY", Amount: amount, Payment: PaymentInput{CardToken: token},
-		Items: []Item{{SKU: "LATTE", Name: "Latte", Quantity: 1, UnitAmount: amount}}}
+	in := checkout.OrderInput{Currency: "TRY", Amount: amount, Payment: checkout.PaymentInput{CardToken: token},
+		Items: []checkout.Item{{SKU: "LATTE", Name: "Latte", Quantity: 1, UnitAmount: amount}}}
 	body, _ := json.Marshal(in)
-	res, err := e.s.CreateOrder(context.Background(), Request{Client: e.client, Key: key, Method: "POST", Path: "/v1/orders", Body: body}, Lookup{}, in)
+	res, err := e.s.CreateOrder(context.Background(), checkout.Request{Client: e.client, Key: key, Method: "POST", Path: "/v1/orders", Body: body}, checkout.Lookup{}, in)
 	status := res.Status
 	var p *problem.Problem
 	if errors.As(err, &p) {
@@ -110,10 +112,10 @@ func (e *actionEnv) order(key, token string, amount int64) (string, int) {
 // refund asks for a refund of order through the API's path, under key.
 func (e *actionEnv) refund(key, order string, amount int64) int {
 	e.t.Helper()
-	in := RefundInput{Amount: amount}
+	in := checkout.RefundInput{Amount: amount}
 	body, _ := json.Marshal(in)
-	res, err := e.s.CreateRefund(context.Background(), Request{Client: e.client, Key: key, Method: "POST",
-		Path: "/v1/orders/" + order + "/refunds", Body: body}, Lookup{}, order, in)
+	res, err := e.s.CreateRefund(context.Background(), checkout.Request{Client: e.client, Key: key, Method: "POST",
+		Path: "/v1/orders/" + order + "/refunds", Body: body}, checkout.Lookup{}, order, in)
 	var p *problem.Problem
 	if errors.As(err, &p) {
 		return p.Status
@@ -137,6 +139,24 @@ func (e *actionEnv) needsAttention(key string) {
 	}
 }
 
+// problemCode is the code of err's problem, or "".
+func problemCode(err error) string {
+	var p *problem.Problem
+	if errors.As(err, &p) {
+		return string(p.Code)
+	}
+	return ""
+}
+
+// answer is a keyed request's status and body, or its problem's status and error.
+func answer(res checkout.Result, err error) (int, []byte, error) {
+	var p *problem.Problem
+	if errors.As(err, &p) {
+		return p.Status, nil, err
+	}
+	return res.Status, res.Body, err
+}
+
 func TestReleaseKey(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -157,87 +177,87 @@ func TestReleaseKey(t *testing.T) {
 		{
 			name: "charge made, answer lost: settled as paid",
 			setup: func(e *actionEnv) {
-				e.p.set("lost")
+				e.p.Set("lost")
 				e.order("k", "tok_visa", 9000)
 				e.needsAttention("k")
 			},
-			done: true, outcome: OutcomePaid, state: StateCompleted, orderStatus: "paid", charges: 1, storedStatus: 201,
+			done: true, outcome: OutcomePaid, state: checkout.StateCompleted, orderStatus: "paid", charges: 1, storedStatus: 201,
 		},
 		{
 			name: "declined, answer lost: settled as declined",
 			setup: func(e *actionEnv) {
-				e.p.set("lost")
+				e.p.Set("lost")
 				e.order("k", "tok_declined", 9000)
 				e.needsAttention("k")
 			},
-			done: true, outcome: OutcomeDeclined, state: StateCompleted, orderStatus: "declined", charges: 1,
+			done: true, outcome: OutcomeDeclined, state: checkout.StateCompleted, orderStatus: "declined", charges: 1,
 			storedStatus: 402, storedProblem: "payment_declined",
 		},
 		{
 			name: "provider never reached: canceled, nothing charged",
 			setup: func(e *actionEnv) {
-				e.p.set("down")
+				e.p.Set("down")
 				e.order("k", "tok_visa", 9000)
 				e.needsAttention("k")
 			},
-			done: true, outcome: OutcomeCanceled, state: StateCompleted, orderStatus: "canceled", charges: 0,
+			done: true, outcome: OutcomeCanceled, state: checkout.StateCompleted, orderStatus: "canceled", charges: 0,
 			storedStatus: 409, storedProblem: "payment_abandoned",
 		},
 		{
 			name: "provider still down: nothing changes",
 			setup: func(e *actionEnv) {
-				e.p.set("down")
+				e.p.Set("down")
 				e.order("k", "tok_visa", 9000)
 				e.needsAttention("k")
 			},
 			provider: "down",
-			outcome:  OutcomeStillUnknown, state: StateNeedsAttention, orderStatus: "pending", charges: 0,
+			outcome:  OutcomeStillUnknown, state: checkout.StateNeedsAttention, orderStatus: "pending", charges: 0,
 		},
 		{
 			name: "the record cannot be written: nothing changes",
 			setup: func(e *actionEnv) {
-				e.p.set("lost")
+				e.p.Set("lost")
 				e.order("k", "tok_visa", 9000)
 				e.needsAttention("k")
 			},
 			failRecord: true,
-			state:      StateNeedsAttention, orderStatus: "pending", charges: 1,
+			state:      checkout.StateNeedsAttention, orderStatus: "pending", charges: 1,
 		},
 		{
 			name: "refund never sent: made now, once",
 			setup: func(e *actionEnv) {
 				id, _ := e.order("k-order", "tok_visa", 9000)
-				e.p.set("down")
+				e.p.Set("down")
 				if st := e.refund("k", id, 2500); st != http.StatusServiceUnavailable {
 					e.t.Fatalf("refund while the provider is down: %d", st)
 				}
 				e.needsAttention("k")
 			},
-			done: true, outcome: OutcomeRefunded, state: StateCompleted, orderStatus: "partially_refunded", charges: 1, refunded: 2500, storedStatus: 201,
+			done: true, outcome: OutcomeRefunded, state: checkout.StateCompleted, orderStatus: "partially_refunded", charges: 1, refunded: 2500, storedStatus: 201,
 		},
 		{
 			name: "refund made, answer lost: finished, not made twice",
 			setup: func(e *actionEnv) {
 				id, _ := e.order("k-order", "tok_visa", 9000)
-				e.p.set("lost")
+				e.p.Set("lost")
 				e.refund("k", id, 2500)
 				e.needsAttention("k")
 			},
-			done: true, outcome: OutcomeRefunded, state: StateCompleted, orderStatus: "partially_refunded", charges: 1, refunded: 2500, storedStatus: 201,
+			done: true, outcome: OutcomeRefunded, state: checkout.StateCompleted, orderStatus: "partially_refunded", charges: 1, refunded: 2500, storedStatus: 201,
 		},
 		{
 			name: "a key that does not need attention is left alone",
 			setup: func(e *actionEnv) {
 				e.order("k", "tok_visa", 9000)
 			},
-			outcome: OutcomeNotNeeded, state: StateCompleted, orderStatus: "paid", charges: 1, storedStatus: 201,
+			outcome: OutcomeNotNeeded, state: checkout.StateCompleted, orderStatus: "paid", charges: 1, storedStatus: 201,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newActionEnv(t)
 			tc.setup(e)
-			e.p.set(tc.provider)
-			res, err := e.s.ReleaseKey(context.Background(), e.client.ID, "k", e.record(tc.failRecord))
+			e.p.Set(tc.provider)
+			res, err := e.ops.ReleaseKey(context.Background(), e.client.ID, "k", e.record(tc.failRecord))
 			if tc.failRecord {
 				if err == nil || !strings.Contains(err.Error(), "audit log unavailable") {
 					t.Fatalf("release with a failing record: %+v %v", res, err)
@@ -280,7 +300,7 @@ func TestReleaseKey(t *testing.T) {
 				}
 			}
 			// Releasing again is a no-op.
-			again, err := e.s.ReleaseKey(context.Background(), e.client.ID, "k", e.record(false))
+			again, err := e.ops.ReleaseKey(context.Background(), e.client.ID, "k", e.record(false))
 			if err != nil || (tc.done && (again.Done || again.Outcome != OutcomeNotNeeded)) {
 				t.Fatalf("second release: %+v %v", again, err)
 			}
@@ -291,7 +311,7 @@ func TestReleaseKey(t *testing.T) {
 // A released order replays what the release stored, byte for byte, to the app's retry.
 func TestReleasedKeyReplays(t *testing.T) {
 	e := newActionEnv(t)
-	e.p.set("lost")
+	e.p.Set("lost")
 	id, status := e.order("k", "tok_visa", 9000)
 	if status != http.StatusServiceUnavailable {
 		t.Fatalf("order with a lost answer: %d", status)
@@ -300,8 +320,8 @@ func TestReleasedKeyReplays(t *testing.T) {
 	if _, st := e.order("k", "tok_visa", 9000); st != http.StatusServiceUnavailable {
 		t.Fatalf("retry while it needs attention: %d", st)
 	}
-	e.p.set("")
-	if res, err := e.s.ReleaseKey(context.Background(), e.client.ID, "k", e.record(false)); err != nil || res.Outcome != OutcomePaid {
+	e.p.Set("")
+	if res, err := e.ops.ReleaseKey(context.Background(), e.client.ID, "k", e.record(false)); err != nil || res.Outcome != OutcomePaid {
 		t.Fatalf("release: %+v %v", res, err)
 	}
 	again, st := e.order("k", "tok_visa", 9000)
@@ -317,28 +337,28 @@ func TestExpireKey(t *testing.T) {
 	e := newActionEnv(t)
 	ctx := context.Background()
 	e.order("k", "tok_visa", 9000)
-	e.p.set("down")
+	e.p.Set("down")
 	e.order("k-open", "tok_visa", 9000) // in progress: the provider's answer is not known
 	e.order("k-stuck", "tok_visa", 9000)
 	e.needsAttention("k-stuck")
-	e.p.set("")
+	e.p.Set("")
 
 	for _, key := range []string{"k-open", "k-stuck"} {
-		if _, err := e.s.ExpireKey(ctx, e.client.ID, key, e.record(false)); !errors.Is(err, ErrKeyBusy) {
+		if _, err := e.ops.ExpireKey(ctx, e.client.ID, key, e.record(false)); !errors.Is(err, ErrKeyBusy) {
 			t.Fatalf("expire %s: %v, want ErrKeyBusy", key, err)
 		}
 	}
-	if _, err := e.s.ExpireKey(ctx, e.client.ID, "no-such-key", e.record(false)); !errors.Is(err, ErrKeyNotFound) {
+	if _, err := e.ops.ExpireKey(ctx, e.client.ID, "no-such-key", e.record(false)); !errors.Is(err, checkout.ErrKeyNotFound) {
 		t.Fatalf("expire an unknown key: %v", err)
 	}
-	if _, err := e.s.ExpireKey(ctx, e.client.ID, "k", e.record(true)); err == nil {
+	if _, err := e.ops.ExpireKey(ctx, e.client.ID, "k", e.record(true)); err == nil {
 		t.Fatal("expired without its record")
 	}
 	if n := e.count(`SELECT count(*) FROM idempotency_keys WHERE key = 'k' AND expires_at > $1`, e.now); n != 1 {
 		t.Fatal("a failed record left the key expired")
 	}
 
-	res, err := e.s.ExpireKey(ctx, e.client.ID, "k", e.record(false))
+	res, err := e.ops.ExpireKey(ctx, e.client.ID, "k", e.record(false))
 	if err != nil || !res.Done || res.Outcome != OutcomeExpired || len(e.recorded) != 1 {
 		t.Fatalf("expire: %+v %v (%d records)", res, err, len(e.recorded))
 	}
@@ -346,7 +366,7 @@ func TestExpireKey(t *testing.T) {
 	if _, st := e.order("k", "tok_visa", 9000); st != http.StatusUnprocessableEntity {
 		t.Fatalf("retry of an expired key: %d", st)
 	}
-	res, err = e.s.ExpireKey(ctx, e.client.ID, "k", e.record(false))
+	res, err = e.ops.ExpireKey(ctx, e.client.ID, "k", e.record(false))
 	if err != nil || res.Done || res.Outcome != OutcomeAlreadyExpired || len(e.recorded) != 1 {
 		t.Fatalf("expire again: %+v %v (%d records)", res, err, len(e.recorded))
 	}
@@ -359,8 +379,8 @@ func TestExpireKey(t *testing.T) {
 	if r, err := sw.Pass(ctx); err != nil || r.KeysDeleted != 1 {
 		t.Fatalf("second sweep: %+v %v", r, err)
 	}
-	res, err = e.s.ExpireKey(ctx, e.client.ID, "k", e.record(false))
-	if err != nil || res.Done || res.State != KeyStateExpired {
+	res, err = e.ops.ExpireKey(ctx, e.client.ID, "k", e.record(false))
+	if err != nil || res.Done || res.State != checkout.KeyStateExpired {
 		t.Fatalf("expire a swept key: %+v %v", res, err)
 	}
 	if _, st := e.order("k", "tok_visa", 9000); st != http.StatusUnprocessableEntity {
@@ -377,7 +397,7 @@ func TestRefundAsOperator(t *testing.T) {
 	id, _ := e.order("k", "tok_visa", 9000)
 	nonce := func(n int) string { return fmt.Sprintf("nonce-%02d-aaaaaaaaaaaaaaaa", n) }
 	refund := func(n int, amount int64, reason string) (OperatorRefundResult, error) {
-		return e.s.RefundAsOperator(ctx, OperatorRefund{OrderID: id, RefundInput: RefundInput{Amount: amount, Reason: reason}, Nonce: nonce(n)})
+		return e.ops.RefundAsOperator(ctx, OperatorRefund{OrderID: id, RefundInput: checkout.RefundInput{Amount: amount, Reason: reason}, Nonce: nonce(n)})
 	}
 	first, err := refund(1, 2500, "cold coffee")
 	if err != nil || first.Replayed || first.Pending || first.Refund.Amount != 2500 || first.ClientID != e.client.ID ||
@@ -397,19 +417,19 @@ func TestRefundAsOperator(t *testing.T) {
 	if _, err := refund(3, 2500, ""); err != nil {
 		t.Fatalf("second refund: %v", err)
 	}
-	if _, err := e.s.RefundAsOperator(ctx, OperatorRefund{OrderID: id, RefundInput: RefundInput{Amount: 1}, Nonce: "short"}); !errors.Is(err, ErrInvalidNonce) {
+	if _, err := e.ops.RefundAsOperator(ctx, OperatorRefund{OrderID: id, RefundInput: checkout.RefundInput{Amount: 1}, Nonce: "short"}); !errors.Is(err, ErrInvalidNonce) {
 		t.Fatalf("bad nonce: %v", err)
 	}
-	if _, err := e.s.RefundAsOperator(ctx, OperatorRefund{OrderID: "ord_" + strings.Repeat("0", 32), RefundInput: RefundInput{Amount: 1}, Nonce: nonce(4)}); !errors.Is(err, ErrOrderNotFound) {
+	if _, err := e.ops.RefundAsOperator(ctx, OperatorRefund{OrderID: "ord_" + strings.Repeat("0", 32), RefundInput: checkout.RefundInput{Amount: 1}, Nonce: nonce(4)}); !errors.Is(err, checkout.ErrOrderNotFound) {
 		t.Fatalf("unknown order: %v", err)
 	}
 
-	e.p.set("down")
+	e.p.Set("down")
 	pending, err := refund(5, 1000, "")
 	if err != nil || !pending.Pending || pending.Refund.Status != "pending" || pending.Refund.Amount != 1000 {
 		t.Fatalf("refund while the provider is down: %+v %v", pending, err)
 	}
-	e.p.set("")
+	e.p.Set("")
 	e.advance(time.Second)
 	if res, err := refund(5, 1000, ""); err != nil || res.Pending || res.Refund.ID != pending.Refund.ID {
 		t.Fatalf("the pending form sent again: %+v %v", res, err)
@@ -441,15 +461,15 @@ func TestConcurrentReleasesSettleOnce(t *testing.T) {
 		{
 			name: "charge made, answer lost",
 			setup: func(e *actionEnv) func() (int, []byte, error) {
-				e.p.set("lost")
+				e.p.Set("lost")
 				e.order("k", "tok_visa", 9000)
 				e.needsAttention("k")
-				e.p.set("")
-				in := OrderInput{Currency: "TRY", Amount: 9000, Payment: PaymentInput{CardToken: "tok_visa"},
-					Items: []Item{{SKU: "LATTE", Name: "Latte", Quantity: 1, UnitAmount: 9000}}}
+				e.p.Set("")
+				in := checkout.OrderInput{Currency: "TRY", Amount: 9000, Payment: checkout.PaymentInput{CardToken: "tok_visa"},
+					Items: []checkout.Item{{SKU: "LATTE", Name: "Latte", Quantity: 1, UnitAmount: 9000}}}
 				body, _ := json.Marshal(in)
 				return func() (int, []byte, error) {
-					res, err := e.s.CreateOrder(context.Background(), Request{Client: e.client, Key: "k", Method: "POST", Path: "/v1/orders", Body: body}, Lookup{}, in)
+					res, err := e.s.CreateOrder(context.Background(), checkout.Request{Client: e.client, Key: "k", Method: "POST", Path: "/v1/orders", Body: body}, checkout.Lookup{}, in)
 					return answer(res, err)
 				}
 			},
@@ -459,15 +479,15 @@ func TestConcurrentReleasesSettleOnce(t *testing.T) {
 			name: "refund never sent",
 			setup: func(e *actionEnv) func() (int, []byte, error) {
 				id, _ := e.order("k-order", "tok_visa", 9000)
-				e.p.set("down")
+				e.p.Set("down")
 				e.refund("k", id, 2500)
 				e.needsAttention("k")
-				e.p.set("")
-				in := RefundInput{Amount: 2500}
+				e.p.Set("")
+				in := checkout.RefundInput{Amount: 2500}
 				body, _ := json.Marshal(in)
 				return func() (int, []byte, error) {
-					res, err := e.s.CreateRefund(context.Background(), Request{Client: e.client, Key: "k", Method: "POST",
-						Path: "/v1/orders/" + id + "/refunds", Body: body}, Lookup{}, id, in)
+					res, err := e.s.CreateRefund(context.Background(), checkout.Request{Client: e.client, Key: "k", Method: "POST",
+						Path: "/v1/orders/" + id + "/refunds", Body: body}, checkout.Lookup{}, id, in)
 					return answer(res, err)
 				}
 			},
@@ -491,7 +511,7 @@ func TestConcurrentReleasesSettleOnce(t *testing.T) {
 				wg.Go(func() {
 					<-start
 					if i < operators {
-						out[i].release, out[i].err = e.s.ReleaseKey(context.Background(), e.client.ID, "k", e.record(false))
+						out[i].release, out[i].err = e.ops.ReleaseKey(context.Background(), e.client.ID, "k", e.record(false))
 						return
 					}
 					out[i].status, out[i].body, out[i].err = retry()
@@ -538,22 +558,4 @@ func TestConcurrentReleasesSettleOnce(t *testing.T) {
 			}
 		})
 	}
-}
-
-// problemCode is the code of err's problem, or "".
-func problemCode(err error) string {
-	var p *problem.Problem
-	if errors.As(err, &p) {
-		return string(p.Code)
-	}
-	return ""
-}
-
-// answer is a keyed request's status and body, or its problem's status and error.
-func answer(res Result, err error) (int, []byte, error) {
-	var p *problem.Problem
-	if errors.As(err, &p) {
-		return p.Status, nil, err
-	}
-	return res.Status, res.Body, err
 }

@@ -1,0 +1,273 @@
+package checkout
+
+// The entries of the roles beside the domain that work on keys: the operator's actions
+// (checkout/operator) and the completer (checkout/completer). Each wraps a piece of the
+// root that stays unexported (the key, its lease and fence are the engine's; settling an
+// order or a refund from what the provider recorded is the domain's), so that a role
+// reaches exactly what it needs, the root keeps one copy of every statement, and a move of
+// the engine changes these wrappers only.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
+	"github.com/tekrar/tekrar/checkout/psp"
+)
+
+// Now is the service's clock (Config.Now). The operator's expire action and the completer
+// stamp what they do by it, so that a test's clock holds for them as for the service.
+func (s *Service) Now() time.Time { return s.cfg.Now() }
+
+// RefundRequest is the keyed request of POST /v1/orders/{id}/refunds for orderID as the API
+// would send it (method, path, and the longest wait Prefer may ask): the operator's refund
+// goes through the very door of an API refund, and fills in the client, key, body and meta.
+func (s *Service) RefundRequest(orderID string) Request {
+	return Request{Method: s.cfg.Routes.Refund.Method, Path: s.cfg.Routes.RefundPath(orderID), Wait: s.cfg.MaxWait}
+}
+
+// LookupKey reads the client's key, for the operator's release; ErrKeyNotFound if there is
+// none. Its public ids are not read (PublicIDs).
+func (s *Service) LookupKey(ctx context.Context, clientID int64, key string) (*Key, error) {
+	k, err := keyed.Get(ctx, s.db, clientID, key)
+	if errors.Is(err, keyed.ErrNoKey) {
+		return nil, ErrKeyNotFound
+	}
+	return k, err
+}
+
+// PublicIDs fills in the public ids of k's order and refund, which the operator's release
+// records and a canceled order's answer names.
+func (s *Service) PublicIDs(ctx context.Context, k *Key) error { return keyed.PublicIDs(ctx, s.db, k) }
+
+// LockKey reads the client's key in tx and locks its row until tx ends, for the operator's
+// expire action: the key's state cannot change between the check and the update (a
+// completion in flight waits, or is seen). sql.ErrNoRows if there is no such row.
+func LockKey(ctx context.Context, tx *sqlx.Tx, clientID int64, key string) (Key, error) {
+	var k Key
+	err := tx.GetContext(ctx, &k, `
+		SELECT `+keyed.Columns+` FROM idempotency_keys
+		 WHERE client_id = $1 AND key = $2
+		   FOR UPDATE`, clientID, key)
+	return k, err
+}
+
+// SetKeyExpiry ends the retention of the key with id at at, in tx: the operator's expire
+// action, on a key LockKey locked.
+func SetKeyExpiry(ctx context.Context, tx *sqlx.Tx, id int64, at time.Time) error {
+	_, err := tx.ExecContext(ctx, `UPDATE idempotency_keys SET expires_at = $2 WHERE id = $1`, id, at)
+	return err
+}
+
+// TakeFromAttention puts a key that needs attention back in progress under a new lease
+// token, in tx, fenced by the token k was read with: the operator's release settles it
+// next, fenced by the new token as every completion is. false when the key had left
+// needs_attention (another release got there first).
+func TakeFromAttention(ctx context.Context, tx *sqlx.Tx, k *Key) (bool, error) {
+	err := tx.GetContext(ctx, &k.LeaseToken, `
+		UPDATE idempotency_keys
+		   SET state = 'in_progress', attention_reason = NULL, lease_token = lease_token + 1,
+		       lease_expires_at = NULL
+		 WHERE id = $1 AND lease_token = $2 AND state = 'needs_attention'
+		RETURNING lease_token`, k.ID, k.LeaseToken)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	k.State = StateInProgress
+	return true, nil
+}
+
+// PendingRefund reads back the refund of the client's key as pending: the operator's
+// refund whose provider outcome is unknown.
+func (s *Service) PendingRefund(ctx context.Context, clientID int64, key string) (RefundView, error) {
+	k, err := keyed.Get(ctx, s.db, clientID, key)
+	if err != nil {
+		return RefundView{}, err
+	}
+	ref, err := loadRefund(ctx, s.db, k.RefundID.Int64)
+	if err != nil {
+		return RefundView{}, err
+	}
+	return ref.view("pending"), nil
+}
+
+// ChargeResolution is what the provider recorded of a key's charge, and how to settle the
+// key's order from it.
+type ChargeResolution struct {
+	// Settle settles the order (paid, declined, or canceled) and completes the key, fenced by
+	// its lease token, on db (nil: the service's pool); it returns the charge it settled
+	// from (status canceled when the order was canceled). Nil when the provider could not
+	// tell: Err is then what it answered.
+	Settle func(db sqlx.QueryerContext) (psp.Charge, error)
+	Err    error
+	// Unknown: the provider's outcome is unknown, and asking again may do better. Otherwise
+	// it refused what tekrar derived, which a person has to look into.
+	Unknown bool
+	// LookupRefused: the provider refused the look-up itself; no later pass will do better.
+	LookupRefused bool
+}
+
+// ResolveCharge asks the provider about k's charge, under the key's providerKey as every
+// resume does, for the completer and the operator's release, which never charge (card
+// tokens are not stored). A charge found settles the order from it; none found yet is not
+// none ever (the worker that lost the key may still have its request in flight), so the
+// key is fenced at the provider first (giveUpCharge, with reason for a refund owed). The
+// settlement runs on ctx.
+func (s *Service) ResolveCharge(ctx context.Context, k *Key, reason string) ChargeResolution {
+	pk := providerKey("charge", k)
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
+	defer cancel()
+	ch, err := s.provider.LookupCharge(pctx, pk)
+	op := psp.OpLookupCharge
+	var settle func(sqlx.QueryerContext) (Response, psp.Charge, error)
+	switch {
+	case err == nil:
+		settle = func(db sqlx.QueryerContext) (Response, psp.Charge, error) {
+			r, err := s.settleCharge(ctx, db, k, ch, pk)
+			return r, ch, err
+		}
+	case psp.AnswerOf(psp.OpLookupCharge, err).Verdict == psp.VerdictNone:
+		op = psp.OpCancelCharge
+		settle, err = s.giveUpCharge(ctx, k, reason)
+	}
+	if settle != nil {
+		return ChargeResolution{Settle: func(db sqlx.QueryerContext) (psp.Charge, error) {
+			if db == nil {
+				db = s.q
+			}
+			_, got, err := settle(db)
+			return got, err
+		}}
+	}
+	v := psp.AnswerOf(op, err).Verdict
+	return ChargeResolution{Err: err, Unknown: v == psp.VerdictUnknown,
+		LookupRefused: op == psp.OpLookupCharge && v == psp.VerdictAttention}
+}
+
+// RefundResolution is what the provider did with a key's refund, and how to record it.
+type RefundResolution struct {
+	RefundID, OrderID string // public ids
+	Amount            int64
+	// Settle finishes the refund in tx and completes the key, fenced by its lease token. Nil
+	// when the provider could not tell: Err is then what it answered.
+	Settle func(tx *sqlx.Tx) error
+	// Refused: the provider refused the refund for good (Err); Settle fails it as the API
+	// does (refusedRefund), and the key answers the refusal.
+	Refused          bool
+	ProviderRefundID string // the provider's refund, when it made one
+	Err              error
+	Unknown          bool // as ChargeResolution's
+}
+
+// ResolveRefund finishes k's refund at the provider, for the operator's release: looked up
+// under its derived key, and made now if the provider has none (a refund needs no card, and
+// the provider refunds once per key). The settlement runs on ctx.
+func (s *Service) ResolveRefund(ctx context.Context, k *Key) (RefundResolution, error) {
+	ref, err := loadRefund(ctx, s.db, k.RefundID.Int64)
+	if err != nil {
+		return RefundResolution{}, err
+	}
+	r := RefundResolution{RefundID: ref.PublicID, OrderID: ref.OrderPublicID, Amount: ref.Amount}
+	unresolved := func(op string, err error) (RefundResolution, error) {
+		r.Err, r.Unknown = err, psp.AnswerOf(op, err).Verdict == psp.VerdictUnknown
+		return r, nil
+	}
+	pk := providerKey("refund", k)
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
+	defer cancel()
+	pr, err := s.provider.LookupRefund(pctx, pk)
+	op := psp.OpLookupRefund
+	if psp.AnswerOf(psp.OpLookupRefund, err).Verdict == psp.VerdictNone {
+		op = psp.OpRefund
+		pr, err = s.provider.Refund(pctx, psp.RefundRequest{Key: pk, ChargeID: ref.ChargeID, Amount: ref.Amount, Reason: ref.Reason.String})
+	}
+	if a := psp.AnswerOf(op, err); a.Verdict == psp.VerdictRefused || a.Verdict == psp.VerdictLookUp {
+		// A final refusal settles the key as the API's run would (refusedRefund).
+		settle, lerr := s.refusedRefund(ctx, pctx, ref, a, err)
+		if settle == nil {
+			return unresolved(psp.OpLookupCharge, lerr)
+		}
+		r.Refused, r.Err = true, err
+		r.Settle = func(tx *sqlx.Tx) error { _, err := settle(tx, k); return err }
+		return r, nil
+	}
+	if err != nil {
+		return unresolved(op, err)
+	}
+	resp, err := refundResponse(ref)
+	if err != nil {
+		return RefundResolution{}, err
+	}
+	r.ProviderRefundID = pr.ID
+	r.Settle = func(tx *sqlx.Tx) error { return completeRefund(ctx, tx, k, resp, s.cfg.Now(), pr.ID) }
+	return r, nil
+}
+
+// abandonedKeysSQL lists up to $2 keys in progress whose lease lapsed before $1 (or that
+// hold none), oldest first. "response_status IS NULL" (only unfinished keys lack a
+// response) is what lets the small partial index of unfinished keys answer it.
+const abandonedKeysSQL = `
+	SELECT ` + keyed.Columns + ` FROM idempotency_keys
+	 WHERE state = 'in_progress' AND response_status IS NULL
+	   AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
+	 ORDER BY created_at
+	 LIMIT $2`
+
+// AbandonedKeys lists up to batch keys in progress whose lease lapsed before before (or
+// that hold none), oldest first: the completer's work list.
+func (s *Service) AbandonedKeys(ctx context.Context, before time.Time, batch int) ([]Key, error) {
+	var keys []Key
+	err := sqlx.SelectContext(ctx, s.q, &keys, abandonedKeysSQL, before, batch)
+	return keys, err
+}
+
+// TakeOver gives the completer an abandoned key, under a new lease (Config.Lease) that
+// fences its former worker out; nil if a retry or another completer took it first.
+func (s *Service) TakeOver(ctx context.Context, k *Key, now time.Time) (*Key, error) {
+	nk, err := keyed.TakeOver(ctx, s.q, k, now, s.cfg.Lease)
+	if errors.Is(err, keyed.ErrNoKey) {
+		return nil, nil
+	}
+	return nk, err
+}
+
+// ResumeRefund finishes the refund of a key the completer took over, as a retry would: a
+// refund needs no card. Its problems are the API's.
+func (s *Service) ResumeRefund(ctx context.Context, k *Key) error {
+	_, err := (&refundOp{s: s}).Run(ctx, k, true)
+	return err
+}
+
+// MarkAttention hands a key the completer holds to an operator, with its order's
+// order.needs_attention event.
+func (s *Service) MarkAttention(ctx context.Context, k *Key, reason string) error {
+	return markAttention(ctx, s.q, k, reason)
+}
+
+// ReleaseLease ends the lease of a key the completer holds, so that the client's retry can
+// resume at once: the provider could not answer, the work is not done, nobody is doing it.
+func (s *Service) ReleaseLease(ctx context.Context, k *Key, now time.Time) error {
+	_, err := keyed.SetStateIfInProgress(ctx, s.q, keyed.Release(k, now))
+	return err
+}
+
+// Compensations counts what one drive of the due compensations did.
+type Compensations struct {
+	Refunded int // charges found under given-up keys and refunded
+	NoCharge int // given-up keys confirmed to hold no charge
+	Retry    int // looked at again later
+}
+
+// CompensateDue drives up to batch due compensations (compensateDue), for the completer's
+// pass.
+func (s *Service) CompensateDue(ctx context.Context, batch int) (Compensations, error) {
+	p, err := s.compensateDue(ctx, batch, s.cfg.Lease)
+	return Compensations{Refunded: p.Refunded, NoCharge: p.NoCharge, Retry: p.Retry}, err
+}
