@@ -26,9 +26,9 @@ func (a *console) eventList(c *gin.Context, p views.EventsPage, kinds []string) 
 		p.Error = err.Error()
 		return a.render(c, http.StatusBadRequest, views.EventsList(p))
 	}
-	f := report.EventFilter{Kinds: kinds, ClientID: kf.ClientID, Key: kf.Key, CustomerID: kf.CustomerID,
+	f := report.HistoryFilter{Kinds: kinds, ClientID: kf.ClientID, Key: kf.Key, CustomerID: kf.CustomerID,
 		OrderID: kf.OrderID, From: kf.From, To: kf.To}
-	rows, next, err := report.ListEvents(c.Request.Context(), a.DB, f, report.Page{After: c.Query("after")})
+	rows, next, err := report.ListHistory(c.Request.Context(), a.DB, f, report.Page{After: c.Query("after")})
 	if errors.Is(err, report.ErrInvalidQuery) {
 		p.Error = err.Error()
 		return a.render(c, http.StatusBadRequest, views.EventsList(p))
@@ -55,7 +55,7 @@ type eventDetail struct {
 	SameRequest *bool    `json:"same_request"`
 }
 
-func eventLine(e report.EventRow) views.EventLine {
+func eventLine(e report.HistoryRow) views.EventLine {
 	l := views.EventLine{At: e.At, Kind: e.Kind, Client: fmt.Sprintf("%s (%d)", e.ClientName, e.ClientID),
 		Key: e.Key, KeyHref: keyHref(e.ClientID, e.Key), Request: e.RequestID, Address: e.RemoteAddr,
 		Device: e.UserAgent}
@@ -71,18 +71,18 @@ func eventLine(e report.EventRow) views.EventLine {
 		_ = json.Unmarshal(e.Detail, &d)
 	}
 	switch e.Kind {
-	case checkout.EventReusedConflict:
+	case checkout.KindReusedConflict:
 		l.StoredFP, l.SentFP, l.Differs = e.KeyFingerprint, e.Fingerprint, d.Differs
 		stored, sent := e.KeyMethod+" "+e.KeyPath, d.Method+" "+d.Path
 		if e.KeyMethod != "" && d.Method != "" && stored != sent {
 			l.StoredLine, l.SentLine = stored, sent
 		}
-	case checkout.EventInUseRejected:
+	case checkout.KindInUseRejected:
 		l.Note = "the first request was still running"
 		if d.State == checkout.StateNeedsAttention {
 			l.Note = "the key needs an operator's attention"
 		}
-	case checkout.EventLateRetry:
+	case checkout.KindLateRetry:
 		l.Note = "a request"
 		if d.SameRequest != nil && *d.SameRequest {
 			l.Note = "the same request"

@@ -25,19 +25,19 @@ const (
 // requestCounts counts the repeats that reached one key and what they were answered.
 type requestCounts struct{ replays, inUse, conflicts, late, resumed int }
 
-func countRequests(events []report.EventRow) requestCounts {
+func countRequests(events []report.HistoryRow) requestCounts {
 	var n requestCounts
 	for _, e := range events {
 		switch e.Kind {
-		case checkout.EventReplayed:
+		case checkout.KindReplayed:
 			n.replays++
-		case checkout.EventInUseRejected:
+		case checkout.KindInUseRejected:
 			n.inUse++
-		case checkout.EventReusedConflict:
+		case checkout.KindReusedConflict:
 			n.conflicts++
-		case checkout.EventLateRetry:
+		case checkout.KindLateRetry:
 			n.late++
-		case checkout.EventResumed:
+		case checkout.KindResumed:
 			n.resumed++
 		}
 	}

@@ -38,7 +38,7 @@ func (r *Request) engine() keyed.Request {
 // record adds an event to a key's history for a request the engine did not answer (a
 // register's sale that its batch's claim created).
 func (s *Service) record(req Request, k *Key, kind string, status int, detail map[string]any) {
-	s.events.Record(keyed.Event{
+	s.history.Record(keyed.Entry{
 		At: s.cfg.Now(), ClientID: req.Client.ID, Key: req.Key, KeyID: k.ID, Kind: kind,
 		Status: status, Meta: req.Meta, Detail: detail,
 	})

@@ -114,7 +114,7 @@ type Service struct {
 	provider psp.Provider
 	cfg      Config
 	logger   *slog.Logger
-	events   *keyed.History
+	history  *keyed.History
 	eng      *keyed.Engine // runs every keyed request (engine.go)
 }
 
@@ -128,19 +128,19 @@ func NewService(d *sqlx.DB, provider psp.Provider, cfg Config, logger *slog.Logg
 		provider: provider,
 		cfg:      cfg,
 		logger:   logger,
-		events:   keyed.NewHistory(d, logger),
+		history:  keyed.NewHistory(d, logger),
 	}
-	s.eng = keyed.New(s.q, s.events, keyed.Config{Lease: cfg.Lease, MaxWait: cfg.MaxWait, Now: cfg.Now,
+	s.eng = keyed.New(s.q, s.history, keyed.Config{Lease: cfg.Lease, MaxWait: cfg.MaxWait, Now: cfg.Now,
 		Crash: cfg.Crash, Card: s.cardOf}, logger)
 	return s
 }
 
-// Close flushes what the service still holds in memory (key events).
-func (s *Service) Close() { s.events.Close() }
+// Close flushes what the service still holds in memory (its key history).
+func (s *Service) Close() { s.history.Close() }
 
-// FlushEvents writes every key event recorded so far; events are otherwise written a few
+// FlushHistory writes every history entry recorded so far; entries are otherwise written a few
 // times a second.
-func (s *Service) FlushEvents() { s.events.Flush() }
+func (s *Service) FlushHistory() { s.history.Flush() }
 
 // Request is the part of a keyed request that the idempotency layer needs.
 type Request struct {

@@ -11,7 +11,7 @@ import (
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/catalog"
 	"github.com/tekrar/tekrar/checkout/clients"
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/internal/server"
 )
 
@@ -21,23 +21,23 @@ type Deps struct {
 	Authenticator *clients.Authenticator
 	Service       *checkout.Service
 	MaxBodyBytes  int64
-	// Hooks keeps the client's webhook endpoints.
-	Hooks *hooks.Store
+	// Endpoints keeps the client's webhook endpoints.
+	Endpoints *deliveries.Store
 	// Catalog keeps the client's products and carts.
 	Catalog *catalog.Store
 }
 
 type handlers struct {
-	logger  *slog.Logger
-	svc     *checkout.Service
-	catalog *catalog.Store
-	hooks   *hooks.Store
-	maxBody int64
+	logger    *slog.Logger
+	svc       *checkout.Service
+	catalog   *catalog.Store
+	endpoints *deliveries.Store
+	maxBody   int64
 }
 
 // Register mounts the API on g (the /v1 group).
 func Register(g *gin.RouterGroup, d Deps) {
-	a := &handlers{logger: d.Logger, svc: d.Service, catalog: d.Catalog, hooks: d.Hooks, maxBody: d.MaxBodyBytes}
+	a := &handlers{logger: d.Logger, svc: d.Service, catalog: d.Catalog, endpoints: d.Endpoints, maxBody: d.MaxBodyBytes}
 	// Registered before the group's middleware, which gin applies only to the routes
 	// registered after it: the document needs no credentials.
 	g.GET("/openapi.json", serveOpenAPI)

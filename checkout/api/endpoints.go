@@ -8,7 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/internal/problem"
 	"github.com/tekrar/tekrar/internal/server"
 )
@@ -25,12 +25,12 @@ func (a *handlers) createEndpoint(c *gin.Context) {
 		server.Abort(c, p)
 		return
 	}
-	var in hooks.EndpointInput
+	var in deliveries.EndpointInput
 	if p := decodeStrict(body, &in); p != nil {
 		server.Abort(c, p)
 		return
 	}
-	e, err := a.hooks.Create(c.Request.Context(), client(c).ID, in)
+	e, err := a.endpoints.Create(c.Request.Context(), client(c).ID, in)
 	if err != nil {
 		a.failEndpoint(c, err)
 		return
@@ -40,7 +40,7 @@ func (a *handlers) createEndpoint(c *gin.Context) {
 }
 
 func (a *handlers) listEndpoints(c *gin.Context) {
-	es, err := a.hooks.List(c.Request.Context(), client(c).ID)
+	es, err := a.endpoints.List(c.Request.Context(), client(c).ID)
 	if err != nil {
 		a.failEndpoint(c, err)
 		return
@@ -49,7 +49,7 @@ func (a *handlers) listEndpoints(c *gin.Context) {
 }
 
 func (a *handlers) getEndpoint(c *gin.Context) {
-	e, err := a.hooks.Get(c.Request.Context(), client(c).ID, c.Param("id"))
+	e, err := a.endpoints.Get(c.Request.Context(), client(c).ID, c.Param("id"))
 	if err != nil {
 		a.failEndpoint(c, err)
 		return
@@ -58,7 +58,7 @@ func (a *handlers) getEndpoint(c *gin.Context) {
 }
 
 func (a *handlers) deleteEndpoint(c *gin.Context) {
-	if err := a.hooks.Delete(c.Request.Context(), client(c).ID, c.Param("id")); err != nil {
+	if err := a.endpoints.Delete(c.Request.Context(), client(c).ID, c.Param("id")); err != nil {
 		a.failEndpoint(c, err)
 		return
 	}
@@ -72,7 +72,7 @@ type rotateInput struct {
 }
 
 func (a *handlers) rotateEndpointSecret(c *gin.Context) {
-	overlap := hooks.DefaultOverlap
+	overlap := deliveries.DefaultOverlap
 	if c.Request.ContentLength != 0 {
 		body, p := readJSON(c.Request, a.maxBody)
 		if p != nil {
@@ -85,14 +85,14 @@ func (a *handlers) rotateEndpointSecret(c *gin.Context) {
 			return
 		}
 		if in.OverlapSeconds != nil {
-			if *in.OverlapSeconds < 0 || *in.OverlapSeconds > int64(hooks.MaxOverlap/time.Second) {
+			if *in.OverlapSeconds < 0 || *in.OverlapSeconds > int64(deliveries.MaxOverlap/time.Second) {
 				server.Abort(c, invalid([]checkout.FieldError{{Field: "overlap_seconds", Message: "must be 0 to 604800 (seven days)"}}))
 				return
 			}
 			overlap = time.Duration(*in.OverlapSeconds) * time.Second
 		}
 	}
-	e, err := a.hooks.RotateSecret(c.Request.Context(), client(c).ID, c.Param("id"), overlap)
+	e, err := a.endpoints.RotateSecret(c.Request.Context(), client(c).ID, c.Param("id"), overlap)
 	if err != nil {
 		a.failEndpoint(c, err)
 		return
@@ -107,13 +107,13 @@ func invalid(errs []checkout.FieldError) *problem.Problem {
 }
 
 func (a *handlers) failEndpoint(c *gin.Context, err error) {
-	var bad hooks.InvalidError
+	var bad deliveries.InvalidError
 	switch {
 	case errors.As(err, &bad):
 		server.Abort(c, invalid(bad))
-	case errors.Is(err, hooks.ErrEndpointNotFound):
+	case errors.Is(err, deliveries.ErrEndpointNotFound):
 		server.Abort(c, problem.Of(problem.CodeWebhookEndpointNotFound))
-	case errors.Is(err, hooks.ErrNoSecretsKey):
+	case errors.Is(err, deliveries.ErrNoSecretsKey):
 		server.Abort(c, problem.Of(problem.CodeWebhookSecretsKeyMissing))
 	default:
 		a.failRead(c, err)

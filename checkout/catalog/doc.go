@@ -50,5 +50,5 @@ func New(db *sqlx.DB, now func() time.Time) *Store {
 }
 
 // FieldError is one invalid field of a request (fields.Error), the type checkout and
-// checkout/hooks name alike.
+// checkout/deliveries name alike.
 type FieldError = fields.Error

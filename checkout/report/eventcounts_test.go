@@ -80,14 +80,14 @@ func TestEventCountsMatchTheEvents(t *testing.T) {
 		}
 		for _, w := range windows {
 			for _, client := range []int64{0, clients[1]} {
-				got, err := EventCounts(ctx, d, w[0], w[1], client)
+				got, err := HistoryCounts(ctx, d, w[0], w[1], client)
 				if err != nil {
 					t.Fatal(err)
 				}
 				want := plainCounts(t, d, w[0], w[1], client)
 				for _, k := range EventKinds {
 					if got[k] != want[k] {
-						t.Fatalf("%s: EventCounts(%s, %s, client %d)[%s] = %d, a count of the events says %d",
+						t.Fatalf("%s: HistoryCounts(%s, %s, client %d)[%s] = %d, a count of the events says %d",
 							label, w[0].Format(time.RFC3339Nano), w[1].Format(time.RFC3339Nano), client, k, got[k], want[k])
 					}
 				}
@@ -99,10 +99,10 @@ func TestEventCountsMatchTheEvents(t *testing.T) {
 				}
 				for _, r := range rate {
 					want := plainCounts(t, d, r.Start, r.End, 0)
-					if r.Start.Before(r.End) && (r.Created != want[checkout.EventCreated] || r.Replayed != want[checkout.EventReplayed]) {
+					if r.Start.Before(r.End) && (r.Created != want[checkout.KindCreated] || r.Replayed != want[checkout.KindReplayed]) {
 						t.Fatalf("%s: ReplayRate bucket [%s, %s) = %d/%d, a count says %d/%d", label,
 							r.Start.Format(time.RFC3339Nano), r.End.Format(time.RFC3339Nano), r.Created, r.Replayed,
-							want[checkout.EventCreated], want[checkout.EventReplayed])
+							want[checkout.KindCreated], want[checkout.KindReplayed])
 					}
 				}
 			}

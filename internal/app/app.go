@@ -27,15 +27,15 @@ import (
 	"github.com/tekrar/tekrar/checkout/catalog"
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/completer"
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/checkout/inbox"
 	"github.com/tekrar/tekrar/checkout/installments"
 	"github.com/tekrar/tekrar/checkout/operator"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/reconcile"
 	"github.com/tekrar/tekrar/checkout/settlement"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/checkout/sweeper"
-	"github.com/tekrar/tekrar/checkout/webhook"
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/metrics"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -127,27 +127,27 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		ObserveSales: m.Sales,
 	}, logger)
 	in := inbox.New(db, svc, inbox.Config{Now: o.now, Crash: o.crash}, logger)
-	sealer, err := hooks.NewSealer(cfg.SecretsKey)
+	sealer, err := deliveries.NewSealer(cfg.SecretsKey)
 	if err != nil {
 		return nil, fmt.Errorf("TEKRAR_SECRETS_KEY: %w", err)
 	}
 	if sealer == nil {
 		logger.Warn("TEKRAR_SECRETS_KEY is not set: client webhook endpoints cannot be created (503 webhook_secrets_key_missing)")
 	}
-	policy := hooks.Policy{AllowLoopback: cfg.WebhooksAllowLoopback}
-	endpoints := &hooks.Store{DB: db, Sealer: sealer, Policy: policy, Now: o.now}
+	policy := deliveries.Policy{AllowLoopback: cfg.WebhooksAllowLoopback}
+	endpoints := &deliveries.Store{DB: db, Sealer: sealer, Policy: policy, Now: o.now}
 	api.Register(e.Group("/v1"), api.Deps{
 		Logger:        logger,
 		Authenticator: clients.NewAuthenticator(db, cfg.AuthCacheTTL),
 		Service:       svc,
 		Catalog:       catalog.New(db, o.now),
 		MaxBodyBytes:  int64(cfg.MaxBodyBytes),
-		Hooks:         endpoints,
+		Endpoints:     endpoints,
 	})
 	if cfg.PSPWebhookSecrets != "" {
-		var keys []webhook.Key
+		var keys []stdwebhook.Key
 		for _, secret := range strings.Split(cfg.PSPWebhookSecrets, ",") {
-			k, err := webhook.ParseSecret(strings.TrimSpace(secret))
+			k, err := stdwebhook.ParseSecret(strings.TrimSpace(secret))
 			if err != nil {
 				return nil, fmt.Errorf("TEKRAR_PSP_WEBHOOK_SECRET: %w", err)
 			}
@@ -156,13 +156,13 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		e.POST("/webhooks/psp", api.ProviderInbox(in, keys, logger))
 	}
 	var rc *river.Client[*sql.Tx] // made below, once every consumer is known
-	deliverer := &hooks.Deliverer{DB: db, Sealer: sealer, Logger: logger,
-		Client: hooks.NewHTTPClient(policy, hooks.AttemptTimeout), Now: o.now, FirstRetry: cfg.WebhookRetryBase,
+	deliverer := &deliveries.Deliverer{DB: db, Sealer: sealer, Logger: logger,
+		Client: deliveries.NewHTTPClient(policy, deliveries.AttemptTimeout), Now: o.now, FirstRetry: cfg.WebhookRetryBase,
 		Observe: m.Delivery}
-	deliveries := Consumer{ // client webhooks: the fan-out, and the delivery jobs on their own queue
-		Handler:    hooks.Handler{},
-		AddWorkers: func(w *river.Workers) { hooks.AddWorkers(w, deliverer) },
-		Queues:     map[string]river.QueueConfig{hooks.Queue: {MaxWorkers: 20}},
+	outgoing := Consumer{ // client webhooks: the fan-out, and the delivery jobs on their own queue
+		Handler:    deliveries.Handler{},
+		AddWorkers: func(w *river.Workers) { deliveries.AddWorkers(w, deliverer) },
+		Queues:     map[string]river.QueueConfig{deliveries.Queue: {MaxWorkers: 20}},
 	}
 	sweepCfg := SweepConfig(cfg, o.now)
 	sweepCfg.Observe = m.Sweep
@@ -181,7 +181,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	consoleNotFound := admin.Register(e.Group("/admin"), admin.Deps{DB: db, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now,
 		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc, Operator: operator.New(db, svc), Inbox: in, Tasks: sched.Tasks(),
 		Redeliver: func(ctx context.Context, tx *sql.Tx, id int64, nonce string) error {
-			return hooks.Redeliver(ctx, tx, rc, id, nonce)
+			return deliveries.Redeliver(ctx, tx, rc, id, nonce)
 		}})
 	comp := completer.New(svc, completer.Config{
 		Interval:       cfg.CompleterInterval,
@@ -191,7 +191,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	m.Completer(comp.Totals)
 	e.GET("/readyz/completer", func(c *gin.Context) { c.JSON(http.StatusOK, comp.Totals()) })
 	e.NoRoute(notFound(consoleNotFound))
-	rc, err = newRiver(cfg, db.DB, logger, append(append(consumers(cfg, db.DB, logger), deliveries, scheduleConsumer(sched)), o.consumers...))
+	rc, err = newRiver(cfg, db.DB, logger, append(append(consumers(cfg, db.DB, logger), outgoing, scheduleConsumer(sched)), o.consumers...))
 	if err != nil {
 		return nil, err
 	}

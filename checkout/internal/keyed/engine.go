@@ -166,7 +166,7 @@ func (e *Engine) Execute(ctx context.Context, req Request, lk Lookup, op Operati
 			return Result{}, err
 		case claimed:
 			res, err := e.finish(ctx, k, op, false)
-			e.recordRun(req, k, EventCreated, res, err)
+			e.recordRun(req, k, KindCreated, res, err)
 			return res, err
 		}
 		d, res, err := e.decide(ctx, req, fp, k, in, op, now)
@@ -194,7 +194,7 @@ func (e *Engine) Execute(ctx context.Context, req Request, lk Lookup, op Operati
 		}
 		res, err = e.finish(ctx, taken, op, true)
 		res.WaitedFor = waited
-		e.recordRun(req, taken, EventResumed, res, err)
+		e.recordRun(req, taken, KindResumed, res, err)
 		return res, err
 	}
 }
@@ -236,7 +236,7 @@ func (e *Engine) decide(ctx context.Context, req Request, fp [32]byte, k *Key, i
 			return decided, Result{}, err
 		}
 		p := keyExpired(k, sameRequest)
-		e.record(req, k, EventLateRetry, p.Status, fp[:], map[string]any{"expired_at": k.ExpiresAt.UTC(), "swept": k.Tombstone, "same_request": sameRequest})
+		e.record(req, k, KindLateRetry, p.Status, fp[:], map[string]any{"expired_at": k.ExpiresAt.UTC(), "swept": k.Tombstone, "same_request": sameRequest})
 		return decided, Result{}, p
 	}
 	if !sameRequest {
@@ -245,7 +245,7 @@ func (e *Engine) decide(ctx context.Context, req Request, fp [32]byte, k *Key, i
 		if differs == "" {
 			d = e.conflictDifferences(ctx, k, req, op)
 		}
-		e.record(req, k, EventReusedConflict, p.Status, fp[:], map[string]any{"method": req.Method, "path": req.Path,
+		e.record(req, k, KindReusedConflict, p.Status, fp[:], map[string]any{"method": req.Method, "path": req.Path,
 			"differs": d})
 		return decided, Result{}, p
 	}
@@ -255,11 +255,11 @@ func (e *Engine) decide(ctx context.Context, req Request, fp [32]byte, k *Key, i
 		if err != nil {
 			return decided, Result{}, err
 		}
-		e.record(req, k, EventReplayed, r.Status, nil, matched)
+		e.record(req, k, KindReplayed, r.Status, nil, matched)
 		return decided, Result{Response: r, Replayed: true, ExpiresAt: k.ExpiresAt}, nil
 	case StateNeedsAttention:
 		p := ProblemNeedsAttention()
-		e.record(req, k, EventInUseRejected, p.Status, nil, map[string]any{"state": k.State})
+		e.record(req, k, KindInUseRejected, p.Status, nil, map[string]any{"state": k.State})
 		return decided, Result{}, p
 	}
 	if k.Leased(now) {
@@ -272,7 +272,7 @@ func (e *Engine) decide(ctx context.Context, req Request, fp [32]byte, k *Key, i
 // wait (longer) for it, and records the refusal in the key's history.
 func (e *Engine) refuseInUse(req Request, k *Key) error {
 	p := ProblemInUse()
-	e.record(req, k, EventInUseRejected, p.Status, nil, nil)
+	e.record(req, k, KindInUseRejected, p.Status, nil, nil)
 	return p
 }
 
@@ -298,12 +298,12 @@ func (e *Engine) recordRun(req Request, k *Key, kind string, res Result, err err
 	}
 	e.record(req, k, kind, status, nil, detail)
 	if err == nil {
-		e.record(req, k, EventCompleted, status, nil, detail)
+		e.record(req, k, KindCompleted, status, nil, detail)
 	}
 }
 
 func (e *Engine) record(req Request, k *Key, kind string, status int, fp []byte, detail map[string]any) {
-	e.history.Record(Event{
+	e.history.Record(Entry{
 		At: e.cfg.Now(), ClientID: req.ClientID, Key: req.Key, KeyID: k.ID, Kind: kind,
 		Status: status, Meta: req.Meta, Fingerprint: fp, Detail: detail,
 	})

@@ -63,7 +63,7 @@ func (e *Engine) Replay(ctx context.Context, req Request) (_ Result, _ Lookup, o
 	if err != nil {
 		return Result{}, lk, false
 	}
-	e.record(req, k, EventReplayed, r.Status, nil, nil)
+	e.record(req, k, KindReplayed, r.Status, nil, nil)
 	return Result{Response: r, Replayed: true, ExpiresAt: k.ExpiresAt}, lk, true
 }
 
