@@ -7,7 +7,7 @@
 // hooks.InvalidError is a []checkout.FieldError as it stands, and validation_failed lists
 // either without a copy field by field.
 //
-// checkout/client keeps its own FieldError on purpose: the merchant's client imports only
+// checkout/sdk keeps its own FieldError on purpose: the merchant's client imports only
 // the standard library.
 package fields
 

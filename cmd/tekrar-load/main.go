@@ -10,7 +10,7 @@
 // It prints one line: "load <mode> clients=<c> requests=<n> rps=<r> p50_ms=<> p99_ms=<> errors=<n>".
 // In replay mode an answer that is not marked Idempotent-Replayed counts as an error.
 // Each client keeps one keep-alive connection (see conn.go for why it is not net/http's).
-// The replay keys are seeded through tekrar's Go client (checkout/client), which retries what
+// The replay keys are seeded through tekrar's Go client (checkout/sdk), which retries what
 // a loaded server answers with 503s or loses; only the measured requests use conn.go.
 package main
 
@@ -26,7 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tekrar/tekrar/checkout/client"
+	"github.com/tekrar/tekrar/checkout/sdk"
 )
 
 func main() {
@@ -88,12 +88,12 @@ func (l *loader) key(n int64) string { return fmt.Sprintf("load-%s-%d", l.run, n
 
 // order is intent n as the seeding client sends it: the same JSON, byte for byte, as body(n)
 // (TestSeedBodyIsTheMeasuredBody), so that the measured requests replay the seeded keys.
-func (l *loader) order(n int64) client.OrderInput {
+func (l *loader) order(n int64) sdk.OrderInput {
 	amount := 100 + n%100000
-	return client.OrderInput{Currency: "TRY", Amount: amount,
-		Items:    []client.Item{{SKU: "LATTE", Name: "Latte", Quantity: 1, UnitAmount: amount}},
-		Payment:  client.Payment{CardToken: "tok_visa"},
-		Customer: &client.Customer{ID: fmt.Sprintf("cus_%d", n%1000)}}
+	return sdk.OrderInput{Currency: "TRY", Amount: amount,
+		Items:    []sdk.Item{{SKU: "LATTE", Name: "Latte", Quantity: 1, UnitAmount: amount}},
+		Payment:  sdk.Payment{CardToken: "tok_visa"},
+		Customer: &sdk.Customer{ID: fmt.Sprintf("cus_%d", n%1000)}}
 }
 
 // body is the same for a key on every send, so that repeats are replays. It is written by
@@ -120,7 +120,7 @@ func (l *loader) worker() *conn {
 func (l *loader) seed(n, workers int) error {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = workers
-	c := client.New(l.url, l.secret, client.WithHTTPClient(&http.Client{Transport: tr}))
+	c := sdk.New(l.url, l.secret, sdk.WithHTTPClient(&http.Client{Transport: tr}))
 	var next atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup

@@ -19,8 +19,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
-	"github.com/tekrar/tekrar/checkout/client"
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/checkout/sdk"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
@@ -106,7 +106,7 @@ type monthOrder struct {
 type monthIntent struct {
 	c      *monthClient
 	key    string
-	order  *client.OrderInput
+	order  *sdk.OrderInput
 	refund *monthOrder
 	amount int64 // of the refund
 	taps   int   // how many copies are sent at once (a double tap: 2)
@@ -117,9 +117,9 @@ type monthIntent struct {
 
 // monthAnswer is the final answer of one copy of an intent.
 type monthAnswer struct {
-	order   *client.Order
-	refund  *client.Refund
-	code    client.Code // of a problem
+	order   *sdk.Order
+	refund  *sdk.Refund
+	code    sdk.Code // of a problem
 	problem string
 }
 
@@ -378,13 +378,13 @@ func (m *month) intentsOf(day time.Time) []*monthIntent {
 			m.n++
 			in := &monthIntent{c: c, key: fmt.Sprintf("%s-%d", day.Format("0102"), m.n), taps: 1}
 			amount := int64(1000 + m.rng.IntN(49000))
-			order := client.OrderInput{Currency: c.currency, Amount: amount,
-				Items: []client.Item{{SKU: "SKU-" + strconv.Itoa(m.rng.IntN(20)), Name: "Item", Quantity: 1, UnitAmount: amount}}}
+			order := sdk.OrderInput{Currency: c.currency, Amount: amount,
+				Items: []sdk.Item{{SKU: "SKU-" + strconv.Itoa(m.rng.IntN(20)), Name: "Item", Quantity: 1, UnitAmount: amount}}}
 			switch r := m.rng.IntN(10); {
 			case i == 0: // the day's installment plan, on a card chosen by the day
 				n := day.YearDay() % len(c.cards)
 				order.Installments = 2 + m.rng.IntN(5)
-				order.Payment = client.Payment{Customer: monthCustomer(n), PaymentMethod: c.cards[n].ID}
+				order.Payment = sdk.Payment{Customer: monthCustomer(n), PaymentMethod: c.cards[n].ID}
 				in.order = &order
 			case r < 3 && len(c.paid) > 0: // a refund of an earlier order
 				o := c.paid[m.rng.IntN(len(c.paid))]
@@ -398,7 +398,7 @@ func (m *month) intentsOf(day time.Time) []*monthIntent {
 				in.refund, in.amount = o, 1+m.rng.Int64N(o.refundable/2)
 			default:
 				token := []string{psp.TokenVisa, psp.TokenMastercard, psp.TokenVisa, psp.TokenDeclined}[m.rng.IntN(4)]
-				order.Payment = client.Payment{CardToken: token}
+				order.Payment = sdk.Payment{CardToken: token}
 				in.order = &order
 				if r >= 8 {
 					in.taps = 2
@@ -419,20 +419,20 @@ func (m *month) intentsOf(day time.Time) []*monthIntent {
 // as the app would.
 func (m *month) send(in *monthIntent, bases [2]string, start int) {
 	key := in.key
-	policy := client.Policy{MaxAttempts: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second,
+	policy := sdk.Policy{MaxAttempts: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second,
 		AttemptTimeout: 10 * time.Second, Wait: 2 * time.Second}
 	deadline := time.Now().Add(2 * time.Minute)
 	for attempt := start; ; attempt++ {
-		c := client.New(bases[attempt%2], in.c.secret, client.WithHTTPClient(m.http), client.WithPolicy(policy))
+		c := sdk.New(bases[attempt%2], in.c.secret, sdk.WithHTTPClient(m.http), sdk.WithPolicy(policy))
 		var a monthAnswer
 		var err error
 		if in.order != nil {
 			a.order, _, err = c.CreateOrder(context.Background(), key, *in.order)
 		} else {
-			a.refund, _, err = c.CreateRefund(context.Background(), key, in.refund.id, client.RefundInput{Amount: in.amount})
+			a.refund, _, err = c.CreateRefund(context.Background(), key, in.refund.id, sdk.RefundInput{Amount: in.amount})
 		}
-		var lost *client.UnknownOutcome
-		var problem *client.Error
+		var lost *sdk.UnknownOutcome
+		var problem *sdk.Error
 		switch {
 		case errors.As(err, &lost), errors.As(err, &problem) && problem.Retryable:
 			if time.Now().After(deadline) {
@@ -441,7 +441,7 @@ func (m *month) send(in *monthIntent, bases [2]string, start int) {
 			}
 			m.lost.Add(1)
 			continue
-		case errors.As(err, &problem) && problem.Code == client.CodePaymentAbandoned && problem.SafeNewKey:
+		case errors.As(err, &problem) && problem.Code == sdk.CodePaymentAbandoned && problem.SafeNewKey:
 			m.mu.Lock()
 			m.abandoned[key] = true
 			m.mu.Unlock()
@@ -449,8 +449,8 @@ func (m *month) send(in *monthIntent, bases [2]string, start int) {
 			continue
 		case errors.As(err, &problem):
 			a.code, a.problem = problem.Code, problem.Error()
-			if problem.Code == client.CodePaymentDeclined {
-				a.order = &client.Order{ID: problem.OrderID, Status: "declined"}
+			if problem.Code == sdk.CodePaymentDeclined {
+				a.order = &sdk.Order{ID: problem.OrderID, Status: "declined"}
 			}
 		case err != nil:
 			a.problem = err.Error()
@@ -476,7 +476,7 @@ func (m *month) record(in *monthIntent) {
 		}
 	}
 	switch {
-	case a.problem != "" && a.code != client.CodePaymentDeclined:
+	case a.problem != "" && a.code != sdk.CodePaymentDeclined:
 		t.Errorf("intent %s: %s", in.key, a.problem)
 	case in.refund != nil:
 		if a.refund == nil || a.refund.Status != "succeeded" || a.refund.Amount != in.amount {

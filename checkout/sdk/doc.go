@@ -1,4 +1,4 @@
-// Package client is tekrar's Go client for a merchant's service: the /v1 orders, refunds,
+// Package sdk is tekrar's Go client for a merchant's service: the /v1 orders, refunds,
 // products and carts, with the retry policy every caller of a payment API needs written
 // once, so that no caller writes its own and charges a card twice.
 //
@@ -23,4 +23,4 @@
 // (Keyed.Replayed, Keyed.Expires: Idempotent-Replayed and Idempotency-Expires). Problems are
 // *Error values that errors.Is matches against the sentinel of their code
 // (ErrIdempotencyKeyReused, ErrPaymentDeclined, ...); docs/problems.md lists the codes.
-package client
+package sdk

@@ -1,4 +1,4 @@
-package client_test
+package sdk_test
 
 import (
 	"bytes"
@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/tekrar/tekrar/checkout"
-	"github.com/tekrar/tekrar/checkout/client"
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/checkout/sdk"
 )
 
 // TestKeyedAnswersSayReplayAndExpiry: the first answer is not a replay, the second is, and
@@ -35,7 +35,7 @@ func TestKeyedAnswersSayReplayAndExpiry(t *testing.T) {
 	if err := r.e.DB.Get(&stored, `SELECT expires_at FROM idempotency_keys WHERE key = $1`, k1.Key); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []client.Keyed{k1, k2} {
+	for _, k := range []sdk.Keyed{k1, k2} {
 		if !k.Expires.Equal(stored.Truncate(time.Second)) {
 			t.Errorf("Expires %v, stored %v", k.Expires, stored)
 		}
@@ -49,23 +49,23 @@ func TestResources(t *testing.T) {
 	r := newRig(t, policy(3))
 	ctx := context.Background()
 
-	p, err := r.c.PutProduct(ctx, "LATTE", client.ProductInput{Name: "Latte", Price: 4500, Currency: "TRY", Stock: 10})
+	p, err := r.c.PutProduct(ctx, "LATTE", sdk.ProductInput{Name: "Latte", Price: 4500, Currency: "TRY", Stock: 10})
 	if err != nil || p.SKU != "LATTE" || p.Stock != 10 || p.Version == 0 {
 		t.Fatalf("put product: %+v %v", p, err)
 	}
 	if got, err := r.c.GetProduct(ctx, "LATTE"); err != nil || got.Version != p.Version || got.Price != 4500 {
 		t.Fatalf("get product: %+v %v", got, err)
 	}
-	line := client.Item{SKU: "LATTE", Name: "Latte", Quantity: 2, UnitAmount: 4500, FromStock: true}
-	cart, err := r.c.PutCart(ctx, "table-4", []client.Item{line})
+	line := sdk.Item{SKU: "LATTE", Name: "Latte", Quantity: 2, UnitAmount: 4500, FromStock: true}
+	cart, err := r.c.PutCart(ctx, "table-4", []sdk.Item{line})
 	if err != nil || cart.ID != "table-4" || cart.Amount != 9000 {
 		t.Fatalf("put cart: %+v %v", cart, err)
 	}
 	if got, err := r.c.GetCart(ctx, "table-4"); err != nil || got.Version != cart.Version || len(got.Items) != 1 {
 		t.Fatalf("get cart: %+v %v", got, err)
 	}
-	o, _, err := r.c.CreateOrder(ctx, "", client.OrderInput{Currency: "TRY", CartID: "table-4", Amount: 9000,
-		Payment: client.Payment{CardToken: "tok_visa"}})
+	o, _, err := r.c.CreateOrder(ctx, "", sdk.OrderInput{Currency: "TRY", CartID: "table-4", Amount: 9000,
+		Payment: sdk.Payment{CardToken: "tok_visa"}})
 	if err != nil || o.Status != "paid" {
 		t.Fatalf("order of the cart: %+v %v", o, err)
 	}
@@ -73,8 +73,8 @@ func TestResources(t *testing.T) {
 		t.Fatalf("stock after the order: %+v %v", got, err)
 	}
 
-	rf, k, err := r.c.CreateRefund(ctx, "", o.ID, client.RefundInput{Amount: 4500, Reason: "spilt", Restock: true,
-		RestockItems: []client.RestockItem{{SKU: "LATTE", Quantity: 1}}})
+	rf, k, err := r.c.CreateRefund(ctx, "", o.ID, sdk.RefundInput{Amount: 4500, Reason: "spilt", Restock: true,
+		RestockItems: []sdk.RestockItem{{SKU: "LATTE", Quantity: 1}}})
 	if err != nil || rf.OrderID != o.ID || rf.Amount != 4500 || k.Replayed {
 		t.Fatalf("refund: %+v %+v %v", rf, k, err)
 	}
@@ -84,8 +84,8 @@ func TestResources(t *testing.T) {
 	if got, err := r.c.GetOrder(ctx, o.ID); err != nil || got.RefundedAmount != 4500 || got.Status != "partially_refunded" {
 		t.Fatalf("order after the refund: %+v %v", got, err)
 	}
-	_, _, err = r.c.CreateRefund(ctx, "", o.ID, client.RefundInput{Amount: 9000})
-	if !errors.Is(err, client.ErrRefundExceedsCaptured) {
+	_, _, err = r.c.CreateRefund(ctx, "", o.ID, sdk.RefundInput{Amount: 9000})
+	if !errors.Is(err, sdk.ErrRefundExceedsCaptured) {
 		t.Fatalf("over-refund: %v", err)
 	}
 
@@ -94,7 +94,7 @@ func TestResources(t *testing.T) {
 		t.Fatalf("key of the refund: %+v %v", ks, err)
 	}
 
-	if _, err := r.c.GetKey(ctx, "never/sent"); !errors.Is(err, client.ErrIdempotencyKeyNotFound) {
+	if _, err := r.c.GetKey(ctx, "never/sent"); !errors.Is(err, sdk.ErrIdempotencyKeyNotFound) {
 		t.Fatalf("a key never sent: %v", err)
 	}
 
@@ -105,7 +105,7 @@ func TestResources(t *testing.T) {
 		func() error { _, err := r.c.GetCart(ctx, "nope"); return err }(),
 		func() error { _, err := r.c.GetKey(ctx, "never/sent"); return err }(),
 	} {
-		var p *client.Error
+		var p *sdk.Error
 		if !errors.As(err, &p) || p.Status != 404 || p.Attempts != 1 {
 			t.Errorf("not found: %v", err)
 		}
@@ -123,7 +123,7 @@ func TestOneKeyManyCallers(t *testing.T) {
 	p := policy(5)
 	p.Wait = 8 * time.Second
 	r := newRig(t, p)
-	key := client.NewKey()
+	key := sdk.NewKey()
 	const n = 30
 	ids := make([]string, n)
 	errs := make([]error, n)
@@ -160,7 +160,7 @@ func TestReadsRetriedAfterLostAnswers(t *testing.T) {
 	ctx := context.Background()
 	r.tr.on(1, lose)
 	r.tr.on(3, late)
-	if _, err := r.c.PutProduct(ctx, "TEA", client.ProductInput{Name: "Tea", Price: 3000, Currency: "TRY", Stock: 5}); err != nil {
+	if _, err := r.c.PutProduct(ctx, "TEA", sdk.ProductInput{Name: "Tea", Price: 3000, Currency: "TRY", Stock: 5}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := r.c.GetProduct(ctx, "TEA")
@@ -182,10 +182,10 @@ func TestInstallmentsOnASavedCard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := client.OrderInput{Currency: "TRY", Amount: 1000, Installments: 3,
-		Items:   []client.Item{{SKU: "SOFA", Name: "Sofa", Quantity: 1, UnitAmount: 1000}},
-		Payment: client.Payment{Customer: "cus_1", PaymentMethod: pm.ID}}
-	plan := func(o *client.Order) string {
+	in := sdk.OrderInput{Currency: "TRY", Amount: 1000, Installments: 3,
+		Items:   []sdk.Item{{SKU: "SOFA", Name: "Sofa", Quantity: 1, UnitAmount: 1000}},
+		Payment: sdk.Payment{Customer: "cus_1", PaymentMethod: pm.ID}}
+	plan := func(o *sdk.Order) string {
 		var s []string
 		for _, i := range o.Installments {
 			s = append(s, fmt.Sprintf("%d %d %s", i.N, i.Amount, i.Status))

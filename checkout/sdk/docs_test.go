@@ -1,4 +1,4 @@
-package client_test
+package sdk_test
 
 import (
 	"context"
@@ -9,26 +9,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tekrar/tekrar/checkout/client"
+	"github.com/tekrar/tekrar/checkout/sdk"
 	"github.com/tekrar/tekrar/internal/apptest"
 )
 
 // pay is docs/clients.md's Go snippet: the block there is this function's body, line for
 // line (docs/snippets_test.go checks), so that what merchants copy is compiled and run.
 func pay(ctx context.Context, baseURL, secret, token string) string {
-	c := client.New(baseURL, secret) // client.WithPolicy, WithHTTPClient
-	key := client.NewKey()           // store it with the purchase first
-	order, k, err := c.CreateOrder(ctx, key, client.OrderInput{
+	c := sdk.New(baseURL, secret) // sdk.WithPolicy, WithHTTPClient
+	key := sdk.NewKey()           // store it with the purchase first
+	order, k, err := c.CreateOrder(ctx, key, sdk.OrderInput{
 		Currency: "TRY", Amount: 9000,
-		Items:   []client.Item{{SKU: "LATTE", Name: "Latte", Quantity: 2, UnitAmount: 4500}},
-		Payment: client.Payment{CardToken: token},
+		Items:   []sdk.Item{{SKU: "LATTE", Name: "Latte", Quantity: 2, UnitAmount: 4500}},
+		Payment: sdk.Payment{CardToken: token},
 	})
-	var p *client.Error
-	var unknown *client.UnknownOutcome
+	var p *sdk.Error
+	var unknown *sdk.UnknownOutcome
 	switch {
 	case err == nil:
 		return fmt.Sprintf("%s %s (replayed: %t, key kept until %s)", order.ID, order.Status, k.Replayed, k.Expires)
-	case errors.Is(err, client.ErrPaymentDeclined):
+	case errors.Is(err, sdk.ErrPaymentDeclined):
 		errors.As(err, &p) // p is filled only here: errors.Is does not fill it
 		// final; another card is another intent, under a new key
 		return "declined: order " + p.OrderID

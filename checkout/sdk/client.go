@@ -1,4 +1,4 @@
-package client
+package sdk
 
 import (
 	"context"

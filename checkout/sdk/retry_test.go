@@ -1,4 +1,4 @@
-package client_test
+package sdk_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tekrar/tekrar/checkout/client"
+	"github.com/tekrar/tekrar/checkout/sdk"
 	"github.com/tekrar/tekrar/internal/config"
 )
 
@@ -32,7 +32,7 @@ func TestLostAnswersChargeOnce(t *testing.T) {
 			for n, st := range tc.steps {
 				r.tr.on(n, st)
 			}
-			key := client.NewKey()
+			key := sdk.NewKey()
 			o, k, err := r.c.CreateOrder(context.Background(), key, order(9000, "tok_visa"))
 			if err != nil {
 				t.Fatal(err)
@@ -66,7 +66,7 @@ func TestInProgressRetriedAfterRetryAfter(t *testing.T) {
 			r := newRig(t, p, func(c *config.Server) { c.SandboxSlowDelay = 3 * time.Second })
 			done := make(chan struct{})
 			r.tr.on(1, r.tr.background(done))
-			key := client.NewKey()
+			key := sdk.NewKey()
 			r.onSleep = func(ctx context.Context, i int) error {
 				switch i {
 				case 0: // the first attempt's answer is lost: wait until tekrar has claimed its key
@@ -157,8 +157,8 @@ func TestAttemptsAreBounded(t *testing.T) {
 	t.Run("payment_pending", func(t *testing.T) {
 		r := newRig(t, policy(4))
 		_, _, err := r.c.CreateOrder(context.Background(), "k-fail", order(9000, "tok_fail"))
-		var p *client.Error
-		if !errors.As(err, &p) || !errors.Is(err, client.ErrPaymentPending) {
+		var p *sdk.Error
+		if !errors.As(err, &p) || !errors.Is(err, sdk.ErrPaymentPending) {
 			t.Fatalf("error %v, want payment_pending", err)
 		}
 		if !p.Retryable || p.SafeNewKey || p.Attempts != 4 || p.Key != "k-fail" || p.RetryAfter != time.Second {
@@ -176,7 +176,7 @@ func TestAttemptsAreBounded(t *testing.T) {
 			r.tr.on(n, lose)
 		}
 		_, _, err := r.c.CreateOrder(context.Background(), "", order(9000, "tok_visa"))
-		var u *client.UnknownOutcome
+		var u *sdk.UnknownOutcome
 		if !errors.As(err, &u) || !errors.Is(err, errLost) || u.Attempts != 3 || u.Key == "" {
 			t.Fatalf("error %v, want an unknown outcome after 3 attempts", err)
 		}
@@ -198,14 +198,14 @@ func TestDecisionsFollowTheProblem(t *testing.T) {
 		name     string
 		first    step
 		retried  bool
-		wantCode client.Code
+		wantCode sdk.Code
 	}{
-		{"503 not retryable", problemAnswer(503, "webhook_secrets_key_missing", false, true, 0), false, client.CodeWebhookSecretsKeyMissing},
+		{"503 not retryable", problemAnswer(503, "webhook_secrets_key_missing", false, true, 0), false, sdk.CodeWebhookSecretsKeyMissing},
 		{"500 retryable", problemAnswer(500, "internal_error", true, false, 0), true, ""},
 		{"409 retryable", problemAnswer(409, "idempotency_key_in_use", true, false, 0), true, ""},
-		{"409 not retryable", problemAnswer(409, "order_not_refundable", false, true, 0), false, client.CodeOrderNotRefundable},
+		{"409 not retryable", problemAnswer(409, "order_not_refundable", false, true, 0), false, sdk.CodeOrderNotRefundable},
 		{"429 retryable, a code this client does not know", problemAnswer(429, "slow_down", true, false, 0), true, ""},
-		{"402 without advice", answer(402, "application/problem+json", `{"code":"payment_declined","status":402}`, 0), false, client.CodePaymentDeclined},
+		{"402 without advice", answer(402, "application/problem+json", `{"code":"payment_declined","status":402}`, 0), false, sdk.CodePaymentDeclined},
 		{"502 from a proxy", answer(502, "text/html", "<html>Bad Gateway</html>", 0), true, ""},
 		{"404 from a proxy", answer(404, "text/plain", "no route", 0), false, ""},
 	} {
@@ -224,7 +224,7 @@ func TestDecisionsFollowTheProblem(t *testing.T) {
 			if err == nil || n != 1 {
 				t.Fatalf("%d attempts, error %v; want one attempt and its error", n, err)
 			}
-			var p *client.Error
+			var p *sdk.Error
 			if tc.wantCode != "" && (!errors.As(err, &p) || p.Code != tc.wantCode || p.Attempts != 1) {
 				t.Fatalf("error %v, want %s", err, tc.wantCode)
 			}
@@ -244,8 +244,8 @@ func TestRefusalsAreNotRetried(t *testing.T) {
 	bad := order(9000, "tok_visa")
 	bad.Amount = 9001
 	_, _, err := r.c.CreateOrder(ctx, "k-1", bad)
-	var p *client.Error
-	if !errors.Is(err, client.ErrValidationFailed) || !errors.As(err, &p) || p.Attempts != 1 || len(p.Fields) == 0 || p.Retryable || !p.SafeNewKey {
+	var p *sdk.Error
+	if !errors.Is(err, sdk.ErrValidationFailed) || !errors.As(err, &p) || p.Attempts != 1 || len(p.Fields) == 0 || p.Retryable || !p.SafeNewKey {
 		t.Fatalf("validation: %v (%+v)", err, p)
 	}
 	charged(t, r.e, 0, 0)
@@ -256,14 +256,14 @@ func TestRefusalsAreNotRetried(t *testing.T) {
 	// Another body under the key: not executed, and not known to be a new purchase.
 	other := order(4500, "tok_visa")
 	_, _, err = r.c.CreateOrder(ctx, "k-1", other)
-	if !errors.Is(err, client.ErrIdempotencyKeyReused) || !errors.As(err, &p) || p.Attempts != 1 || p.SafeNewKey || p.Key != "k-1" {
+	if !errors.Is(err, sdk.ErrIdempotencyKeyReused) || !errors.As(err, &p) || p.Attempts != 1 || p.SafeNewKey || p.Key != "k-1" {
 		t.Fatalf("reuse: %v (%+v)", err, p)
 	}
 	charged(t, r.e, 1, 1)
 
 	for i := 0; i < 2; i++ {
 		_, _, err = r.c.CreateOrder(ctx, "k-2", order(9000, "tok_declined"))
-		if !errors.Is(err, client.ErrPaymentDeclined) || !errors.As(err, &p) || p.Attempts != 1 || !p.SafeNewKey || p.OrderID == "" {
+		if !errors.Is(err, sdk.ErrPaymentDeclined) || !errors.As(err, &p) || p.Attempts != 1 || !p.SafeNewKey || p.OrderID == "" {
 			t.Fatalf("declined: %v (%+v)", err, p)
 		}
 	}
@@ -282,7 +282,7 @@ func TestCancelStopsRetrying(t *testing.T) {
 		defer cancel()
 		r.onSleep = func(context.Context, int) error { cancel(); return nil }
 		_, _, err := r.c.CreateOrder(ctx, "", order(9000, "tok_fail"))
-		if !errors.Is(err, context.Canceled) || !errors.Is(err, client.ErrPaymentPending) {
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, sdk.ErrPaymentPending) {
 			t.Fatalf("error %v, want canceled after payment_pending", err)
 		}
 		if n := len(r.tr.attempts()); n != 1 {
@@ -312,7 +312,7 @@ func TestCancelStopsRetrying(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, _, err := r.c.CreateOrder(ctx, "", order(9000, "tok_visa"))
-		if !errors.Is(err, client.ErrStoreUnavailable) || len(r.tr.attempts()) != 1 || len(r.waits()) != 0 {
+		if !errors.Is(err, sdk.ErrStoreUnavailable) || len(r.tr.attempts()) != 1 || len(r.waits()) != 0 {
 			t.Fatalf("error %v after %d attempts: want store_unavailable, given up at once", err, len(r.tr.attempts()))
 		}
 	})

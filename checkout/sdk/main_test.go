@@ -1,4 +1,4 @@
-package client_test
+package sdk_test
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tekrar/tekrar/checkout/client"
+	"github.com/tekrar/tekrar/checkout/sdk"
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/dbtest"
@@ -26,7 +26,7 @@ func TestMain(m *testing.M) { os.Exit(dbtest.Main(m)) }
 type rig struct {
 	e  *apptest.Env
 	tr *script
-	c  *client.Client
+	c  *sdk.Client
 
 	mu     sync.Mutex
 	delays []time.Duration
@@ -36,13 +36,13 @@ type rig struct {
 }
 
 // newRig starts tekrar (change adjusts its configuration) and a client with policy p.
-func newRig(t *testing.T, p client.Policy, change ...func(*config.Server)) *rig {
+func newRig(t *testing.T, p sdk.Policy, change ...func(*config.Server)) *rig {
 	t.Helper()
 	r := &rig{e: apptest.New(t, change...)}
 	r.tr = &script{t: t, steps: map[int]step{}}
 	t.Cleanup(r.tr.wg.Wait) // before apptest's cleanups close the server
-	r.c = client.New(r.e.URL, r.e.Secret, client.WithHTTPClient(&http.Client{Transport: r.tr}),
-		client.WithPolicy(p), client.WithSleep(r.sleep))
+	r.c = sdk.New(r.e.URL, r.e.Secret, sdk.WithHTTPClient(&http.Client{Transport: r.tr}),
+		sdk.WithPolicy(p), sdk.WithSleep(r.sleep))
 	return r
 }
 
@@ -67,8 +67,8 @@ func (r *rig) waits() []time.Duration {
 
 // policy is a test policy: small backoff, so that a delay of a second or more can only
 // come from a Retry-After.
-func policy(attempts int) client.Policy {
-	return client.Policy{MaxAttempts: attempts, BaseDelay: 10 * time.Millisecond, MaxDelay: 80 * time.Millisecond,
+func policy(attempts int) sdk.Policy {
+	return sdk.Policy{MaxAttempts: attempts, BaseDelay: 10 * time.Millisecond, MaxDelay: 80 * time.Millisecond,
 		AttemptTimeout: 10 * time.Second}
 }
 
@@ -191,11 +191,11 @@ func problemAnswer(status int, code string, retryable, safeNewKey bool, retryAft
 }
 
 // order is a valid order of amount paid with token.
-func order(amount int64, token string) client.OrderInput {
-	return client.OrderInput{Currency: "TRY", Amount: amount,
-		Items:    []client.Item{{SKU: "LATTE", Name: "Latte", Quantity: 1, UnitAmount: amount}},
-		Payment:  client.Payment{CardToken: token},
-		Customer: &client.Customer{ID: "cus_42", Email: "ayse@example.com"}}
+func order(amount int64, token string) sdk.OrderInput {
+	return sdk.OrderInput{Currency: "TRY", Amount: amount,
+		Items:    []sdk.Item{{SKU: "LATTE", Name: "Latte", Quantity: 1, UnitAmount: amount}},
+		Payment:  sdk.Payment{CardToken: token},
+		Customer: &sdk.Customer{ID: "cus_42", Email: "ayse@example.com"}}
 }
 
 // count runs a COUNT query on tekrar's database (the provider's ledger is there too).
@@ -232,7 +232,7 @@ func sameIntent(t *testing.T, sent []sent) {
 
 // backoffWithin checks that wait i (0-based) is the policy's backoff with jitter: the upper
 // half of BaseDelay·2^i, capped by MaxDelay.
-func backoffWithin(t *testing.T, p client.Policy, waits []time.Duration) {
+func backoffWithin(t *testing.T, p sdk.Policy, waits []time.Duration) {
 	t.Helper()
 	for i, d := range waits {
 		hi := min(p.BaseDelay<<i, p.MaxDelay)
