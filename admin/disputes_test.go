@@ -15,17 +15,17 @@ import (
 
 	"github.com/tekrar/tekrar/admin"
 	"github.com/tekrar/tekrar/checkout/psp"
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/config"
 )
 
 // caseEnv is tekrar with its provider inbox on, and the provider's signing key.
-func caseEnv(t *testing.T) (*apptest.Env, webhook.Key) {
+func caseEnv(t *testing.T) (*apptest.Env, stdwebhook.Key) {
 	t.Helper()
-	secret := webhook.NewSecret()
+	secret := stdwebhook.NewSecret()
 	e := apptest.New(t, func(c *config.Server) { c.PSPWebhookSecrets = secret })
-	k, err := webhook.ParseSecret(secret)
+	k, err := stdwebhook.ParseSecret(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func paidOrder(t *testing.T, e *apptest.Env, secret, key string, amount int64) s
 
 // disputeEvent delivers, signed with k, the provider's event of d on the charge the sandbox
 // made for order: dispute.created while d is open, dispute.closed once decided.
-func disputeEvent(t *testing.T, e *apptest.Env, k webhook.Key, order string, seq int, d psp.Dispute) {
+func disputeEvent(t *testing.T, e *apptest.Env, k stdwebhook.Key, order string, seq int, d psp.Dispute) {
 	t.Helper()
 	var c struct {
 		ID          string `db:"id"`
@@ -80,7 +80,7 @@ func disputeEvent(t *testing.T, e *apptest.Env, k webhook.Key, order string, seq
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequest("POST", e.URL+"/webhooks/psp", bytes.NewReader(body))
-	req.Header = webhook.Headers(ev.ID, time.Now(), body, k)
+	req.Header = stdwebhook.Headers(ev.ID, time.Now(), body, k)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := e.HTTP.Do(req)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/api"
 	"github.com/tekrar/tekrar/checkout/outbox"
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -64,7 +64,7 @@ func documentedPath(p string) bool {
 // document's operations, both ways: a route the document lacks, or an operation no route
 // serves, fails with its method and path.
 func TestOpenAPICoversEveryRoute(t *testing.T) {
-	e := apptest.New(t, func(c *config.Server) { c.PSPWebhookSecrets = webhook.NewSecret() })
+	e := apptest.New(t, func(c *config.Server) { c.PSPWebhookSecrets = stdwebhook.NewSecret() })
 	served := map[string]bool{}
 	for _, r := range e.App.Routes() {
 		if documentedPath(r.Path) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/inbox"
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/problem"
 	"github.com/tekrar/tekrar/internal/server"
@@ -29,8 +29,8 @@ const maxWebhookBody = 256 << 10
 // refused, so that the provider stops resending it. A verified delivery tekrar can never
 // store or apply as it is (inbox.UnstorableEventError) is kept raw as a dead letter and
 // acknowledged with 200 and the outcome dead_letter; only a failure that may pass is 5xx.
-func ProviderInbox(in *inbox.Inbox, keys []webhook.Key, logger *slog.Logger) gin.HandlerFunc {
-	verifier := webhook.Verifier{Keys: keys}
+func ProviderInbox(in *inbox.Inbox, keys []stdwebhook.Key, logger *slog.Logger) gin.HandlerFunc {
+	verifier := stdwebhook.Verifier{Keys: keys}
 	return func(c *gin.Context) {
 		body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxWebhookBody))
 		var tooLarge *http.MaxBytesError
@@ -97,11 +97,11 @@ func countRefusal(c *gin.Context, in *inbox.Inbox, reason string) {
 // refusalReason classes an error of the verifier.
 func refusalReason(err error) string {
 	switch {
-	case errors.Is(err, webhook.ErrTooOld):
+	case errors.Is(err, stdwebhook.ErrTooOld):
 		return inbox.RefusalStale
-	case errors.Is(err, webhook.ErrTooNew):
+	case errors.Is(err, stdwebhook.ErrTooNew):
 		return inbox.RefusalFuture
-	case errors.Is(err, webhook.ErrMissingHeaders), errors.Is(err, webhook.ErrBadTimestamp):
+	case errors.Is(err, stdwebhook.ErrMissingHeaders), errors.Is(err, stdwebhook.ErrBadTimestamp):
 		return inbox.RefusalMalformedHeaders
 	default:
 		return inbox.RefusalBadSignature

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/apptest"
 )
 
@@ -67,7 +67,7 @@ func TestProviderWebhookUnstorableEventsAreDeadLetters(t *testing.T) {
 	// kept the same way, under its webhook-id.
 	// (As application/octet-stream: the OpenAPI document's application/json is JSON.)
 	cut := []byte(`{"id":"evt_cut","type":"charge.succ`)
-	h := webhook.Headers("evt_cut", time.Now(), cut, k)
+	h := stdwebhook.Headers("evt_cut", time.Now(), cut, k)
 	h.Set("Content-Type", "application/octet-stream")
 	if status, outcome, err := deliver(e, k, "evt_cut", cut, h); err != nil || status != 200 || outcome != "dead_letter" {
 		t.Fatalf("a cut body: %d %s %v, want 200 dead_letter", status, outcome, err)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tekrar/tekrar/checkout/psp"
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/apptest"
 )
 
@@ -41,21 +41,21 @@ func refusals(t *testing.T, e *apptest.Env) map[string]int {
 func TestProviderWebhookRefusalsCounted(t *testing.T) {
 	e, k := inboxEnv(t)
 	body := event(t, "evt_rc", psp.EventChargeSucceeded, "ch_rc", 1, 0)
-	other, _ := webhook.ParseSecret(webhook.NewSecret())
-	badTS := webhook.Headers("evt_rc", time.Now(), body, k)
-	badTS.Set(webhook.HeaderTimestamp, "yesterday")
+	other, _ := stdwebhook.ParseSecret(stdwebhook.NewSecret())
+	badTS := stdwebhook.Headers("evt_rc", time.Now(), body, k)
+	badTS.Set(stdwebhook.HeaderTimestamp, "yesterday")
 	cases := []struct {
 		name, reason string
 		h            http.Header
 		body         []byte
 	}{
-		{"forged: another key", "bad_signature", webhook.Headers("evt_rc", time.Now(), body, other), body},
-		{"body changed after signing", "bad_signature", webhook.Headers("evt_rc", time.Now(), body, k), bytes.Replace(body, []byte("9000"), []byte("9001"), 1)},
-		{"stale: six minutes old", "stale", webhook.Headers("evt_rc", time.Now().Add(-6*time.Minute), body, k), body},
-		{"from the future", "future", webhook.Headers("evt_rc", time.Now().Add(6*time.Minute), body, k), body},
+		{"forged: another key", "bad_signature", stdwebhook.Headers("evt_rc", time.Now(), body, other), body},
+		{"body changed after signing", "bad_signature", stdwebhook.Headers("evt_rc", time.Now(), body, k), bytes.Replace(body, []byte("9000"), []byte("9001"), 1)},
+		{"stale: six minutes old", "stale", stdwebhook.Headers("evt_rc", time.Now().Add(-6*time.Minute), body, k), body},
+		{"from the future", "future", stdwebhook.Headers("evt_rc", time.Now().Add(6*time.Minute), body, k), body},
 		{"no signature", "malformed_headers", http.Header{}, body},
 		{"timestamp not a number", "malformed_headers", badTS, body},
-		{"replayed under another id", "id_mismatch", webhook.Headers("evt_other", time.Now(), body, k), body},
+		{"replayed under another id", "id_mismatch", stdwebhook.Headers("evt_other", time.Now(), body, k), body},
 	}
 	want := map[string]int{}
 	for _, c := range cases {
@@ -92,7 +92,7 @@ func TestProviderWebhookRefusalsCounted(t *testing.T) {
 // increment is atomic, not read and written back.
 func TestProviderWebhookRefusalsCountedAtOnce(t *testing.T) {
 	e, k := inboxEnv(t)
-	other, _ := webhook.ParseSecret(webhook.NewSecret())
+	other, _ := stdwebhook.ParseSecret(stdwebhook.NewSecret())
 	body := event(t, "evt_probe", psp.EventChargeSucceeded, "ch_probe", 1, 0)
 	const n = 200
 	statuses := make([]int, n)
@@ -102,7 +102,7 @@ func TestProviderWebhookRefusalsCountedAtOnce(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			statuses[i], codes[i], _ = deliver(e, k, "", body, webhook.Headers("evt_probe", time.Now(), body, other))
+			statuses[i], codes[i], _ = deliver(e, k, "", body, stdwebhook.Headers("evt_probe", time.Now(), body, other))
 		})
 	}
 	close(start)
@@ -134,7 +134,7 @@ func TestProviderWebhookRefusalsPruned(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := event(t, "evt_old", psp.EventChargeSucceeded, "ch_old", 1, 0)
-	if status, _, _ := deliver(e, k, "", body, webhook.Headers("evt_old", time.Now().Add(-time.Hour), body, k)); status != 400 {
+	if status, _, _ := deliver(e, k, "", body, stdwebhook.Headers("evt_old", time.Now().Add(-time.Hour), body, k)); status != 400 {
 		t.Fatalf("stale delivery: %d", status)
 	}
 	if got := refusals(t, e); got["stale"] != 4 {
@@ -170,9 +170,9 @@ func TestProviderWebhookRefusalUncountedStill400(t *testing.T) {
 	if _, err := e.DB.Exec(`ALTER TABLE provider_inbox_refusals RENAME TO gone`); err != nil {
 		t.Fatal(err)
 	}
-	other, _ := webhook.ParseSecret(webhook.NewSecret())
+	other, _ := stdwebhook.ParseSecret(stdwebhook.NewSecret())
 	body := event(t, "evt_nc", psp.EventChargeSucceeded, "ch_nc", 1, 0)
-	if status, code, err := deliver(e, k, "", body, webhook.Headers("evt_nc", time.Now(), body, other)); status != 400 || code != "webhook_signature_invalid" {
+	if status, code, err := deliver(e, k, "", body, stdwebhook.Headers("evt_nc", time.Now(), body, other)); status != 400 || code != "webhook_signature_invalid" {
 		t.Fatalf("%d %s %v, want 400 webhook_signature_invalid", status, code, err)
 	}
 }

@@ -11,20 +11,20 @@ import (
 	"time"
 
 	"github.com/tekrar/tekrar/checkout/psp"
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/config"
 )
 
 // inboxEnv is tekrar with its provider inbox on, and the provider's signing key.
-func inboxEnv(t *testing.T) (*apptest.Env, webhook.Key) {
+func inboxEnv(t *testing.T) (*apptest.Env, stdwebhook.Key) {
 	t.Helper()
-	secret := webhook.NewSecret()
+	secret := stdwebhook.NewSecret()
 	e := apptest.New(t, func(c *config.Server) {
 		c.PSPWebhookSecrets = secret
 		c.ProviderTimeout = 300 * time.Millisecond // tok_timeout answers within it
 	})
-	k, err := webhook.ParseSecret(secret)
+	k, err := stdwebhook.ParseSecret(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,9 +45,9 @@ func event(t *testing.T, id, typ, ch string, seq int, refunded int64) []byte {
 
 // deliver posts body to the inbox with headers h (as application/json unless h says
 // otherwise); h nil signs it now with k.
-func deliver(e *apptest.Env, k webhook.Key, id string, body []byte, h http.Header) (int, string, error) {
+func deliver(e *apptest.Env, k stdwebhook.Key, id string, body []byte, h http.Header) (int, string, error) {
 	if h == nil {
-		h = webhook.Headers(id, time.Now(), body, k)
+		h = stdwebhook.Headers(id, time.Now(), body, k)
 	}
 	req, err := http.NewRequest("POST", e.URL+"/webhooks/psp", bytes.NewReader(body))
 	if err != nil {
@@ -79,17 +79,17 @@ func deliver(e *apptest.Env, k webhook.Key, id string, body []byte, h http.Heade
 func TestProviderWebhookSignatures(t *testing.T) {
 	e, k := inboxEnv(t)
 	body := event(t, "evt_sig", psp.EventChargeSucceeded, "ch_sig", 1, 0)
-	other, _ := webhook.ParseSecret(webhook.NewSecret())
+	other, _ := stdwebhook.ParseSecret(stdwebhook.NewSecret())
 	cases := []struct {
 		name string
 		h    http.Header
 		body []byte
 	}{
-		{"forged: another key", webhook.Headers("evt_sig", time.Now(), body, other), body},
-		{"stale: six minutes old", webhook.Headers("evt_sig", time.Now().Add(-6*time.Minute), body, k), body},
-		{"from the future", webhook.Headers("evt_sig", time.Now().Add(6*time.Minute), body, k), body},
-		{"body changed after signing", webhook.Headers("evt_sig", time.Now(), body, k), bytes.Replace(body, []byte("9000"), []byte("9001"), 1)},
-		{"replayed under another id", webhook.Headers("evt_other", time.Now(), body, k), body},
+		{"forged: another key", stdwebhook.Headers("evt_sig", time.Now(), body, other), body},
+		{"stale: six minutes old", stdwebhook.Headers("evt_sig", time.Now().Add(-6*time.Minute), body, k), body},
+		{"from the future", stdwebhook.Headers("evt_sig", time.Now().Add(6*time.Minute), body, k), body},
+		{"body changed after signing", stdwebhook.Headers("evt_sig", time.Now(), body, k), bytes.Replace(body, []byte("9000"), []byte("9001"), 1)},
+		{"replayed under another id", stdwebhook.Headers("evt_other", time.Now(), body, k), body},
 		{"no signature", http.Header{}, body},
 	}
 	for _, c := range cases {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/db"
 )
 
@@ -164,13 +164,13 @@ func (d *Deliverer) Attempt(ctx context.Context, id int64, manual bool) (Outcome
 }
 
 // send makes the HTTP request: the stored payload, signed with every key.
-func (d *Deliverer) send(ctx context.Context, r deliveryRow, keys []webhook.Key, at time.Time) (int, string, error) {
+func (d *Deliverer) send(ctx context.Context, r deliveryRow, keys []stdwebhook.Key, at time.Time) (int, string, error) {
 	body := []byte(r.Payload)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL, bytes.NewReader(body))
 	if err != nil {
 		return 0, "", err
 	}
-	for name, v := range webhook.Headers(r.EventID, at, body, keys...) {
+	for name, v := range stdwebhook.Headers(r.EventID, at, body, keys...) {
 		req.Header[name] = v
 	}
 	req.Header.Set("Content-Type", "application/json")

@@ -10,7 +10,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout/hooks"
 	"github.com/tekrar/tekrar/checkout/outbox"
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 )
 
 // Every event reaches a receiver that fails, hangs, applies and then answers too late, and
@@ -213,16 +213,16 @@ func TestRotationSignsWithBothDuringTheOverlap(t *testing.T) {
 		return reqs[0]
 	}
 	verifies := func(q request, secret string) bool {
-		k, _ := webhook.ParseSecret(secret)
+		k, _ := stdwebhook.ParseSecret(secret)
 		var id string
 		if err := json.Unmarshal([]byte(q.body), &struct {
 			ID *string `json:"id"`
 		}{&id}); err != nil {
 			t.Fatal(err)
 		}
-		h := webhook.Headers(id, f.clock.Now(), nil)
-		h.Set(webhook.HeaderSignature, q.signature)
-		_, err := webhook.Verifier{Keys: []webhook.Key{k}, Now: f.clock.Now, Tolerance: 365 * 24 * time.Hour}.Verify(h, []byte(q.body))
+		h := stdwebhook.Headers(id, f.clock.Now(), nil)
+		h.Set(stdwebhook.HeaderSignature, q.signature)
+		_, err := stdwebhook.Verifier{Keys: []stdwebhook.Key{k}, Now: f.clock.Now, Tolerance: 365 * 24 * time.Hour}.Verify(h, []byte(q.body))
 		return err == nil
 	}
 	during := send(1)

@@ -13,7 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/db"
 )
 
@@ -147,8 +147,8 @@ func (s *Store) Create(ctx context.Context, clientID int64, in EndpointInput) (E
 
 // addSecret makes a new signing secret for the endpoint and stores it sealed.
 func (s *Store) addSecret(ctx context.Context, tx *sqlx.Tx, endpoint int64, now time.Time) (string, error) {
-	secret := webhook.NewSecret()
-	key, err := webhook.ParseSecret(secret)
+	secret := stdwebhook.NewSecret()
+	key, err := stdwebhook.ParseSecret(secret)
 	if err != nil {
 		return "", err
 	}
@@ -244,18 +244,18 @@ func (s *Store) RotateSecret(ctx context.Context, clientID int64, id string, ove
 
 // signingKeys returns the keys that sign a delivery to the endpoint at now: the current
 // secret first, then any still in its overlap.
-func signingKeys(ctx context.Context, q sqlx.QueryerContext, sealer *Sealer, endpoint int64, now time.Time) ([]webhook.Key, error) {
+func signingKeys(ctx context.Context, q sqlx.QueryerContext, sealer *Sealer, endpoint int64, now time.Time) ([]stdwebhook.Key, error) {
 	var sealed [][]byte
 	if err := sqlx.SelectContext(ctx, q, &sealed, signingSecretsSQL, endpoint, now); err != nil {
 		return nil, fmt.Errorf("signing secrets of endpoint %d: %w", endpoint, err)
 	}
-	keys := make([]webhook.Key, 0, len(sealed))
+	keys := make([]stdwebhook.Key, 0, len(sealed))
 	for _, b := range sealed {
 		k, err := sealer.Open(b, endpoint)
 		if err != nil {
 			return nil, err
 		}
-		keys = append(keys, webhook.Key(k))
+		keys = append(keys, stdwebhook.Key(k))
 	}
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("endpoint %d has no signing secret", endpoint)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout/hooks"
 	"github.com/tekrar/tekrar/checkout/outbox"
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 )
 
 // A client never sees, deletes or rotates another client's endpoint: it is not found.
@@ -48,7 +48,7 @@ func TestSecretsAreSealedAtRest(t *testing.T) {
 	f := newFixture(t)
 	client := f.client(t, "shop")
 	e := f.endpoint(t, client, "https://93.184.215.14/hooks")
-	key, err := webhook.ParseSecret(e.Secret)
+	key, err := stdwebhook.ParseSecret(e.Secret)
 	if err != nil {
 		t.Fatal(err)
 	}

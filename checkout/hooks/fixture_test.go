@@ -15,7 +15,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout/hooks"
 	"github.com/tekrar/tekrar/checkout/outbox"
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
@@ -139,7 +139,7 @@ func (f *fixture) drive(t *testing.T) int {
 }
 
 // receiver is a merchant's webhook handler as docs/webhooks-out.md tells merchants to
-// write it: checkout/webhook verifies the signature, and Receive applies each webhook-id
+// write it: checkout/stdwebhook verifies the signature, and Receive applies each webhook-id
 // once in the merchant's own Postgres. behave decides, per request (n counts the requests
 // of one webhook-id from 1), what the endpoint does besides.
 type receiver struct {
@@ -148,7 +148,7 @@ type receiver struct {
 	mu       sync.Mutex
 	requests map[string][]request // by webhook-id
 	refused  int                  // requests whose signature did not verify
-	keys     []webhook.Key
+	keys     []stdwebhook.Key
 	now      func() time.Time // the clock signatures are checked against
 }
 
@@ -171,7 +171,7 @@ const (
 func newReceiver(t *testing.T, c *clock, behave behaviour) *receiver {
 	t.Helper()
 	r := &receiver{db: dbtest.New(t), requests: map[string][]request{}, now: c.Now}
-	for _, s := range []string{webhook.ReceiptsTable, `CREATE TABLE applied (event_id text PRIMARY KEY, body text NOT NULL)`} {
+	for _, s := range []string{stdwebhook.ReceiptsTable, `CREATE TABLE applied (event_id text PRIMARY KEY, body text NOT NULL)`} {
 		if _, err := r.db.Exec(s); err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func newReceiver(t *testing.T, c *clock, behave behaviour) *receiver {
 		r.mu.Lock()
 		keys, now := r.keys, r.now
 		r.mu.Unlock()
-		msg, err := webhook.Verifier{Keys: keys, Now: now}.Verify(req.Header, body)
+		msg, err := stdwebhook.Verifier{Keys: keys, Now: now}.Verify(req.Header, body)
 		if err != nil {
 			r.mu.Lock()
 			r.refused++
@@ -192,7 +192,7 @@ func newReceiver(t *testing.T, c *clock, behave behaviour) *receiver {
 		r.mu.Lock()
 		n := len(r.requests[msg.ID]) + 1
 		mode := behave(msg.ID, n)
-		r.requests[msg.ID] = append(r.requests[msg.ID], request{string(body), req.Header.Get(webhook.HeaderSignature), mode})
+		r.requests[msg.ID] = append(r.requests[msg.ID], request{string(body), req.Header.Get(stdwebhook.HeaderSignature), mode})
 		r.mu.Unlock()
 		switch mode {
 		case fail:
@@ -202,7 +202,7 @@ func newReceiver(t *testing.T, c *clock, behave behaviour) *receiver {
 			<-req.Context().Done() // tekrar's client gives up and closes the connection
 			return
 		}
-		_, err = webhook.Receive(req.Context(), r.db.DB, msg, func(tx *sql.Tx) error {
+		_, err = stdwebhook.Receive(req.Context(), r.db.DB, msg, func(tx *sql.Tx) error {
 			_, err := tx.Exec(`INSERT INTO applied (event_id, body) VALUES ($1, $2)`, msg.ID, string(body))
 			return err // a second apply of one id fails here
 		})
@@ -239,9 +239,9 @@ func (r *receiver) counts() (ids, refused int) {
 
 func (r *receiver) trust(t *testing.T, secrets ...string) {
 	t.Helper()
-	var keys []webhook.Key
+	var keys []stdwebhook.Key
 	for _, s := range secrets {
-		k, err := webhook.ParseSecret(s)
+		k, err := stdwebhook.ParseSecret(s)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,10 +1,10 @@
 // Package hooks sends a client's events to the webhook endpoints it registered, in the
-// Standard Webhooks format (checkout/webhook signs). An event of the outbox fans out, in
+// Standard Webhooks format (checkout/stdwebhook signs). An event of the outbox fans out, in
 // the outbox's transaction, to one delivery per enabled endpoint subscribed to its type;
 // each delivery is attempted by a job until the endpoint answers 2xx or the retry horizon
 // (about three days) passes. Every attempt of a delivery, and every manual redelivery from
 // the console, sends the same body under the same webhook-id (the event's id), so that a
-// receiver deduplicating by webhook-id (checkout/webhook.Receive) applies each event once.
+// receiver deduplicating by webhook-id (checkout/stdwebhook.Receive) applies each event once.
 //
 // The package owns the tables of migration 00020 and knows nothing of HTTP handlers or
 // HTML; checkout/api and the console call it.

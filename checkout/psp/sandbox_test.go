@@ -6,13 +6,13 @@ import (
 	"encoding/hex"
 	"testing"
 
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 )
 
 // TestTokenNeverStored looks through every column of the sandbox's tables (its events,
 // disputes and saved cards included) for a card token, as text, as raw bytes and hex-encoded.
 func TestTokenNeverStored(t *testing.T) {
-	hooks := &WebhookOptions{URL: "http://127.0.0.1:1/unused", Secret: webhook.NewSecret()}
+	hooks := &WebhookOptions{URL: "http://127.0.0.1:1/unused", Secret: stdwebhook.NewSecret()}
 	forEachProvider(t, SandboxOptions{Webhooks: hooks}, func(t *testing.T, p Provider, sb *Sandbox) {
 		c := mustCharge(t, p, visaCharge("order-7", 900))
 		if _, err := p.Refund(testContext(t), RefundRequest{Key: "refund-7", ChargeID: c.ID, Amount: 100}); err != nil {

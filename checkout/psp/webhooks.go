@@ -12,7 +12,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 )
 
 // WebhookOptions configure how the sandbox delivers its events. Like a real processor it
@@ -22,7 +22,7 @@ import (
 type WebhookOptions struct {
 	// URL receives a POST per delivery, signed in the Standard Webhooks format.
 	URL string
-	// Secret is the shared signing secret ("whsec_..."; see package webhook).
+	// Secret is the shared signing secret ("whsec_..."; see package stdwebhook).
 	Secret string
 	// Duplicate is the share of delivered events sent a second time at once.
 	Duplicate float64
@@ -51,7 +51,7 @@ type WebhookStats struct {
 
 type webhookSender struct {
 	opts WebhookOptions
-	key  webhook.Key
+	key  stdwebhook.Key
 	err  error // a bad secret: every delivery fails with it
 
 	attempts, delivered, failed, duplicates, delayed atomic.Int64
@@ -71,7 +71,7 @@ func newWebhookSender(o WebhookOptions) *webhookSender {
 		o.Client = &http.Client{Timeout: o.Timeout}
 	}
 	w := &webhookSender{opts: o}
-	w.key, w.err = webhook.ParseSecret(o.Secret)
+	w.key, w.err = stdwebhook.ParseSecret(o.Secret)
 	return w
 }
 
@@ -188,7 +188,7 @@ func (h *webhookSender) post(ctx context.Context, e dueEvent) error {
 	if err != nil {
 		return fmt.Errorf("webhook: %w", err)
 	}
-	for k, v := range webhook.Headers(e.ID, time.Now(), []byte(e.Body), h.key) {
+	for k, v := range stdwebhook.Headers(e.ID, time.Now(), []byte(e.Body), h.key) {
 		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/json")

@@ -12,14 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 )
 
 // receiver is a merchant's endpoint: it verifies every delivery and records the events it
 // accepted, in arrival order; the first failFirst deliveries are answered 500.
 type receiver struct {
 	t         *testing.T
-	verifier  webhook.Verifier
+	verifier  stdwebhook.Verifier
 	mu        sync.Mutex
 	failFirst int
 	posts     int
@@ -29,11 +29,11 @@ type receiver struct {
 
 func newReceiver(t *testing.T, secret string, failFirst int) (*receiver, string) {
 	t.Helper()
-	k, err := webhook.ParseSecret(secret)
+	k, err := stdwebhook.ParseSecret(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &receiver{t: t, verifier: webhook.Verifier{Keys: []webhook.Key{k}}, failFirst: failFirst}
+	r := &receiver{t: t, verifier: stdwebhook.Verifier{Keys: []stdwebhook.Key{k}}, failFirst: failFirst}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
@@ -70,7 +70,7 @@ func (r *receiver) events() []Event {
 // A charge's life writes one event per change, numbered in order, each in the transaction
 // of its change: made, refunded in two parts (the second completes it), disputed, decided.
 func TestEveryChangeWritesItsEvent(t *testing.T) {
-	secret := webhook.NewSecret()
+	secret := stdwebhook.NewSecret()
 	sb := newSandbox(t, SandboxOptions{Webhooks: &WebhookOptions{URL: "http://127.0.0.1:1/unused", Secret: secret}})
 	ctx := testContext(t)
 	c := mustCharge(t, sb, ChargeRequest{Key: "life-1", Amount: 9000, Currency: "TRY", CardToken: TokenVisa})
@@ -142,7 +142,7 @@ func TestNoWebhooksNoEvents(t *testing.T) {
 // are 500s; every event arrives, and with Duplicate 1 each acknowledged event comes twice.
 // Concurrent charges under one key make one charge and one event.
 func TestWebhooksAreDeliveredThroughFailures(t *testing.T) {
-	secret := webhook.NewSecret()
+	secret := stdwebhook.NewSecret()
 	r, url := newReceiver(t, secret, 5)
 	sb := newSandbox(t, SandboxOptions{Now: time.Now, Webhooks: &WebhookOptions{URL: url, Secret: secret,
 		Duplicate: 1, MaxBackoff: 50 * time.Millisecond}})
@@ -195,7 +195,7 @@ func TestWebhooksAreDeliveredThroughFailures(t *testing.T) {
 // Events held back still arrive, each once; a tok_timeout charge whose caller never heard
 // back is announced all the same.
 func TestDelayedEventsStillArrive(t *testing.T) {
-	secret := webhook.NewSecret()
+	secret := stdwebhook.NewSecret()
 	r, url := newReceiver(t, secret, 0)
 	sb := newSandbox(t, SandboxOptions{Now: time.Now, Webhooks: &WebhookOptions{URL: url, Secret: secret,
 		Delay: 1, DelayFor: 300 * time.Millisecond}})
@@ -239,7 +239,7 @@ func TestDelayedEventsStillArrive(t *testing.T) {
 // outside tekrar, a dispute opened and decided; each answers the record it made and writes
 // its event. Wrong input is a 400 problem and changes nothing.
 func TestDashboardOverHTTP(t *testing.T) {
-	sb := newSandbox(t, SandboxOptions{Webhooks: &WebhookOptions{URL: "http://127.0.0.1:1/unused", Secret: webhook.NewSecret()}})
+	sb := newSandbox(t, SandboxOptions{Webhooks: &WebhookOptions{URL: "http://127.0.0.1:1/unused", Secret: stdwebhook.NewSecret()}})
 	srv := httptest.NewServer(NewHandler(sb, discardLogger()))
 	t.Cleanup(srv.Close)
 	c := mustCharge(t, sb, ChargeRequest{Key: "dash", Amount: 3000, Currency: "EUR", CardToken: TokenVisa})

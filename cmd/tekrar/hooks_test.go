@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/tekrar/tekrar/checkout/hooks"
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
@@ -20,7 +20,7 @@ import (
 // delivery of an order.paid is in flight at the merchant's endpoint (which had not
 // answered). Nothing of the attempt was recorded. Started again, tekrar rescues the job and
 // delivers the event under the same webhook-id; the merchant, deduplicating with
-// checkout/webhook.Receive, applies it once.
+// checkout/stdwebhook.Receive, applies it once.
 func TestWebhookDeliveryKilledMidAttempt(t *testing.T) {
 	t.Parallel()
 	dbURL := dbtest.NewURL(t)
@@ -33,18 +33,18 @@ func TestWebhookDeliveryKilledMidAttempt(t *testing.T) {
 	c := newHTTPClient()
 
 	merchant := openDB(t, dbtest.NewURL(t))
-	if _, err := merchant.Exec(webhook.ReceiptsTable + `; CREATE TABLE paid (event_id text PRIMARY KEY)`); err != nil {
+	if _, err := merchant.Exec(stdwebhook.ReceiptsTable + `; CREATE TABLE paid (event_id text PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	var seen []string
-	var verifier webhook.Verifier
+	var verifier stdwebhook.Verifier
 	inFlight := make(chan struct{})
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		v := verifier
-		seen = append(seen, r.Header.Get(webhook.HeaderID))
+		seen = append(seen, r.Header.Get(stdwebhook.HeaderID))
 		first := len(seen) == 1
 		mu.Unlock()
 		msg, err := v.Verify(r.Header, body)
@@ -57,7 +57,7 @@ func TestWebhookDeliveryKilledMidAttempt(t *testing.T) {
 			<-r.Context().Done()
 			return
 		}
-		if _, err := webhook.Receive(r.Context(), merchant.DB, msg, func(tx *sql.Tx) error {
+		if _, err := stdwebhook.Receive(r.Context(), merchant.DB, msg, func(tx *sql.Tx) error {
 			_, err := tx.Exec(`INSERT INTO paid (event_id) VALUES ($1)`, msg.ID)
 			return err
 		}); err != nil {
@@ -74,12 +74,12 @@ func TestWebhookDeliveryKilledMidAttempt(t *testing.T) {
 	if err := json.Unmarshal(r.Body, &ep); err != nil || r.Status != 201 {
 		t.Fatalf("create endpoint: %d %s", r.Status, r.Body)
 	}
-	key, err := webhook.ParseSecret(ep.Secret)
+	key, err := stdwebhook.ParseSecret(ep.Secret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
-	verifier = webhook.Verifier{Keys: []webhook.Key{key}}
+	verifier = stdwebhook.Verifier{Keys: []stdwebhook.Key{key}}
 	mu.Unlock()
 	if r := mustSend(t, c, "POST", base+"/v1/orders", secret, orderJSONBody(4500, "tok_visa"), "Idempotency-Key", "hooks-kill"); r.Status != 201 {
 		t.Fatalf("payment: %d %s", r.Status, r.Body)

@@ -27,7 +27,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout/hooks"
 	"github.com/tekrar/tekrar/checkout/receipts/receiptstest"
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
@@ -40,13 +40,13 @@ type hookRequest struct {
 	outcome    string // "failed" (500, nothing applied), "applied", "applied-hung", "duplicate", "bad"
 }
 
-// merchant is a client's webhook receiver: checkout/webhook.Verify and Receive on its own
+// merchant is a client's webhook receiver: checkout/stdwebhook.Verify and Receive on its own
 // Postgres, failing the first request of some events with 500 and answering the first
 // request of others only after tekrar's attempt timed out (having applied it).
 type merchant struct {
 	db       *sqlx.DB
 	mu       sync.Mutex
-	verifier webhook.Verifier
+	verifier stdwebhook.Verifier
 	log      []hookRequest
 	seen     map[string]int
 	srv      *httptest.Server
@@ -58,11 +58,11 @@ type merchant struct {
 func newMerchant(t *testing.T, endpoint int) *merchant {
 	t.Helper()
 	m := &merchant{db: openDB(t, dbtest.NewURL(t)), seen: map[string]int{}}
-	if _, err := m.db.Exec(webhook.ReceiptsTable + `; CREATE TABLE applied (event_id text NOT NULL, type text NOT NULL)`); err != nil {
+	if _, err := m.db.Exec(stdwebhook.ReceiptsTable + `; CREATE TABLE applied (event_id text NOT NULL, type text NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
 	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req := hookRequest{endpoint: endpoint, headerID: r.Header.Get(webhook.HeaderID), start: time.Now()}
+		req := hookRequest{endpoint: endpoint, headerID: r.Header.Get(stdwebhook.HeaderID), start: time.Now()}
 		m.inFlight.Add(1)
 		defer func() {
 			m.inFlight.Add(-1)
@@ -112,7 +112,7 @@ func newMerchant(t *testing.T, endpoint int) *merchant {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return
 			}
-		} else if dup, err = webhook.Receive(r.Context(), m.db.DB, msg, apply); err != nil {
+		} else if dup, err = stdwebhook.Receive(r.Context(), m.db.DB, msg, apply); err != nil {
 			req.outcome = "failed"
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
@@ -177,12 +177,12 @@ func TestOutboxLongRun(t *testing.T) {
 		if err := json.Unmarshal(r.Body, &ep); err != nil || r.Status != 201 {
 			t.Fatalf("create endpoint: %d %s", r.Status, r.Body)
 		}
-		key, err := webhook.ParseSecret(ep.Secret)
+		key, err := stdwebhook.ParseSecret(ep.Secret)
 		if err != nil {
 			t.Fatal(err)
 		}
 		merchants[i].mu.Lock()
-		merchants[i].verifier = webhook.Verifier{Keys: []webhook.Key{key}}
+		merchants[i].verifier = stdwebhook.Verifier{Keys: []stdwebhook.Key{key}}
 		merchants[i].mu.Unlock()
 	}
 

@@ -17,7 +17,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout/psp"
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
@@ -74,7 +74,7 @@ func TestPSPDashboardCommands(t *testing.T) {
 	addr := addrOf(freePorts(t, 1)[0])
 	base := "http://" + addr
 	p := startTekrar(t, childEnv("DATABASE_URL="+dbURL, "TEKRAR_PSP_ADDR="+addr,
-		"TEKRAR_PSP_WEBHOOK_URL="+hooks.URL, "TEKRAR_PSP_WEBHOOK_SECRET="+webhook.NewSecret()), nil, "psp")
+		"TEKRAR_PSP_WEBHOOK_URL="+hooks.URL, "TEKRAR_PSP_WEBHOOK_SECRET="+stdwebhook.NewSecret()), nil, "psp")
 	waitUp(t, p, base, "/charges/none", 30*time.Second)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -22,7 +22,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout/psp"
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
@@ -46,7 +46,7 @@ func startWebhookStack(t *testing.T, pspArgs ...string) *webhookStack {
 func startWebhookStackWith(t *testing.T, serveEnv []string, pspArgs ...string) *webhookStack {
 	t.Helper()
 	dbURL := dbtest.NewURL(t)
-	s := &webhookStack{db: openDB(t, dbURL), dbURL: dbURL, secret: webhook.NewSecret()}
+	s := &webhookStack{db: openDB(t, dbURL), dbURL: dbURL, secret: stdwebhook.NewSecret()}
 	ports := freePorts(t, 3)
 	s.pspBase = "http://" + addrOf(ports[2])
 	s.bases = []string{"http://" + addrOf(ports[0]), "http://" + addrOf(ports[1])}
@@ -89,7 +89,7 @@ func TestWebhookStormOnTwoReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := webhook.ParseSecret(s.secret)
+	k, err := stdwebhook.ParseSecret(s.secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestWebhookStormOnTwoReplicas(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			req, _ := http.NewRequest("POST", s.bases[i%2]+"/webhooks/psp", bytes.NewReader(ev))
-			req.Header = webhook.Headers("evt_storm_"+ch.ID, time.Now(), ev, k)
+			req.Header = stdwebhook.Headers("evt_storm_"+ch.ID, time.Now(), ev, k)
 			resp, err := c.Do(req)
 			if err != nil {
 				outcomes[i] = err.Error()
@@ -459,12 +459,12 @@ func TestWebhookKilledWhileApplying(t *testing.T) {
 	t.Parallel()
 	dbURL := dbtest.NewURL(t)
 	db := openDB(t, dbURL)
-	secret := webhook.NewSecret()
+	secret := stdwebhook.NewSecret()
 	ports := freePorts(t, 2)
 	common := []string{"TEKRAR_LOG_LEVEL=warn", "TEKRAR_PSP_WEBHOOK_SECRET=" + secret}
 	doomed, baseA := startServe(t, dbURL, ports[0], append(common, "TEKRAR_CRASH_AT=inbox_before_commit", "TEKRAR_CRASH_RATE=1")...)
 	_, baseB := startServe(t, dbURL, ports[1], common...)
-	k, err := webhook.ParseSecret(secret)
+	k, err := stdwebhook.ParseSecret(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,7 +473,7 @@ func TestWebhookKilledWhileApplying(t *testing.T) {
 			Status: psp.StatusSucceeded, RefundedAmount: 300}})
 	post := func(base string) (int, error) {
 		req, _ := http.NewRequest("POST", base+"/webhooks/psp", bytes.NewReader(ev))
-		req.Header = webhook.Headers("evt_kill", time.Now(), ev, k)
+		req.Header = stdwebhook.Headers("evt_kill", time.Now(), ev, k)
 		resp, err := newHTTPClient().Do(req)
 		if err != nil {
 			return 0, err

@@ -31,8 +31,8 @@ import (
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/reconcile"
 	"github.com/tekrar/tekrar/checkout/settlement"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/checkout/sweeper"
-	"github.com/tekrar/tekrar/checkout/webhook"
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/metrics"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -141,9 +141,9 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		Hooks:         endpoints,
 	})
 	if cfg.PSPWebhookSecrets != "" {
-		var keys []webhook.Key
+		var keys []stdwebhook.Key
 		for _, secret := range strings.Split(cfg.PSPWebhookSecrets, ",") {
-			k, err := webhook.ParseSecret(strings.TrimSpace(secret))
+			k, err := stdwebhook.ParseSecret(strings.TrimSpace(secret))
 			if err != nil {
 				return nil, fmt.Errorf("TEKRAR_PSP_WEBHOOK_SECRET: %w", err)
 			}

@@ -22,7 +22,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 )
 
 // Set is a group of settings bound to one command's flags. The flags are pflag flags, so that
@@ -373,7 +373,7 @@ func (s *Set) WebhookSecrets(p *string, name, env, usage string) {
 	s.parse(name, env, "", usage, "whsec", func(v string) error {
 		if v != "" {
 			for _, secret := range strings.Split(v, ",") {
-				if _, err := webhook.ParseSecret(strings.TrimSpace(secret)); err != nil {
+				if _, err := stdwebhook.ParseSecret(strings.TrimSpace(secret)); err != nil {
 					return err
 				}
 			}

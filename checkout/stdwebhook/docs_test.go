@@ -1,4 +1,4 @@
-package webhook_test
+package stdwebhook_test
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
@@ -19,12 +19,12 @@ import (
 // line for line (docs/snippets_test.go checks), so that what merchants copy is compiled and
 // run (TestDocsReceiverAppliesOnce).
 func receiver(db *sql.DB, applyEvent func(tx *sql.Tx, body []byte) error) (*http.ServeMux, error) {
-	key, err := webhook.ParseSecret(os.Getenv("TEKRAR_WEBHOOK_SECRET")) // whsec_...
+	key, err := stdwebhook.ParseSecret(os.Getenv("TEKRAR_WEBHOOK_SECRET")) // whsec_...
 	if err != nil {
 		return nil, err
 	}
-	verifier := webhook.Verifier{Keys: []webhook.Key{key}} // two keys while you rotate
-	// once: db.Exec(webhook.ReceiptsTable)
+	verifier := stdwebhook.Verifier{Keys: []stdwebhook.Key{key}} // two keys while you rotate
+	// once: db.Exec(stdwebhook.ReceiptsTable)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/tekrar-webhooks", func(w http.ResponseWriter, r *http.Request) {
@@ -38,7 +38,7 @@ func receiver(db *sql.DB, applyEvent func(tx *sql.Tx, body []byte) error) (*http
 			http.Error(w, "bad signature", http.StatusBadRequest) // not from tekrar: not retried usefully
 			return
 		}
-		_, err = webhook.Receive(r.Context(), db, msg, func(tx *sql.Tx) error {
+		_, err = stdwebhook.Receive(r.Context(), db, msg, func(tx *sql.Tx) error {
 			return applyEvent(tx, body) // your effect, in the same transaction as the receipt
 		})
 		if err != nil {
@@ -54,11 +54,11 @@ func receiver(db *sql.DB, applyEvent func(tx *sql.Tx, body []byte) error) (*http
 // signed event delivered twice is applied once and answered 204 both times; a message signed
 // under another secret is refused and applies nothing.
 func TestDocsReceiverAppliesOnce(t *testing.T) {
-	secret := webhook.NewSecret()
+	secret := stdwebhook.NewSecret()
 	t.Setenv("TEKRAR_WEBHOOK_SECRET", secret)
 	d := dbtest.New(t).DB
 	ctx := context.Background()
-	for _, s := range []string{webhook.ReceiptsTable, `CREATE TABLE events (body text NOT NULL)`} {
+	for _, s := range []string{stdwebhook.ReceiptsTable, `CREATE TABLE events (body text NOT NULL)`} {
 		if _, err := d.ExecContext(ctx, s); err != nil {
 			t.Fatal(err)
 		}
@@ -72,13 +72,13 @@ func TestDocsReceiverAppliesOnce(t *testing.T) {
 	}
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	key, _ := webhook.ParseSecret(secret)
-	other, _ := webhook.ParseSecret(webhook.NewSecret())
-	deliver := func(k webhook.Key, id string) int {
+	key, _ := stdwebhook.ParseSecret(secret)
+	other, _ := stdwebhook.ParseSecret(stdwebhook.NewSecret())
+	deliver := func(k stdwebhook.Key, id string) int {
 		t.Helper()
 		body := []byte(`{"type":"order.paid","data":{"id":"ord_1"}}`)
 		req, _ := http.NewRequest("POST", srv.URL+"/tekrar-webhooks", bytes.NewReader(body))
-		for name, v := range webhook.Headers(id, time.Now(), body, k) {
+		for name, v := range stdwebhook.Headers(id, time.Now(), body, k) {
 			req.Header[name] = v
 		}
 		resp, err := http.DefaultClient.Do(req)

@@ -1,4 +1,4 @@
-package webhook_test
+package stdwebhook_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/tekrar/tekrar/checkout/webhook"
+	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { os.Exit(dbtest.Main(m)) }
 func TestReceiveAppliesOnce(t *testing.T) {
 	d := dbtest.New(t).DB
 	ctx := context.Background()
-	for _, s := range []string{webhook.ReceiptsTable, `CREATE TABLE paid_orders (order_id text PRIMARY KEY)`} {
+	for _, s := range []string{stdwebhook.ReceiptsTable, `CREATE TABLE paid_orders (order_id text PRIMARY KEY)`} {
 		if _, err := d.ExecContext(ctx, s); err != nil {
 			t.Fatal(err)
 		}
@@ -35,7 +35,7 @@ func TestReceiveAppliesOnce(t *testing.T) {
 	var dups atomic.Int64
 	for range 20 {
 		wg.Go(func() {
-			dup, err := webhook.Receive(ctx, d, webhook.Message{ID: "evt_1"}, apply)
+			dup, err := stdwebhook.Receive(ctx, d, stdwebhook.Message{ID: "evt_1"}, apply)
 			if err != nil {
 				t.Error(err)
 			}
@@ -50,10 +50,10 @@ func TestReceiveAppliesOnce(t *testing.T) {
 	}
 
 	boom := errors.New("the merchant's database said no")
-	if _, err := webhook.Receive(ctx, d, webhook.Message{ID: "evt_2"}, func(*sql.Tx) error { return boom }); !errors.Is(err, boom) {
+	if _, err := stdwebhook.Receive(ctx, d, stdwebhook.Message{ID: "evt_2"}, func(*sql.Tx) error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("a failed apply: %v", err)
 	}
-	dup, err := webhook.Receive(ctx, d, webhook.Message{ID: "evt_2"}, func(*sql.Tx) error { return nil })
+	dup, err := stdwebhook.Receive(ctx, d, stdwebhook.Message{ID: "evt_2"}, func(*sql.Tx) error { return nil })
 	if err != nil || dup {
 		t.Fatalf("the retry after a failed apply: duplicate=%v %v", dup, err)
 	}

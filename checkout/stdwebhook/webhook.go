@@ -1,4 +1,4 @@
-// Package webhook signs and verifies webhooks in the Standard Webhooks format
+// Package stdwebhook signs and verifies webhooks in the Standard Webhooks format
 // (https://www.standardwebhooks.com): a message id, a Unix timestamp and the raw body, signed
 // with HMAC-SHA256 under a shared secret, in three headers:
 //
@@ -19,7 +19,7 @@
 //
 // tekrar uses it both ways: to check what its payment provider sends (the provider inbox)
 // and to sign what it sends merchants (checkout/hooks).
-package webhook
+package stdwebhook
 
 import (
 	"crypto/hmac"
