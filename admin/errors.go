@@ -11,7 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/checkout/inbox"
 	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/server"
@@ -57,8 +57,8 @@ var missing = []struct {
 	{checkout.ErrOrderNotFound, noSuchOrder},
 	{checkout.ErrKeyNotFound, noSuchKey},
 	{ErrNoOperator, noSuchOperator},
-	{hooks.ErrEndpointNotFound, "There is no such webhook endpoint."},
-	{hooks.ErrDeliveryNotFound, "There is no such webhook delivery."},
+	{deliveries.ErrEndpointNotFound, "There is no such webhook endpoint."},
+	{deliveries.ErrDeliveryNotFound, "There is no such webhook delivery."},
 	{inbox.ErrDeadLetterNotFound, "There is no such dead letter."},
 }
 

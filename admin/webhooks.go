@@ -13,7 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/views"
 )
 
@@ -25,18 +25,18 @@ import (
 // ActionRedeliverWebhook is a redelivery in the audit log.
 const ActionRedeliverWebhook = "redeliver_webhook"
 
-// Redeliverer queues a redelivery in tx (hooks.Redeliver over the process's River client).
+// Redeliverer queues a redelivery in tx (deliveries.Redeliver over the process's River client).
 type Redeliverer func(ctx context.Context, tx *sql.Tx, deliveryID int64, nonce string) error
 
 func deliveryTarget(id int64) string { return "webhook_delivery:" + strconv.FormatInt(id, 10) }
 
 func (a *console) webhooks(c *gin.Context) error {
 	ctx := c.Request.Context()
-	es, err := hooks.ConsoleEndpoints(ctx, a.DB)
+	es, err := deliveries.ConsoleEndpoints(ctx, a.DB)
 	if err != nil {
 		return err
 	}
-	dead, err := hooks.DeadDeliveries(ctx, a.DB)
+	dead, err := deliveries.DeadDeliveries(ctx, a.DB)
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func (a *console) webhooks(c *gin.Context) error {
 }
 
 func (a *console) webhookEndpoint(c *gin.Context) error {
-	e, ds, err := hooks.ConsoleEndpoint(c.Request.Context(), a.DB, c.Param("id"))
+	e, ds, err := deliveries.ConsoleEndpoint(c.Request.Context(), a.DB, c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func (a *console) webhookEndpoint(c *gin.Context) error {
 		Endpoint: endpointLine(e), Deliveries: deliveryLines(c, ds)}))
 }
 
-func endpointLine(e hooks.EndpointSummary) views.WebhookEndpointLine {
+func endpointLine(e deliveries.EndpointSummary) views.WebhookEndpointLine {
 	l := views.WebhookEndpointLine{ID: e.ID, Href: "/admin/webhooks/" + e.ID, Client: fmt.Sprintf("%s (%d)", e.ClientName, e.ClientID),
 		URL: e.URL, Types: strings.Join(e.EventTypes, ", "), State: "enabled", Created: e.CreatedAt,
 		Pending: e.Pending, Succeeded: e.Succeeded, Dead: e.Dead}
@@ -77,7 +77,7 @@ func endpointLine(e hooks.EndpointSummary) views.WebhookEndpointLine {
 	return l
 }
 
-func deliveryLines(c *gin.Context, ds []hooks.DeliveryLine) []views.WebhookDeliveryLine {
+func deliveryLines(c *gin.Context, ds []deliveries.DeliveryLine) []views.WebhookDeliveryLine {
 	out := make([]views.WebhookDeliveryLine, 0, len(ds))
 	canAct := session(c).Operator.CanAct()
 	for _, d := range ds {
@@ -127,12 +127,12 @@ func redeliverHref(id int64) string {
 	return "/admin/webhooks/deliveries/" + strconv.FormatInt(id, 10) + "/redeliver"
 }
 
-func (a *console) deliveryParam(c *gin.Context) (hooks.DeliveryLine, error) {
+func (a *console) deliveryParam(c *gin.Context) (deliveries.DeliveryLine, error) {
 	id, err := strconv.ParseInt(c.Param("delivery"), 10, 64)
 	if err != nil || id <= 0 {
-		return hooks.DeliveryLine{}, hooks.ErrDeliveryNotFound
+		return deliveries.DeliveryLine{}, deliveries.ErrDeliveryNotFound
 	}
-	return hooks.GetDelivery(c.Request.Context(), a.DB, id)
+	return deliveries.GetDelivery(c.Request.Context(), a.DB, id)
 }
 
 func (a *console) redeliverForm(c *gin.Context) error {
@@ -143,7 +143,7 @@ func (a *console) redeliverForm(c *gin.Context) error {
 	return a.render(c, http.StatusOK, redeliverPage(c, d, "", a.Redeliver != nil))
 }
 
-func redeliverPage(c *gin.Context, d hooks.DeliveryLine, errText string, available bool) templ.Component {
+func redeliverPage(c *gin.Context, d deliveries.DeliveryLine, errText string, available bool) templ.Component {
 	v := views.ConfirmView{
 		Nav:   nav(c, "Webhooks"),
 		Title: "Redeliver a webhook",

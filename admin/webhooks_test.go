@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/tekrar/tekrar/admin"
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/config"
@@ -24,7 +24,7 @@ import (
 // queues one job, and that job sends the same webhook-id again.
 func TestRedeliverADeadWebhook(t *testing.T) {
 	e := apptest.New(t, func(c *config.Server) {
-		c.SecretsKey = hooks.NewSecretsKey()
+		c.SecretsKey = deliveries.NewSecretsKey()
 		c.WebhooksAllowLoopback = true
 	})
 	var up atomic.Bool
@@ -54,16 +54,16 @@ func TestRedeliverADeadWebhook(t *testing.T) {
 	}
 	ev := outbox.Event{ID: "evt_0123456789abcdef0123456789abcdef", Type: outbox.OrderPaid, ClientID: e.ClientID,
 		CreatedAt: time.Now().Add(-4 * 24 * time.Hour), Payload: []byte(`{"order":"ord_x"}`)}
-	dids, err := hooks.CreateDeliveries(ctx, tx, ev)
+	dids, err := deliveries.CreateDeliveries(ctx, tx, ev)
 	if err != nil || len(dids) != 1 {
 		t.Fatalf("fan-out: %v %v", dids, err)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	sealer, _ := hooks.NewSealer(e.Config.SecretsKey)
-	d := &hooks.Deliverer{DB: e.DB, Sealer: sealer, Client: hooks.NewHTTPClient(hooks.Policy{AllowLoopback: true}, time.Second)}
-	if out, err := d.Attempt(ctx, dids[0], false); err != nil || out.State != hooks.StateDead {
+	sealer, _ := deliveries.NewSealer(e.Config.SecretsKey)
+	d := &deliveries.Deliverer{DB: e.DB, Sealer: sealer, Client: deliveries.NewHTTPClient(deliveries.Policy{AllowLoopback: true}, time.Second)}
+	if out, err := d.Attempt(ctx, dids[0], false); err != nil || out.State != deliveries.StateDead {
 		t.Fatalf("an attempt past the horizon: %+v %v", out, err)
 	}
 
@@ -96,7 +96,7 @@ func TestRedeliverADeadWebhook(t *testing.T) {
 	}
 	// What the job does, with the endpoint back up.
 	up.Store(true)
-	if out, err := d.Attempt(ctx, dids[0], true); err != nil || out.State != hooks.StateSucceeded {
+	if out, err := d.Attempt(ctx, dids[0], true); err != nil || out.State != deliveries.StateSucceeded {
 		t.Fatalf("the redelivery: %+v %v", out, err)
 	}
 	mu.Lock()

@@ -76,6 +76,6 @@ func ValidationFailed(errs []FieldError) *problem.Problem {
 		With("errors", errs).Advised()
 }
 
-// FieldError is one invalid field of a request: the type checkout/hooks shares (see
+// FieldError is one invalid field of a request: the type checkout/deliveries shares (see
 // package fields for why it lives there).
 type FieldError = fields.Error

@@ -10,7 +10,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/clients"
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/internal/server"
 )
 
@@ -21,13 +21,13 @@ type Deps struct {
 	Service       *checkout.Service
 	MaxBodyBytes  int64
 	// Hooks keeps the client's webhook endpoints.
-	Hooks *hooks.Store
+	Hooks *deliveries.Store
 }
 
 type handlers struct {
 	logger  *slog.Logger
 	svc     *checkout.Service
-	hooks   *hooks.Store
+	hooks   *deliveries.Store
 	maxBody int64
 }
 

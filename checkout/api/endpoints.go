@@ -8,7 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/internal/problem"
 	"github.com/tekrar/tekrar/internal/server"
 )
@@ -25,7 +25,7 @@ func (a *handlers) createEndpoint(c *gin.Context) {
 		server.Abort(c, p)
 		return
 	}
-	var in hooks.EndpointInput
+	var in deliveries.EndpointInput
 	if p := decodeStrict(body, &in); p != nil {
 		server.Abort(c, p)
 		return
@@ -72,7 +72,7 @@ type rotateInput struct {
 }
 
 func (a *handlers) rotateEndpointSecret(c *gin.Context) {
-	overlap := hooks.DefaultOverlap
+	overlap := deliveries.DefaultOverlap
 	if c.Request.ContentLength != 0 {
 		body, p := readJSON(c.Request, a.maxBody)
 		if p != nil {
@@ -85,7 +85,7 @@ func (a *handlers) rotateEndpointSecret(c *gin.Context) {
 			return
 		}
 		if in.OverlapSeconds != nil {
-			if *in.OverlapSeconds < 0 || *in.OverlapSeconds > int64(hooks.MaxOverlap/time.Second) {
+			if *in.OverlapSeconds < 0 || *in.OverlapSeconds > int64(deliveries.MaxOverlap/time.Second) {
 				server.Abort(c, invalid([]checkout.FieldError{{Field: "overlap_seconds", Message: "must be 0 to 604800 (seven days)"}}))
 				return
 			}
@@ -107,13 +107,13 @@ func invalid(errs []checkout.FieldError) *problem.Problem {
 }
 
 func (a *handlers) failEndpoint(c *gin.Context, err error) {
-	var bad hooks.InvalidError
+	var bad deliveries.InvalidError
 	switch {
 	case errors.As(err, &bad):
 		server.Abort(c, invalid(bad))
-	case errors.Is(err, hooks.ErrEndpointNotFound):
+	case errors.Is(err, deliveries.ErrEndpointNotFound):
 		server.Abort(c, problem.Of(problem.CodeWebhookEndpointNotFound))
-	case errors.Is(err, hooks.ErrNoSecretsKey):
+	case errors.Is(err, deliveries.ErrNoSecretsKey):
 		server.Abort(c, problem.Of(problem.CodeWebhookSecretsKeyMissing))
 	default:
 		a.failRead(c, err)

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/config"
 )
@@ -28,7 +28,7 @@ func decodeEndpoint(t *testing.T, r apptest.Response) endpointBody {
 	return e
 }
 
-func withSecretsKey(c *config.Server) { c.SecretsKey = hooks.NewSecretsKey() }
+func withSecretsKey(c *config.Server) { c.SecretsKey = deliveries.NewSecretsKey() }
 
 // The endpoints API: create shows the secret once, reads never do; rotation shows the new
 // one and reports the overlap; another client sees none of it (404); delete ends it.
@@ -38,7 +38,7 @@ func TestWebhookEndpointsAPI(t *testing.T) {
 	created := e.Do(t, "POST", "/v1/webhook-endpoints", e.Secret, []byte(`{"url":"`+url+`","event_types":["order.paid","order.refunded"]}`),
 		"Content-Type", "application/json")
 	ep := decodeEndpoint(t, created)
-	if created.Status != 201 || !hooks.ValidEndpointID(ep.ID) || !strings.HasPrefix(ep.Secret, "whsec_") || ep.Status != "enabled" ||
+	if created.Status != 201 || !deliveries.ValidEndpointID(ep.ID) || !strings.HasPrefix(ep.Secret, "whsec_") || ep.Status != "enabled" ||
 		ep.URL != url || created.Header.Get("Location") != "/v1/webhook-endpoints/"+ep.ID {
 		t.Fatalf("create: %d %s", created.Status, created.Body)
 	}

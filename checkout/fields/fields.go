@@ -1,5 +1,5 @@
 // Package fields holds the one type of an invalid field of a request, shared by checkout
-// (orders, carts, sales) and checkout/hooks (webhook endpoints). It is its own package, and
+// (orders, carts, sales) and checkout/deliveries (webhook endpoints). It is its own package, and
 // imports nothing, because neither of the two imports the other: hooks is the webhooks-out
 // side (its tables, deliveries and SSRF policy), called by checkout/api and the console,
 // and it should not take the whole checkout domain (providers, stock, refunds) for one

@@ -18,7 +18,7 @@
 // schedule and every event's payload. It depends on nothing but the standard library.
 //
 // tekrar uses it both ways: to check what its payment provider sends (the provider inbox)
-// and to sign what it sends merchants (checkout/hooks).
+// and to sign what it sends merchants (checkout/deliveries).
 package stdwebhook
 
 import (

@@ -16,7 +16,7 @@ import (
 
 	"github.com/tekrar/tekrar/admin"
 	"github.com/tekrar/tekrar/checkout/clients"
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/internal/app"
 	"github.com/tekrar/tekrar/internal/config"
 	"github.com/tekrar/tekrar/internal/db"
@@ -240,7 +240,7 @@ func devSecretsKey(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("dev secrets key: %w", err)
 	}
-	key := hooks.NewSecretsKey()
+	key := deliveries.NewSecretsKey()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return devSecretsKey(dir) // another dev made it first

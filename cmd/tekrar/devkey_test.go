@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 )
 
 // dev makes its secrets key once and keeps it: the second start reads the same key (the
@@ -16,7 +16,7 @@ func TestDevSecretsKeyIsMadeOnceAndKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, err := hooks.NewSealer(first); err != nil || s == nil {
+	if s, err := deliveries.NewSealer(first); err != nil || s == nil {
 		t.Fatalf("the dev key does not make a sealer: %v", err)
 	}
 	again, err := devSecretsKey(dir)

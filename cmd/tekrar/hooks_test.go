@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
@@ -26,7 +26,7 @@ func TestWebhookDeliveryKilledMidAttempt(t *testing.T) {
 	dbURL := dbtest.NewURL(t)
 	db := openDB(t, dbURL)
 	env := []string{"TEKRAR_LOG_LEVEL=warn", "TEKRAR_OUTBOX_POLL=20ms", "TEKRAR_OUTBOX_RESCUE_AFTER=25s",
-		"TEKRAR_SECRETS_KEY=" + hooks.NewSecretsKey(), "TEKRAR_WEBHOOKS_ALLOW_LOOPBACK=true"}
+		"TEKRAR_SECRETS_KEY=" + deliveries.NewSecretsKey(), "TEKRAR_WEBHOOKS_ALLOW_LOOPBACK=true"}
 	port := freePorts(t, 1)[0]
 	p, base := startServe(t, dbURL, port, env...)
 	secret := newClientSecret(t, dbURL, "hooks app")

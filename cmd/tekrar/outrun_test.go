@@ -25,7 +25,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/checkout/receipts/receiptstest"
 	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/dbtest"
@@ -154,7 +154,7 @@ func TestOutboxLongRun(t *testing.T) {
 	mbox := receiptstest.New(t, "", "")
 	env := []string{"TEKRAR_LOG_LEVEL=warn", "TEKRAR_OUTBOX_POLL=20ms", "TEKRAR_OUTBOX_RESCUE_AFTER=22s",
 		"TEKRAR_LEASE=2s", "TEKRAR_COMPLETER_INTERVAL=500ms", "TEKRAR_COMPLETER_GRACE=1s",
-		"TEKRAR_SECRETS_KEY=" + hooks.NewSecretsKey(), "TEKRAR_WEBHOOKS_ALLOW_LOOPBACK=true",
+		"TEKRAR_SECRETS_KEY=" + deliveries.NewSecretsKey(), "TEKRAR_WEBHOOKS_ALLOW_LOOPBACK=true",
 		"TEKRAR_WEBHOOK_RETRY_BASE=200ms", "TEKRAR_SMTP_URL=smtp://" + mbox.Server.Addr()}
 	ports := freePorts(t, 2)
 	procs := make([]*proc, 2)
@@ -441,7 +441,7 @@ func TestOutboxLongRun(t *testing.T) {
 				continue
 			}
 			prev := rs[j-1]
-			if (prev.outcome == "applied-hung" || prev.outcome == "duplicate-hung") && prev.end.Sub(prev.start) >= hooks.AttemptTimeout-time.Second {
+			if (prev.outcome == "applied-hung" || prev.outcome == "duplicate-hung") && prev.end.Sub(prev.start) >= deliveries.AttemptTimeout-time.Second {
 				dupAfterTimeout++
 			} else {
 				dupAfterCrash++

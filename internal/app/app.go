@@ -25,7 +25,7 @@ import (
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/api"
 	"github.com/tekrar/tekrar/checkout/clients"
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/checkout/inbox"
 	"github.com/tekrar/tekrar/checkout/installments"
 	"github.com/tekrar/tekrar/checkout/psp"
@@ -124,15 +124,15 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		ObserveSales: m.Sales,
 	}, logger)
 	in := inbox.New(db, svc, inbox.Config{Now: o.now, Crash: o.crash}, logger)
-	sealer, err := hooks.NewSealer(cfg.SecretsKey)
+	sealer, err := deliveries.NewSealer(cfg.SecretsKey)
 	if err != nil {
 		return nil, fmt.Errorf("TEKRAR_SECRETS_KEY: %w", err)
 	}
 	if sealer == nil {
 		logger.Warn("TEKRAR_SECRETS_KEY is not set: client webhook endpoints cannot be created (503 webhook_secrets_key_missing)")
 	}
-	policy := hooks.Policy{AllowLoopback: cfg.WebhooksAllowLoopback}
-	endpoints := &hooks.Store{DB: db, Sealer: sealer, Policy: policy, Now: o.now}
+	policy := deliveries.Policy{AllowLoopback: cfg.WebhooksAllowLoopback}
+	endpoints := &deliveries.Store{DB: db, Sealer: sealer, Policy: policy, Now: o.now}
 	api.Register(e.Group("/v1"), api.Deps{
 		Logger:        logger,
 		Authenticator: clients.NewAuthenticator(db, cfg.AuthCacheTTL),
@@ -152,13 +152,13 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		e.POST("/webhooks/psp", api.ProviderInbox(in, keys, logger))
 	}
 	var rc *river.Client[*sql.Tx] // made below, once every consumer is known
-	deliverer := &hooks.Deliverer{DB: db, Sealer: sealer, Logger: logger,
-		Client: hooks.NewHTTPClient(policy, hooks.AttemptTimeout), Now: o.now, FirstRetry: cfg.WebhookRetryBase,
+	deliverer := &deliveries.Deliverer{DB: db, Sealer: sealer, Logger: logger,
+		Client: deliveries.NewHTTPClient(policy, deliveries.AttemptTimeout), Now: o.now, FirstRetry: cfg.WebhookRetryBase,
 		Observe: m.Delivery}
-	deliveries := Consumer{ // client webhooks: the fan-out, and the delivery jobs on their own queue
-		Handler:    hooks.Handler{},
-		AddWorkers: func(w *river.Workers) { hooks.AddWorkers(w, deliverer) },
-		Queues:     map[string]river.QueueConfig{hooks.Queue: {MaxWorkers: 20}},
+	outgoing := Consumer{ // client webhooks: the fan-out, and the delivery jobs on their own queue
+		Handler:    deliveries.Handler{},
+		AddWorkers: func(w *river.Workers) { deliveries.AddWorkers(w, deliverer) },
+		Queues:     map[string]river.QueueConfig{deliveries.Queue: {MaxWorkers: 20}},
 	}
 	sweepCfg := SweepConfig(cfg, o.now)
 	sweepCfg.Observe = m.Sweep
@@ -177,7 +177,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	consoleNotFound := admin.Register(e.Group("/admin"), admin.Deps{DB: db, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now,
 		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc, Inbox: in, Tasks: sched.Tasks(),
 		Redeliver: func(ctx context.Context, tx *sql.Tx, id int64, nonce string) error {
-			return hooks.Redeliver(ctx, tx, rc, id, nonce)
+			return deliveries.Redeliver(ctx, tx, rc, id, nonce)
 		}})
 	completer := svc.NewCompleter(checkout.CompleterConfig{
 		Interval:       cfg.CompleterInterval,
@@ -187,7 +187,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	m.Completer(completer.Totals)
 	e.GET("/readyz/completer", func(c *gin.Context) { c.JSON(http.StatusOK, completer.Totals()) })
 	e.NoRoute(notFound(consoleNotFound))
-	rc, err = newRiver(cfg, db.DB, logger, append(append(consumers(cfg, db.DB, logger), deliveries, scheduleConsumer(sched)), o.consumers...))
+	rc, err = newRiver(cfg, db.DB, logger, append(append(consumers(cfg, db.DB, logger), outgoing, scheduleConsumer(sched)), o.consumers...))
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/tekrar/tekrar/checkout"
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/checkout/sweeper"
 )
 
@@ -44,16 +44,16 @@ func (m *Metrics) Sweep(res sweeper.Result, err error) {
 	m.swept.WithLabelValues("events_deleted").Add(float64(res.EventsDeleted))
 }
 
-// Delivery counts one client webhook delivery attempt (hooks.Deliverer.Observe).
-func (m *Metrics) Delivery(out hooks.Outcome, err error) {
+// Delivery counts one client webhook delivery attempt (deliveries.Deliverer.Observe).
+func (m *Metrics) Delivery(out deliveries.Outcome, err error) {
 	outcome := "error" // tekrar's own failure (the database): River retries the job
 	switch {
 	case err != nil:
 	case !out.Attempted:
 		outcome = "skipped"
-	case out.State == hooks.StateSucceeded:
+	case out.State == deliveries.StateSucceeded:
 		outcome = "succeeded"
-	case out.State == hooks.StatePending:
+	case out.State == deliveries.StatePending:
 		outcome = "retry"
 	default:
 		outcome = "dead"

@@ -1,4 +1,4 @@
-package hooks_test
+package deliveries_test
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/stdwebhook"
 )
@@ -19,13 +19,13 @@ func TestAnotherClientsEndpointIsNotFound(t *testing.T) {
 	ctx := context.Background()
 	a, b := f.client(t, "a"), f.client(t, "b")
 	e := f.endpoint(t, a, "https://93.184.215.14/hooks")
-	if _, err := f.store.Get(ctx, b, e.ID); !errors.Is(err, hooks.ErrEndpointNotFound) {
+	if _, err := f.store.Get(ctx, b, e.ID); !errors.Is(err, deliveries.ErrEndpointNotFound) {
 		t.Errorf("get: %v", err)
 	}
-	if _, err := f.store.RotateSecret(ctx, b, e.ID, time.Hour); !errors.Is(err, hooks.ErrEndpointNotFound) {
+	if _, err := f.store.RotateSecret(ctx, b, e.ID, time.Hour); !errors.Is(err, deliveries.ErrEndpointNotFound) {
 		t.Errorf("rotate: %v", err)
 	}
-	if err := f.store.Delete(ctx, b, e.ID); !errors.Is(err, hooks.ErrEndpointNotFound) {
+	if err := f.store.Delete(ctx, b, e.ID); !errors.Is(err, deliveries.ErrEndpointNotFound) {
 		t.Errorf("delete: %v", err)
 	}
 	if l, err := f.store.List(ctx, b); err != nil || len(l) != 0 {
@@ -37,7 +37,7 @@ func TestAnotherClientsEndpointIsNotFound(t *testing.T) {
 	if err := f.store.Delete(ctx, a, e.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.Get(ctx, a, e.ID); !errors.Is(err, hooks.ErrEndpointNotFound) {
+	if _, err := f.store.Get(ctx, a, e.ID); !errors.Is(err, deliveries.ErrEndpointNotFound) {
 		t.Errorf("get after delete: %v", err)
 	}
 }
@@ -65,12 +65,12 @@ func TestSecretsAreSealedAtRest(t *testing.T) {
 	if _, err := f.store.Sealer.Open(sealed, e.InternalID+1); err == nil {
 		t.Fatal("a sealed secret opened for another endpoint")
 	}
-	other, _ := hooks.NewSealer(hooks.NewSecretsKey())
+	other, _ := deliveries.NewSealer(deliveries.NewSecretsKey())
 	if _, err := other.Open(sealed, e.InternalID); err == nil {
 		t.Fatal("a sealed secret opened under another key")
 	}
-	noKey := &hooks.Store{DB: f.db}
-	if _, err := noKey.Create(context.Background(), client, hooks.EndpointInput{URL: "https://93.184.215.14/", EventTypes: []string{"order.paid"}}); !errors.Is(err, hooks.ErrNoSecretsKey) {
+	noKey := &deliveries.Store{DB: f.db}
+	if _, err := noKey.Create(context.Background(), client, deliveries.EndpointInput{URL: "https://93.184.215.14/", EventTypes: []string{"order.paid"}}); !errors.Is(err, deliveries.ErrNoSecretsKey) {
 		t.Fatalf("create without a secrets key: %v", err)
 	}
 }
@@ -86,7 +86,7 @@ func TestEndpointsSubscribeToEveryOutboxType(t *testing.T) {
 		f.event(t, client, typ, i)
 	}
 	for _, tc := range []struct {
-		e    hooks.Endpoint
+		e    deliveries.Endpoint
 		want []string
 	}{
 		{all, outbox.Types},

@@ -1,4 +1,4 @@
-package hooks
+package deliveries
 
 // The package's SQL, next to the tables of migration 00020 it owns.
 

@@ -1,4 +1,4 @@
-package hooks_test
+package deliveries_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 )
 
 // In production only https to a public address is accepted; tekrar dev's policy also
@@ -49,10 +49,10 @@ func TestEndpointURLPolicy(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range cases {
 		t.Run(c.url, func(t *testing.T) {
-			if err := (hooks.Policy{}).CheckURL(ctx, c.url); (err == nil) != c.production {
+			if err := (deliveries.Policy{}).CheckURL(ctx, c.url); (err == nil) != c.production {
 				t.Errorf("production: %v, want accepted=%v", err, c.production)
 			}
-			if err := (hooks.Policy{AllowLoopback: true}).CheckURL(ctx, c.url); (err == nil) != c.dev {
+			if err := (deliveries.Policy{AllowLoopback: true}).CheckURL(ctx, c.url); (err == nil) != c.dev {
 				t.Errorf("dev: %v, want accepted=%v", err, c.dev)
 			}
 		})
@@ -67,12 +67,12 @@ func TestDialRefusesForbiddenAddresses(t *testing.T) {
 	defer srv.Close()
 	port := srv.URL[strings.LastIndex(srv.URL, ":"):]
 	for _, u := range []string{"http://localhost" + port, srv.URL, "http://[::ffff:127.0.0.1]" + port} {
-		_, err := hooks.NewHTTPClient(hooks.Policy{}, time.Second).Get(u)
-		if !errors.Is(err, hooks.ErrForbiddenDestination) {
-			t.Errorf("production GET %s: %v, want %v", u, err, hooks.ErrForbiddenDestination)
+		_, err := deliveries.NewHTTPClient(deliveries.Policy{}, time.Second).Get(u)
+		if !errors.Is(err, deliveries.ErrForbiddenDestination) {
+			t.Errorf("production GET %s: %v, want %v", u, err, deliveries.ErrForbiddenDestination)
 		}
 	}
-	resp, err := hooks.NewHTTPClient(hooks.Policy{AllowLoopback: true}, time.Second).Get("http://localhost" + port)
+	resp, err := deliveries.NewHTTPClient(deliveries.Policy{AllowLoopback: true}, time.Second).Get("http://localhost" + port)
 	if err != nil {
 		t.Fatalf("dev GET localhost: %v", err)
 	}
@@ -80,7 +80,7 @@ func TestDialRefusesForbiddenAddresses(t *testing.T) {
 	// Redirects are not followed: a 3xx is the attempt's answer.
 	redirect := httptest.NewServer(http.RedirectHandler("http://169.254.169.254/", http.StatusFound))
 	defer redirect.Close()
-	resp, err = hooks.NewHTTPClient(hooks.Policy{AllowLoopback: true}, time.Second).Post(redirect.URL, "application/json", nil)
+	resp, err = deliveries.NewHTTPClient(deliveries.Policy{AllowLoopback: true}, time.Second).Post(redirect.URL, "application/json", nil)
 	if err != nil || resp.StatusCode != http.StatusFound {
 		t.Fatalf("a redirect: %v %v", resp, err)
 	}
@@ -89,7 +89,7 @@ func TestDialRefusesForbiddenAddresses(t *testing.T) {
 
 func TestCheckAddrPrivateRanges(t *testing.T) {
 	for _, a := range []string{"10.1.2.3", "169.254.169.254", "fd12::1", "::1", "127.0.0.1", "198.18.0.1", "fe80::abcd"} {
-		if err := (hooks.Policy{}).CheckAddr(netip.MustParseAddr(a)); !errors.Is(err, hooks.ErrForbiddenDestination) {
+		if err := (deliveries.Policy{}).CheckAddr(netip.MustParseAddr(a)); !errors.Is(err, deliveries.ErrForbiddenDestination) {
 			t.Errorf("%s: %v", a, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package hooks_test
+package deliveries_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/stdwebhook"
 )
@@ -47,7 +47,7 @@ func TestEveryEventDeliveredOnce(t *testing.T) {
 		t.Fatalf("%d deliveries, want one per subscribed event (%d)", len(states), len(events))
 	}
 	for i, s := range states {
-		if s != hooks.StateSucceeded {
+		if s != deliveries.StateSucceeded {
 			t.Errorf("delivery %d is %s", i, s)
 		}
 	}
@@ -122,11 +122,11 @@ func TestRetriedUntilTheHorizonThenDeadAndDisabled(t *testing.T) {
 	if err := f.db.Get(&d, `SELECT state, attempts, finished_at, next_attempt_at FROM webhook_deliveries WHERE event_id = $1`, ev.ID); err != nil {
 		t.Fatal(err)
 	}
-	if d.State != hooks.StateDead || d.Finished == nil || d.Next != nil {
+	if d.State != deliveries.StateDead || d.Finished == nil || d.Next != nil {
 		t.Fatalf("delivery after the horizon: %+v", d)
 	}
-	if got := d.Finished.Sub(start); got != hooks.Horizon {
-		t.Errorf("dead %s after the event, want the horizon, %s", got, hooks.Horizon)
+	if got := d.Finished.Sub(start); got != deliveries.Horizon {
+		t.Errorf("dead %s after the event, want the horizon, %s", got, deliveries.Horizon)
 	}
 	t.Logf("%d attempts over the horizon", d.Attempts)
 	// 30s doubling to 6h, then every 6h, over 72h: 22 attempts with the jitter at its middle.
@@ -177,7 +177,7 @@ func TestEndpointThatSucceededMeanwhileStaysEnabled(t *testing.T) {
 	if err := f.db.Select(&states, `SELECT state FROM webhook_deliveries ORDER BY id`); err != nil {
 		t.Fatal(err)
 	}
-	if len(states) != 2 || states[0] != hooks.StateDead || states[1] != hooks.StateSucceeded {
+	if len(states) != 2 || states[0] != deliveries.StateDead || states[1] != deliveries.StateSucceeded {
 		t.Fatalf("deliveries %v, want dead and succeeded", states)
 	}
 	got, err := f.store.Get(context.Background(), client, e.ID)

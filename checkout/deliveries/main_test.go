@@ -1,4 +1,4 @@
-package hooks_test
+package deliveries_test
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package hooks_test
+package deliveries_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/checkout/outbox"
 )
 
@@ -42,10 +42,10 @@ func TestDeliveredThroughTheOutbox(t *testing.T) {
 		ids = append(ids, ev.ID)
 	}
 	workers := river.NewWorkers()
-	outbox.AddWorkers(workers, f.db.DB, hooks.Handler{})
-	hooks.AddWorkers(workers, f.deliverer)
+	outbox.AddWorkers(workers, f.db.DB, deliveries.Handler{})
+	deliveries.AddWorkers(workers, f.deliverer)
 	rc, err := outbox.NewClient(f.db.DB, workers, outbox.Config{PollInterval: 20 * time.Millisecond,
-		Queues: map[string]river.QueueConfig{hooks.Queue: {MaxWorkers: 4}}})
+		Queues: map[string]river.QueueConfig{deliveries.Queue: {MaxWorkers: 4}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestDeliveredThroughTheOutbox(t *testing.T) {
 	for delivered < len(ids) {
 		select {
 		case ev := <-completed:
-			if ev.Job.Kind == (hooks.DeliverArgs{}).Kind() {
+			if ev.Job.Kind == (deliveries.DeliverArgs{}).Kind() {
 				delivered++
 			}
 		case <-ctx.Done():
@@ -91,7 +91,7 @@ func TestDeliveredThroughTheOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := hooks.FanOut(ctx, tx, rc, ev); err != nil || n != 0 {
+	if n, err := deliveries.FanOut(ctx, tx, rc, ev); err != nil || n != 0 {
 		t.Fatalf("a second fan-out: %d deliveries, %v", n, err)
 	}
 	tx.Rollback()

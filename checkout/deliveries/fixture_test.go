@@ -1,4 +1,4 @@
-package hooks_test
+package deliveries_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/tekrar/tekrar/checkout/hooks"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/dbtest"
@@ -45,24 +45,24 @@ func (c *clock) Set(t time.Time) {
 type fixture struct {
 	db        *sqlx.DB
 	clock     *clock
-	store     *hooks.Store
-	deliverer *hooks.Deliverer
+	store     *deliveries.Store
+	deliverer *deliveries.Deliverer
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	d := dbtest.New(t)
-	sealer, err := hooks.NewSealer(hooks.NewSecretsKey())
+	sealer, err := deliveries.NewSealer(deliveries.NewSecretsKey())
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := newClock()
-	policy := hooks.Policy{AllowLoopback: true} // the receiver listens on 127.0.0.1
+	policy := deliveries.Policy{AllowLoopback: true} // the receiver listens on 127.0.0.1
 	return &fixture{
 		db:    d,
 		clock: c,
-		store: &hooks.Store{DB: d, Sealer: sealer, Policy: policy, Now: c.Now},
-		deliverer: &hooks.Deliverer{DB: d, Sealer: sealer, Client: hooks.NewHTTPClient(policy, 300*time.Millisecond),
+		store: &deliveries.Store{DB: d, Sealer: sealer, Policy: policy, Now: c.Now},
+		deliverer: &deliveries.Deliverer{DB: d, Sealer: sealer, Client: deliveries.NewHTTPClient(policy, 300*time.Millisecond),
 			Now: c.Now, Jitter: func() float64 { return 0.5 }},
 	}
 }
@@ -76,12 +76,12 @@ func (f *fixture) client(t *testing.T, name string) int64 {
 	return id
 }
 
-func (f *fixture) endpoint(t *testing.T, client int64, url string, types ...string) hooks.Endpoint {
+func (f *fixture) endpoint(t *testing.T, client int64, url string, types ...string) deliveries.Endpoint {
 	t.Helper()
 	if len(types) == 0 {
 		types = []string{"order.paid"}
 	}
-	e, err := f.store.Create(context.Background(), client, hooks.EndpointInput{URL: url, EventTypes: types})
+	e, err := f.store.Create(context.Background(), client, deliveries.EndpointInput{URL: url, EventTypes: types})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func (f *fixture) event(t *testing.T, client int64, typ string, n int) outbox.Ev
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	if _, err := hooks.CreateDeliveries(context.Background(), tx, ev); err != nil {
+	if _, err := deliveries.CreateDeliveries(context.Background(), tx, ev); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -1,4 +1,4 @@
-// Package hooks sends a client's events to the webhook endpoints it registered, in the
+// Package deliveries sends a client's events to the webhook endpoints it registered, in the
 // Standard Webhooks format (checkout/stdwebhook signs). An event of the outbox fans out, in
 // the outbox's transaction, to one delivery per enabled endpoint subscribed to its type;
 // each delivery is attempted by a job until the endpoint answers 2xx or the retry horizon
@@ -8,7 +8,7 @@
 //
 // The package owns the tables of migration 00020 and knows nothing of HTTP handlers or
 // HTML; checkout/api and the console call it.
-package hooks
+package deliveries
 
 import (
 	"errors"
