@@ -131,7 +131,7 @@ func TestTripleTapAdvice(t *testing.T) {
 	e := apptest.New(t)
 	b := actSignIn(t, e, "admin@example.com", admin.RoleAdmin)
 	ids := []string{actOrder(t, e, "tri-1", 4500), actOrder(t, e, "tri-2", 4500), actOrder(t, e, "tri-3", 4500)}
-	e.App.Service.FlushEvents()
+	e.App.Service.FlushHistory()
 
 	p := b.do("GET", "/admin/orders/"+ids[0], nil)
 	advice := p.doc.Find(".verdict .advice").Text()

@@ -15,9 +15,9 @@ var conflictKinds = map[string]struct {
 	kinds []string
 	empty string
 }{
-	"conflicts": {[]string{checkout.EventReusedConflict}, "No conflicts match."},
-	"in-flight": {[]string{checkout.EventInUseRejected}, "No in-flight rejections match."},
-	"both":      {[]string{checkout.EventReusedConflict, checkout.EventInUseRejected}, "No conflicts or in-flight rejections match."},
+	"conflicts": {[]string{checkout.KindReusedConflict}, "No conflicts match."},
+	"in-flight": {[]string{checkout.KindInUseRejected}, "No in-flight rejections match."},
+	"both":      {[]string{checkout.KindReusedConflict, checkout.KindInUseRejected}, "No conflicts or in-flight rejections match."},
 }
 
 // conflicts lists keys sent again with another request, and repeats that came while

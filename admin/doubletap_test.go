@@ -20,7 +20,7 @@ func TestDoubleTapRefundedOnce(t *testing.T) {
 	b := actSignIn(t, e, "admin@example.com", admin.RoleAdmin)
 	first := actOrder(t, e, "tap-one", 4500)
 	second := actOrder(t, e, "tap-two", 4500)
-	e.App.Service.FlushEvents()
+	e.App.Service.FlushHistory()
 	ids := func(id string) string { return id }
 	firstPage, secondPage := "/admin/orders/"+ids(first), "/admin/orders/"+ids(second)
 	pair := "/admin/orders/pair?first=" + ids(first) + "&second=" + ids(second)

@@ -96,7 +96,7 @@ func openShop(t *testing.T, e *apptest.Env) shop {
 	if _, err := e.App.Sweeper.Pass(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	e.App.Service.FlushEvents()
+	e.App.Service.FlushHistory()
 	return s
 }
 

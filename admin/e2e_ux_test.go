@@ -124,7 +124,7 @@ func TestPhoneTablesKeepTheirLabels(t *testing.T) {
 	e := apptest.New(t)
 	newOperator(t, e, "ops@example.com", admin.RoleAdmin)
 	actOrder(t, e, "k-phone", 4500)
-	e.App.Service.FlushEvents()
+	e.App.Service.FlushHistory()
 	c := newChrome(t, browser, e.URL)
 	c.signIn("ops@example.com")
 	c.step("phone width", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {

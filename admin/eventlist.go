@@ -71,18 +71,18 @@ func eventLine(e report.EventRow) views.EventLine {
 		_ = json.Unmarshal(e.Detail, &d)
 	}
 	switch e.Kind {
-	case checkout.EventReusedConflict:
+	case checkout.KindReusedConflict:
 		l.StoredFP, l.SentFP, l.Differs = e.KeyFingerprint, e.Fingerprint, d.Differs
 		stored, sent := e.KeyMethod+" "+e.KeyPath, d.Method+" "+d.Path
 		if e.KeyMethod != "" && d.Method != "" && stored != sent {
 			l.StoredLine, l.SentLine = stored, sent
 		}
-	case checkout.EventInUseRejected:
+	case checkout.KindInUseRejected:
 		l.Note = "the first request was still running"
 		if d.State == checkout.StateNeedsAttention {
 			l.Note = "the key needs an operator's attention"
 		}
-	case checkout.EventLateRetry:
+	case checkout.KindLateRetry:
 		l.Note = "a request"
 		if d.SameRequest != nil && *d.SameRequest {
 			l.Note = "the same request"

@@ -142,7 +142,7 @@ func TestReplaysPage(t *testing.T) {
 	e.Clock.Advance(3 * time.Hour)
 	evSend(t, e, evRequest{secret: otherSecret, key: "k-kiosk", customer: "cus_K", amount: 700})
 	evSend(t, e, evRequest{secret: otherSecret, key: "k-kiosk", customer: "cus_K", amount: 700})
-	e.App.Service.FlushEvents()
+	e.App.Service.FlushHistory()
 
 	all := evGet(t, b, "/admin/replays", http.StatusOK)
 	keys := evKeys(all, "#rows")
@@ -291,7 +291,7 @@ func TestConflictsPage(t *testing.T) {
 	if r := <-done; r.Status != http.StatusCreated {
 		t.Fatalf("slow first request: %d %s", r.Status, r.Body)
 	}
-	e.App.Service.FlushEvents()
+	e.App.Service.FlushHistory()
 
 	kinds := func(p page) []string {
 		return p.doc.Find("#rows tbody tr .event").Map(func(_ int, s *goquery.Selection) string { return s.Text() })
@@ -430,7 +430,7 @@ func TestExpirationsPage(t *testing.T) {
 	if r := evSend(t, e, evRequest{key: evilLate, amount: 301}); r.Status != http.StatusUnprocessableEntity {
 		t.Fatalf("late retry after the sweep: %d %s", r.Status, r.Body)
 	}
-	e.App.Service.FlushEvents()
+	e.App.Service.FlushHistory()
 
 	// The console's clock moved on too: the session of a day ago has lapsed.
 	if p := b.login("viewer@example.com", password); p.status != http.StatusSeeOther {

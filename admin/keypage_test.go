@@ -19,7 +19,7 @@ func TestKeyPageShowsTheProofFirst(t *testing.T) {
 	adm := actSignIn(t, e, "admin@example.com", admin.RoleAdmin)
 	viewer := actSignIn(t, e, "viewer@example.com", admin.RoleViewer)
 	actOrder(t, e, "k-mocha", 5500)
-	e.App.Service.FlushEvents()
+	e.App.Service.FlushHistory()
 	tests := []struct {
 		name   string
 		b      *browser

@@ -187,7 +187,7 @@ func incarnation(events []report.EventRow, since time.Time) []report.EventRow {
 		if e.At.Before(from) {
 			continue
 		}
-		if e.Kind == checkout.EventCreated {
+		if e.Kind == checkout.KindCreated {
 			if created {
 				break
 			}
@@ -235,7 +235,7 @@ func (a *console) loadOrder(ctx context.Context, publicID string) (orderStory, e
 			b.Role = "refund " + k.RefundPublicID
 		} else if s.arrival == nil {
 			s.requests = events
-			if i := slices.IndexFunc(events, func(e report.EventRow) bool { return e.Kind == checkout.EventCreated }); i >= 0 {
+			if i := slices.IndexFunc(events, func(e report.EventRow) bool { return e.Kind == checkout.KindCreated }); i >= 0 {
 				s.arrival = &events[i]
 			}
 		}

@@ -96,7 +96,7 @@ func newComplaint(t *testing.T, change ...func(*config.Server)) *complaint {
 	if _, err := e.DB.Exec(`UPDATE orders SET customer_email = $1 WHERE public_id = $2`, xssEmail, c.xss); err != nil {
 		t.Fatal(err)
 	}
-	e.App.Service.FlushEvents()
+	e.App.Service.FlushHistory()
 	if p := c.b.login("ops@example.com", password); p.status != http.StatusSeeOther {
 		t.Fatalf("login: %d", p.status)
 	}
@@ -369,7 +369,7 @@ func TestOrderPage(t *testing.T) {
 	if refund.Status != http.StatusCreated {
 		t.Fatalf("refund: %d %s", refund.Status, refund.Body)
 	}
-	c.e.App.Service.FlushEvents()
+	c.e.App.Service.FlushHistory()
 	var charge string
 	if err := c.e.DB.Get(&charge, `SELECT p.provider_charge_id FROM payments p JOIN orders o ON o.id = p.order_id WHERE o.public_id = $1`, c.replay); err != nil {
 		t.Fatal(err)

@@ -54,12 +54,12 @@ func (a *console) overview(c *gin.Context) error {
 	o := views.Overview{Nav: nav(c, "Overview"), Window: window}
 	o.Stats = []views.Stat{
 		{Label: "keyed requests", Value: counts[report.CountRequests]},
-		{Label: "first executions", Value: counts[checkout.EventCreated]},
-		{Label: "replays", Value: counts[checkout.EventReplayed]},
-		{Label: "conflicts", Value: counts[checkout.EventReusedConflict]},
-		{Label: "in-flight rejections", Value: counts[checkout.EventInUseRejected]},
-		{Label: "expirations", Value: counts[checkout.EventExpired]},
-		{Label: "late retries", Value: counts[checkout.EventLateRetry]},
+		{Label: "first executions", Value: counts[checkout.KindCreated]},
+		{Label: "replays", Value: counts[checkout.KindReplayed]},
+		{Label: "conflicts", Value: counts[checkout.KindReusedConflict]},
+		{Label: "in-flight rejections", Value: counts[checkout.KindInUseRejected]},
+		{Label: "expirations", Value: counts[checkout.KindExpired]},
+		{Label: "late retries", Value: counts[checkout.KindLateRetry]},
 		{Label: "keys needing attention", Value: attention, Href: "/admin/keys?state=needs_attention", Alert: attention > 0},
 		{Label: "open disputes", Value: disputes, Href: "/admin/disputes?status=open", Alert: disputes > 0},
 		{Label: "compensations watching", Value: comps.Watching, Href: "/admin/compensations?state=watching"},
@@ -68,7 +68,7 @@ func (a *console) overview(c *gin.Context) error {
 	}
 	o.Rate = "0%"
 	if n := counts[report.CountRequests]; n > 0 {
-		o.Rate = fmt.Sprintf("%.1f%%", 100*float64(counts[checkout.EventReplayed])/float64(n))
+		o.Rate = fmt.Sprintf("%.1f%%", 100*float64(counts[checkout.KindReplayed])/float64(n))
 	}
 	o.Bars, o.BarW = chartBars(rate, views.ZoneOf(c.Request.Context()))
 	return a.render(c, http.StatusOK, views.OverviewPage(o))

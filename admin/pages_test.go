@@ -32,7 +32,7 @@ func TestConsolePages(t *testing.T) {
 	order(t, e, evilKey, `<img src=x onerror=alert(1)>`, 4500)
 	order(t, e, evilKey, `<img src=x onerror=alert(1)>`, 4500) // a replay
 	order(t, e, "k-plain", "Latte", 9000)
-	e.App.Service.FlushEvents()
+	e.App.Service.FlushHistory()
 
 	b := newBrowser(t, e)
 	if p := b.login("viewer@example.com", password); p.status != http.StatusSeeOther {

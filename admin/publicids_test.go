@@ -37,7 +37,7 @@ func TestConsoleNamesOrdersByPublicID(t *testing.T) {
 	if refund.Status != http.StatusCreated {
 		t.Fatalf("refund: %d %s", refund.Status, refund.Body)
 	}
-	c.e.App.Service.FlushEvents()
+	c.e.App.Service.FlushHistory()
 
 	var internal int64
 	if err := c.e.DB.Get(&internal, `SELECT id FROM orders WHERE public_id = $1`, c.tap2); err != nil {

@@ -11,5 +11,5 @@ import (
 func (a *console) replays(c *gin.Context) error {
 	return a.eventList(c, views.EventsPage{Nav: nav(c, "Replays"), Title: "Replays", Path: "/admin/replays",
 		Intro: "Repeats of a finished request, answered with its stored response: nothing ran twice.",
-		Empty: "No replays match."}, []string{checkout.EventReplayed})
+		Empty: "No replays match."}, []string{checkout.KindReplayed})
 }

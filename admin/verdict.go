@@ -29,15 +29,15 @@ func countRequests(events []report.EventRow) requestCounts {
 	var n requestCounts
 	for _, e := range events {
 		switch e.Kind {
-		case checkout.EventReplayed:
+		case checkout.KindReplayed:
 			n.replays++
-		case checkout.EventInUseRejected:
+		case checkout.KindInUseRejected:
 			n.inUse++
-		case checkout.EventReusedConflict:
+		case checkout.KindReusedConflict:
 			n.conflicts++
-		case checkout.EventLateRetry:
+		case checkout.KindLateRetry:
 			n.late++
-		case checkout.EventResumed:
+		case checkout.KindResumed:
 			n.resumed++
 		}
 	}

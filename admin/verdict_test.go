@@ -41,12 +41,12 @@ func TestIncarnation(t *testing.T) {
 		return report.EventRow{At: t0.Add(at), Kind: kind}
 	}
 	events := []report.EventRow{
-		ev(-40*24*time.Hour, checkout.EventCreated), ev(-40*24*time.Hour+time.Minute, checkout.EventReplayed),
-		ev(0, checkout.EventCreated), ev(0, checkout.EventCompleted), ev(time.Minute, checkout.EventReplayed),
-		ev(50*24*time.Hour, checkout.EventCreated), ev(50*24*time.Hour, checkout.EventReplayed),
+		ev(-40*24*time.Hour, checkout.KindCreated), ev(-40*24*time.Hour+time.Minute, checkout.KindReplayed),
+		ev(0, checkout.KindCreated), ev(0, checkout.KindCompleted), ev(time.Minute, checkout.KindReplayed),
+		ev(50*24*time.Hour, checkout.KindCreated), ev(50*24*time.Hour, checkout.KindReplayed),
 	}
 	got := incarnation(events, t0.Add(-time.Millisecond))
-	if len(got) != 3 || !got[0].At.Equal(t0) || got[2].Kind != checkout.EventReplayed {
+	if len(got) != 3 || !got[0].At.Equal(t0) || got[2].Kind != checkout.KindReplayed {
 		t.Fatalf("incarnation: %+v", got)
 	}
 	if n := countRequests(got); n.replays != 1 {
@@ -69,7 +69,7 @@ func story(t *testing.T, id int64, at time.Time, key, brand, last4 string, refun
 	case refunded > 0:
 		d.Status = checkout.StatusPartiallyRefunded
 	}
-	arrival := report.EventRow{At: at, Kind: checkout.EventCreated, UserAgent: "app/1.0", RemoteAddr: "10.0.0.1"}
+	arrival := report.EventRow{At: at, Kind: checkout.KindCreated, UserAgent: "app/1.0", RemoteAddr: "10.0.0.1"}
 	charges := report.OrderCharges{Installments: 1, Charges: []report.Charge{{OrderID: id, ChargeID: d.Payment.ChargeID, Amount: d.Amount, At: at}}}
 	return orderStory{d: d, charges: charges, arrival: &arrival}
 }

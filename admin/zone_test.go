@@ -34,7 +34,7 @@ func TestTimesInTheOperatorsZone(t *testing.T) {
 	// The key page's first time is its timeline's first event, the request's arrival, which
 	// is stamped moments apart from the order's creation (a second boundary may fall between
 	// them on a loaded machine): each page is checked against the instant it shows.
-	e.App.Service.FlushEvents()
+	e.App.Service.FlushHistory()
 	var arrived time.Time
 	if err := e.DB.Get(&arrived, `SELECT min(at) FROM key_events WHERE client_id = $1 AND key = 'k-zone' AND kind = 'created'`, e.ClientID); err != nil {
 		t.Fatal(err)

@@ -80,7 +80,7 @@ func (e *actionEnv) viaRegister(key, token string, amount int64) doorAnswer {
 // eventsAfter is key's history after the event with id from (0: all of it).
 func (e *actionEnv) eventsAfter(key string, from int64) []doorEvent {
 	e.t.Helper()
-	e.s.FlushEvents()
+	e.s.FlushHistory()
 	var rows []struct {
 		Kind   string `db:"kind"`
 		Status *int   `db:"status"`
@@ -116,7 +116,7 @@ func (e *actionEnv) eventsAfter(key string, from int64) []doorEvent {
 
 func (e *actionEnv) lastEventID() int64 {
 	e.t.Helper()
-	e.s.FlushEvents()
+	e.s.FlushHistory()
 	return e.count(`SELECT coalesce(max(id), 0) FROM key_events`)
 }
 
@@ -141,32 +141,32 @@ func TestKeyStatesAnswerAlikeAtEveryDoor(t *testing.T) {
 		kinds []string // of the events the retry leaves
 	}{
 		{"absent", func(*actionEnv, string) {}, psp.TokenVisa, amount,
-			doorAnswer{Status: 201}, []string{EventCreated, EventCompleted}},
+			doorAnswer{Status: 201}, []string{KindCreated, KindCompleted}},
 		{"completed, the same body", completedKey, psp.TokenVisa, amount,
-			doorAnswer{Status: 201, Replayed: true}, []string{EventReplayed}},
+			doorAnswer{Status: 201, Replayed: true}, []string{KindReplayed}},
 		{"completed, another body", completedKey, psp.TokenVisa, amount + 100,
-			doorAnswer{Status: 422, Code: "idempotency_key_reused"}, []string{EventReusedConflict}},
+			doorAnswer{Status: 422, Code: "idempotency_key_reused"}, []string{KindReusedConflict}},
 		{"completed, a new token of the same card", completedKey, "tok_visa_2", amount,
-			doorAnswer{Status: 201, Replayed: true}, []string{EventReplayed}},
+			doorAnswer{Status: 201, Replayed: true}, []string{KindReplayed}},
 		{"completed, a token of another card", completedKey, "tok_mastercard", amount,
-			doorAnswer{Status: 422, Code: "idempotency_key_reused"}, []string{EventReusedConflict}},
+			doorAnswer{Status: 422, Code: "idempotency_key_reused"}, []string{KindReusedConflict}},
 		// A key a register's card sale created keeps its scope as POST /v1/orders's does.
 		{"completed by a register's sale, a new token of the same card", saleCompletedKey, "tok_visa_2", amount,
-			doorAnswer{Status: 201, Replayed: true}, []string{EventReplayed}},
+			doorAnswer{Status: 201, Replayed: true}, []string{KindReplayed}},
 		{"completed by a register's sale, a token of another card", saleCompletedKey, "tok_mastercard", amount,
-			doorAnswer{Status: 422, Code: "idempotency_key_reused"}, []string{EventReusedConflict}},
+			doorAnswer{Status: 422, Code: "idempotency_key_reused"}, []string{KindReusedConflict}},
 		{"expired", expiredKey, psp.TokenVisa, amount,
-			doorAnswer{Status: 422, Code: "idempotency_key_expired"}, []string{EventLateRetry}},
+			doorAnswer{Status: 422, Code: "idempotency_key_expired"}, []string{KindLateRetry}},
 		{"expired, another body", expiredKey, psp.TokenVisa, amount + 100,
-			doorAnswer{Status: 422, Code: "idempotency_key_expired"}, []string{EventLateRetry}},
+			doorAnswer{Status: 422, Code: "idempotency_key_expired"}, []string{KindLateRetry}},
 		{"swept", sweptKey, psp.TokenVisa, amount,
-			doorAnswer{Status: 422, Code: "idempotency_key_expired"}, []string{EventLateRetry}},
+			doorAnswer{Status: 422, Code: "idempotency_key_expired"}, []string{KindLateRetry}},
 		{"needs attention", func(e *actionEnv, key string) { e.openKey(key, ""); e.needsAttention(key) }, psp.TokenVisa, amount,
-			doorAnswer{Status: 503, Code: "needs_attention"}, []string{EventInUseRejected}},
+			doorAnswer{Status: 503, Code: "needs_attention"}, []string{KindInUseRejected}},
 		{"in progress, leased", leasedKey, psp.TokenVisa, amount,
-			doorAnswer{Status: 409, Code: "idempotency_key_in_use"}, []string{EventInUseRejected}},
+			doorAnswer{Status: 409, Code: "idempotency_key_in_use"}, []string{KindInUseRejected}},
 		{"in progress, lease lapsed", func(e *actionEnv, key string) { e.openKey(key, "") }, psp.TokenVisa, amount,
-			doorAnswer{Status: 201}, []string{EventResumed, EventCompleted}},
+			doorAnswer{Status: 201}, []string{KindResumed, KindCompleted}},
 	}
 	for _, tc := range rows {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,17 +6,17 @@ import "github.com/tekrar/tekrar/checkout/internal/keyed"
 // names here because the console, the reports and the HTTP doors, outside checkout, cannot
 // import an internal package.
 
-// Event kinds: what a keyed request did with its key, or what the sweeper did to it.
+// Entry kinds: what a keyed request did with its key, or what the sweeper did to it.
 const (
-	EventCreated        = keyed.EventCreated        // the first arrival claimed the key
-	EventReplayed       = keyed.EventReplayed       // a repeat got the stored response
-	EventReusedConflict = keyed.EventReusedConflict // the key came with another request
-	EventInUseRejected  = keyed.EventInUseRejected  // a repeat arrived while the key was worked on
-	EventResumed        = keyed.EventResumed        // a retry took over unfinished work
-	EventCompleted      = keyed.EventCompleted      // the key's response was stored
-	EventExpired        = keyed.EventExpired        // the sweeper removed the key (a tombstone stays)
-	EventLateRetry      = keyed.EventLateRetry      // a repeat after the key expired
+	KindCreated        = keyed.KindCreated        // the first arrival claimed the key
+	KindReplayed       = keyed.KindReplayed       // a repeat got the stored response
+	KindReusedConflict = keyed.KindReusedConflict // the key came with another request
+	KindInUseRejected  = keyed.KindInUseRejected  // a repeat arrived while the key was worked on
+	KindResumed        = keyed.KindResumed        // a retry took over unfinished work
+	KindCompleted      = keyed.KindCompleted      // the key's response was stored
+	KindExpired        = keyed.KindExpired        // the sweeper removed the key (a tombstone stays)
+	KindLateRetry      = keyed.KindLateRetry      // a repeat after the key expired
 )
 
-// Meta is who sent a request, for its event (internal/keyed.Meta).
+// Meta is who sent a request, for its history entry (internal/keyed.Meta).
 type Meta = keyed.Meta

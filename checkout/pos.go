@@ -202,8 +202,8 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 				s.setProblem(&out[w.i], SaleInvalid, w.invalid)
 			case ok:
 				out[w.i].Outcome, fromStore[w.i] = SaleCreated, true
-				s.record(s.saleRequest(b, w), k, EventCreated, w.response.Status, nil, map[string]any{"order_id": w.publicID})
-				s.record(s.saleRequest(b, w), k, EventCompleted, w.response.Status, nil, map[string]any{"order_id": w.publicID})
+				s.record(s.saleRequest(b, w), k, KindCreated, w.response.Status, nil, map[string]any{"order_id": w.publicID})
+				s.record(s.saleRequest(b, w), k, KindCompleted, w.response.Status, nil, map[string]any{"order_id": w.publicID})
 			default:
 				lost = append(lost, w) // claimed by a concurrent request, or tombstoned
 			}

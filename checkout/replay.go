@@ -63,6 +63,6 @@ func (s *Service) Replay(ctx context.Context, req Request) (_ Result, _ Lookup, 
 	if err != nil {
 		return Result{}, lk, false
 	}
-	s.record(req, k, EventReplayed, r.Status, nil, nil)
+	s.record(req, k, KindReplayed, r.Status, nil, nil)
 	return Result{Response: r, Replayed: true, ExpiresAt: k.ExpiresAt}, lk, true
 }

@@ -119,7 +119,7 @@ type Service struct {
 	provider psp.Provider
 	cfg      Config
 	logger   *slog.Logger
-	events   *keyed.History
+	history  *keyed.History
 }
 
 // NewService returns a service; Close stops its background work.
@@ -132,16 +132,16 @@ func NewService(d *sqlx.DB, provider psp.Provider, cfg Config, logger *slog.Logg
 		provider: provider,
 		cfg:      cfg,
 		logger:   logger,
-		events:   keyed.NewHistory(d, logger),
+		history:  keyed.NewHistory(d, logger),
 	}
 }
 
-// Close flushes what the service still holds in memory (key events).
-func (s *Service) Close() { s.events.Close() }
+// Close flushes what the service still holds in memory (its key history).
+func (s *Service) Close() { s.history.Close() }
 
-// FlushEvents writes every key event recorded so far; events are otherwise written a few
+// FlushHistory writes every history entry recorded so far; entries are otherwise written a few
 // times a second.
-func (s *Service) FlushEvents() { s.events.Flush() }
+func (s *Service) FlushHistory() { s.history.Flush() }
 
 // Request is the part of a keyed request that the idempotency layer needs.
 type Request struct {
@@ -242,7 +242,7 @@ func (s *Service) execute(ctx context.Context, req Request, lk Lookup, op operat
 			return Result{}, err
 		case claimed:
 			res, err := s.finish(ctx, k, op, false)
-			s.recordRun(req, k, EventCreated, res, err)
+			s.recordRun(req, k, KindCreated, res, err)
 			return res, err
 		}
 		d, res, err := s.decide(ctx, req, fp, k, in, op, now)
@@ -270,7 +270,7 @@ func (s *Service) execute(ctx context.Context, req Request, lk Lookup, op operat
 		}
 		res, err = s.finish(ctx, taken, op, true)
 		res.WaitedFor = waited
-		s.recordRun(req, taken, EventResumed, res, err)
+		s.recordRun(req, taken, KindResumed, res, err)
 		return res, err
 	}
 }
@@ -312,7 +312,7 @@ func (s *Service) decide(ctx context.Context, req Request, fp [32]byte, k *Key, 
 			return decided, Result{}, err
 		}
 		p := keyExpired(k, sameRequest)
-		s.record(req, k, EventLateRetry, p.Status, fp[:], map[string]any{"expired_at": k.ExpiresAt.UTC(), "swept": k.Tombstone, "same_request": sameRequest})
+		s.record(req, k, KindLateRetry, p.Status, fp[:], map[string]any{"expired_at": k.ExpiresAt.UTC(), "swept": k.Tombstone, "same_request": sameRequest})
 		return decided, Result{}, p
 	}
 	if !sameRequest {
@@ -321,7 +321,7 @@ func (s *Service) decide(ctx context.Context, req Request, fp [32]byte, k *Key, 
 		if differs == "" {
 			d = s.conflictDifferences(ctx, k, req, op)
 		}
-		s.record(req, k, EventReusedConflict, p.Status, fp[:], map[string]any{"method": req.Method, "path": req.Path,
+		s.record(req, k, KindReusedConflict, p.Status, fp[:], map[string]any{"method": req.Method, "path": req.Path,
 			"differs": d})
 		return decided, Result{}, p
 	}
@@ -331,11 +331,11 @@ func (s *Service) decide(ctx context.Context, req Request, fp [32]byte, k *Key, 
 		if err != nil {
 			return decided, Result{}, err
 		}
-		s.record(req, k, EventReplayed, r.Status, nil, matched)
+		s.record(req, k, KindReplayed, r.Status, nil, matched)
 		return decided, Result{Response: r, Replayed: true, ExpiresAt: k.ExpiresAt}, nil
 	case StateNeedsAttention:
 		p := keyNeedsAttention(k)
-		s.record(req, k, EventInUseRejected, p.Status, nil, map[string]any{"state": k.State})
+		s.record(req, k, KindInUseRejected, p.Status, nil, map[string]any{"state": k.State})
 		return decided, Result{}, p
 	}
 	if k.leased(now) {
@@ -348,7 +348,7 @@ func (s *Service) decide(ctx context.Context, req Request, fp [32]byte, k *Key, 
 // wait (longer) for it, and records the refusal in the key's history.
 func (s *Service) refuseInUse(req Request, k *Key) error {
 	p := keyInUse()
-	s.record(req, k, EventInUseRejected, p.Status, nil, nil)
+	s.record(req, k, KindInUseRejected, p.Status, nil, nil)
 	return p
 }
 
@@ -374,12 +374,12 @@ func (s *Service) recordRun(req Request, k *Key, kind string, res Result, err er
 	}
 	s.record(req, k, kind, status, nil, detail)
 	if err == nil {
-		s.record(req, k, EventCompleted, status, nil, detail)
+		s.record(req, k, KindCompleted, status, nil, detail)
 	}
 }
 
 func (s *Service) record(req Request, k *Key, kind string, status int, fp []byte, detail map[string]any) {
-	s.events.Record(keyed.Event{
+	s.history.Record(keyed.Entry{
 		At: s.cfg.Now(), ClientID: req.Client.ID, Key: req.Key, KeyID: k.ID, Kind: kind,
 		Status: status, Meta: req.Meta, Fingerprint: fp, Detail: detail,
 	})

@@ -58,7 +58,7 @@ func TestRetokenizedRetryIsTheSamePurchase(t *testing.T) {
 	if n := clientOrders(t, e); n != 1 {
 		t.Fatalf("%d orders, want 1", n)
 	}
-	e.App.Service.FlushEvents()
+	e.App.Service.FlushHistory()
 	if n := count(t, e, `SELECT count(*) FROM key_events WHERE key = 'k-retoken' AND kind = 'replayed'
 		AND detail->>'matched' = 'scope'`); n != 2 {
 		t.Fatalf("%d replays recorded as matched by scope, want 2 (the new tokens')", n)

@@ -20,7 +20,7 @@ func TestConflictSaysWhatDiffered(t *testing.T) {
 	}
 	differs := func(key string) []string {
 		t.Helper()
-		e.App.Service.FlushEvents()
+		e.App.Service.FlushHistory()
 		var detail []byte
 		if err := e.DB.Get(&detail, `SELECT detail FROM key_events WHERE key = $1 AND kind = 'reused_conflict'
 			ORDER BY id DESC LIMIT 1`, key); err != nil {

@@ -29,7 +29,7 @@ type eventRow struct {
 // events returns a key's history, oldest first, after flushing what is buffered.
 func events(t *testing.T, e *apptest.Env, key string) []eventRow {
 	t.Helper()
-	e.App.Service.FlushEvents()
+	e.App.Service.FlushHistory()
 	var rows []eventRow
 	if err := e.DB.Select(&rows, `SELECT kind, status, request_id, remote_addr, user_agent, key, fingerprint IS NOT NULL AS has_fp
 		FROM key_events WHERE key = $1 ORDER BY at, id`, key); err != nil {
@@ -324,7 +324,7 @@ func TestConcurrentSweepers(t *testing.T) {
 	if n := count(t, e, `SELECT count(*) FROM schedule_runs WHERE task = 'sweep' AND outcome = 'ok'`); n < 2 {
 		t.Fatalf("%d sweeps ran", n)
 	}
-	e.App.Service.FlushEvents()
+	e.App.Service.FlushHistory()
 	if n := count(t, e, `SELECT count(*) FROM key_events WHERE kind = 'expired'`); n != expired {
 		t.Fatalf("%d expired events, want %d", n, expired)
 	}
@@ -342,10 +342,10 @@ func TestConcurrentSweepers(t *testing.T) {
 func TestEventRetention(t *testing.T) {
 	e := apptest.New(t, func(c *config.Server) { c.EventRetention = 24 * time.Hour })
 	postOrder(t, e, e.Secret, "k-old", orderBody(9000, "tok_visa"))
-	e.App.Service.FlushEvents()
+	e.App.Service.FlushHistory()
 	e.Clock.Advance(23 * time.Hour)
 	postOrder(t, e, e.Secret, "k-old", orderBody(9000, "tok_visa"))
-	e.App.Service.FlushEvents()
+	e.App.Service.FlushHistory()
 	e.Clock.Advance(2 * time.Hour)
 	res := sweep(t, e)
 	if res.EventsDeleted != 2 {

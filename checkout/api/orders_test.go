@@ -79,7 +79,7 @@ func TestReplayIsByteIdentical(t *testing.T) {
 		t.Errorf("%d charges after replays", n)
 	}
 	// Replays are recorded after the fact, in the key's history.
-	e.App.Service.FlushEvents()
+	e.App.Service.FlushHistory()
 	if n := count(t, e, `SELECT count(*) FROM key_events WHERE key = 'k-replay' AND kind = 'replayed' AND status = 201`); n != 2 {
 		t.Errorf("%d replayed events, want 2", n)
 	}

@@ -99,10 +99,10 @@ func TestEventCountsMatchTheEvents(t *testing.T) {
 				}
 				for _, r := range rate {
 					want := plainCounts(t, d, r.Start, r.End, 0)
-					if r.Start.Before(r.End) && (r.Created != want[checkout.EventCreated] || r.Replayed != want[checkout.EventReplayed]) {
+					if r.Start.Before(r.End) && (r.Created != want[checkout.KindCreated] || r.Replayed != want[checkout.KindReplayed]) {
 						t.Fatalf("%s: ReplayRate bucket [%s, %s) = %d/%d, a count says %d/%d", label,
 							r.Start.Format(time.RFC3339Nano), r.End.Format(time.RFC3339Nano), r.Created, r.Replayed,
-							want[checkout.EventCreated], want[checkout.EventReplayed])
+							want[checkout.KindCreated], want[checkout.KindReplayed])
 					}
 				}
 			}

@@ -72,8 +72,8 @@ const eventColumns = `e.id, e.at, e.client_id, e.key, e.key_id, e.kind, e.status
 	       coalesce(encode(e.fingerprint, 'hex'), '') AS fingerprint, e.detail::text AS detail`
 
 // EventKinds are all kinds of key events.
-var EventKinds = []string{checkout.EventCreated, checkout.EventReplayed, checkout.EventReusedConflict, checkout.EventInUseRejected,
-	checkout.EventResumed, checkout.EventCompleted, checkout.EventExpired, checkout.EventLateRetry}
+var EventKinds = []string{checkout.KindCreated, checkout.KindReplayed, checkout.KindReusedConflict, checkout.KindInUseRejected,
+	checkout.KindResumed, checkout.KindCompleted, checkout.KindExpired, checkout.KindLateRetry}
 
 func selectEvents(ctx context.Context, db sqlx.QueryerContext, q string, a []any) ([]EventRow, error) {
 	var rows []eventScan

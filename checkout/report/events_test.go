@@ -22,7 +22,7 @@ func testEvents(t *testing.T, f *consoleFixture) {
 	for _, e := range tl {
 		kinds = append(kinds, e.Kind)
 	}
-	want := []string{checkout.EventReplayed, checkout.EventCreated, checkout.EventCompleted, checkout.EventReplayed, checkout.EventReplayed, checkout.EventReusedConflict, checkout.EventReplayed}
+	want := []string{checkout.KindReplayed, checkout.KindCreated, checkout.KindCompleted, checkout.KindReplayed, checkout.KindReplayed, checkout.KindReusedConflict, checkout.KindReplayed}
 	if !slices.Equal(kinds, want) {
 		t.Fatalf("timeline kinds = %v, want %v", kinds, want)
 	}
@@ -49,23 +49,23 @@ func testEvents(t *testing.T, f *consoleFixture) {
 	h := time.Hour
 	for _, tt := range []q{
 		{EventFilter{}, "true", nil},
-		{EventFilter{Kinds: []string{checkout.EventReplayed, checkout.EventReusedConflict}}, "kind IN ('replayed', 'reused_conflict')", nil},
-		{EventFilter{Kinds: []string{checkout.EventReplayed}, ClientID: f.shop, From: at0, To: at0.Add(6*h + 2*m)},
+		{EventFilter{Kinds: []string{checkout.KindReplayed, checkout.KindReusedConflict}}, "kind IN ('replayed', 'reused_conflict')", nil},
+		{EventFilter{Kinds: []string{checkout.KindReplayed}, ClientID: f.shop, From: at0, To: at0.Add(6*h + 2*m)},
 			"kind = 'replayed' AND client_id = $1 AND at >= $2 AND at < $3", []any{f.shop, at0, at0.Add(6*h + 2*m)}},
 		{EventFilter{ClientID: f.pos}, "client_id = $1", []any{f.pos}},
-		{EventFilter{ClientID: f.shop, Key: "k-a1", Kinds: []string{checkout.EventReplayed, checkout.EventCreated}, From: at0},
+		{EventFilter{ClientID: f.shop, Key: "k-a1", Kinds: []string{checkout.KindReplayed, checkout.KindCreated}, From: at0},
 			"client_id = $1 AND key = 'k-a1' AND kind IN ('replayed', 'created') AND at >= $2", []any{f.shop, at0}},
-		{EventFilter{Kinds: []string{checkout.EventLateRetry, checkout.EventExpired}, To: at0}, "kind IN ('late_retry', 'expired') AND at < $1", []any{at0}},
+		{EventFilter{Kinds: []string{checkout.KindLateRetry, checkout.KindExpired}, To: at0}, "kind IN ('late_retry', 'expired') AND at < $1", []any{at0}},
 		// By key without the client, by order and by customer: the events of the keys
 		// ListKeys finds, live or swept.
 		{EventFilter{Key: "dup"}, "key = 'dup'", nil},
-		{EventFilter{Key: "dup", Kinds: []string{checkout.EventReplayed}}, "key = 'dup' AND kind = 'replayed'", nil},
+		{EventFilter{Key: "dup", Kinds: []string{checkout.KindReplayed}}, "key = 'dup' AND kind = 'replayed'", nil},
 		{EventFilter{OrderID: f.orders["a1"]}, "client_id = $1 AND key IN ('k-a1', 'k-r1', 'k-r2')", []any{f.shop}},
-		{EventFilter{OrderID: f.orders["a1"], Kinds: []string{checkout.EventReplayed}, From: at0},
+		{EventFilter{OrderID: f.orders["a1"], Kinds: []string{checkout.KindReplayed}, From: at0},
 			"client_id = $1 AND key = 'k-a1' AND kind = 'replayed' AND at >= $2", []any{f.shop, at0}},
 		{EventFilter{CustomerID: "cus_A"}, "client_id = $1 AND key IN ('k-a1', 'k-a2', 'k-r1', 'k-r2')", []any{f.shop}},
 		{EventFilter{CustomerID: "cus_D"}, "client_id = $1 AND key = 'k-swept'", []any{f.shop}},
-		{EventFilter{ClientID: f.shop, CustomerID: "cus_B", Kinds: []string{checkout.EventInUseRejected, checkout.EventCreated}},
+		{EventFilter{ClientID: f.shop, CustomerID: "cus_B", Kinds: []string{checkout.KindInUseRejected, checkout.KindCreated}},
 			"client_id = $1 AND key IN ('k-b1', 'k-b2') AND kind IN ('in_use_rejected', 'created')", []any{f.shop}},
 		{EventFilter{CustomerID: "cus_A", Key: "k-a2", To: at0.Add(2*h + m)},
 			"client_id = $1 AND key = 'k-a2' AND at < $2", []any{f.shop, at0.Add(2*h + m)}},
@@ -90,7 +90,7 @@ func testEvents(t *testing.T, f *consoleFixture) {
 		{ClientID: f.pos, CustomerID: "cus_A"},
 		{OrderID: f.orders["a1"], CustomerID: "cus_B"},
 		{OrderID: f.orders["a1"], Key: "k-a2"},
-		{CustomerID: "cus_A", Kinds: []string{checkout.EventLateRetry}},
+		{CustomerID: "cus_A", Kinds: []string{checkout.KindLateRetry}},
 	} {
 		if rows, nx, err := ListEvents(ctx, f.db, none, Page{}); err != nil || len(rows) != 0 || nx.After != "" {
 			t.Errorf("ListEvents(%+v) = %d rows, %+v, %v; want none", none, len(rows), nx, err)
@@ -106,7 +106,7 @@ func testEvents(t *testing.T, f *consoleFixture) {
 	// fingerprints and the order; the late retry of the swept k-swept reads its tombstone; a
 	// refund key names the order it refunds; an event whose key row is gone, with no
 	// tombstone, knows nothing more.
-	f.event(f.shop, "k-r1", checkout.EventReplayed, at0.Add(-1000*h), 201) // outside every other test's window
+	f.event(f.shop, "k-r1", checkout.KindReplayed, at0.Add(-1000*h), 201) // outside every other test's window
 	defer f.exec(`DELETE FROM key_events WHERE key = 'k-r1'`)
 	one := func(ef EventFilter) EventRow {
 		t.Helper()
@@ -117,13 +117,13 @@ func testEvents(t *testing.T, f *consoleFixture) {
 		return rows[0]
 	}
 	is := func(p *int64, want int64) bool { return p != nil && *p == want }
-	c = one(EventFilter{ClientID: f.shop, Key: "k-a1", Kinds: []string{checkout.EventReusedConflict}})
+	c = one(EventFilter{ClientID: f.shop, Key: "k-a1", Kinds: []string{checkout.KindReusedConflict}})
 	if c.ClientName != "shop app" || c.KeyFingerprint != hex.EncodeToString(sha("k-a1")) ||
 		c.Fingerprint != hex.EncodeToString(sha("other body")) || c.KeyMethod != "POST" || c.KeyPath != "/v1/orders" ||
 		!is(c.OrderID, f.orders["a1"]) {
 		t.Errorf("conflict of k-a1 = %+v", c)
 	}
-	late := one(EventFilter{Kinds: []string{checkout.EventLateRetry}})
+	late := one(EventFilter{Kinds: []string{checkout.KindLateRetry}})
 	if late.Key != "k-swept" || late.KeyID != nil || late.KeyFingerprint != hex.EncodeToString(sha("k-swept")) ||
 		late.KeyPath != "/v1/orders" || !is(late.OrderID, f.orders["d1"]) {
 		t.Errorf("late retry of k-swept = %+v", late)
@@ -134,7 +134,7 @@ func testEvents(t *testing.T, f *consoleFixture) {
 	if old := one(EventFilter{ClientID: f.shop, Key: "k-a1", To: at0}); old.KeyFingerprint != "" || old.OrderID != nil || old.ClientName != "shop app" {
 		t.Errorf("event of a gone key row = %+v", old)
 	}
-	if d := one(EventFilter{ClientID: f.pos, Key: "dup", Kinds: []string{checkout.EventCreated}}); d.ClientName != "pos fleet" || !is(d.OrderID, f.orders["dup-pos"]) {
+	if d := one(EventFilter{ClientID: f.pos, Key: "dup", Kinds: []string{checkout.KindCreated}}); d.ClientName != "pos fleet" || !is(d.OrderID, f.orders["dup-pos"]) {
 		t.Errorf("created of pos fleet/dup = %+v", d)
 	}
 }

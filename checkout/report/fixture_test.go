@@ -289,24 +289,24 @@ func seedConsole(t *testing.T, d *sqlx.DB) *consoleFixture {
 	// Events. k-a1: created, completed, three replays, a conflict; one replay of an earlier
 	// incarnation of the key (another row id) that its replay count must not include.
 	m := time.Minute
-	f.event(shop, "k-a1", checkout.EventReplayed, at0.Add(-240*h), int64(987654))
-	f.event(shop, "k-a1", checkout.EventCreated, at0, 201, `{"order_id":1}`)
-	f.event(shop, "k-a1", checkout.EventCompleted, at0, 201)
-	f.event(shop, "k-a1", checkout.EventReplayed, at0.Add(1*m), 201)
-	f.event(shop, "k-a1", checkout.EventReplayed, at0.Add(2*m), 201)
-	f.event(shop, "k-a1", checkout.EventReusedConflict, at0.Add(3*m), 422, sha("other body"), `{"method":"POST","path":"/v1/orders"}`)
-	f.event(shop, "k-a1", checkout.EventReplayed, at0.Add(3*m), 201) // the same instant as the conflict
-	f.event(shop, "k-a2", checkout.EventCreated, at0.Add(2*h), 201)
-	f.event(shop, "k-a2", checkout.EventReplayed, at0.Add(2*h+m), 201)
-	f.event(shop, "k-b2", checkout.EventCreated, at0.Add(4*h), 202)
-	f.event(shop, "k-b2", checkout.EventInUseRejected, at0.Add(4*h+m), 409)
-	f.event(shop, "k-c1", checkout.EventCreated, at0.Add(5*h), 503)
-	f.event(shop, "k-swept", checkout.EventExpired, at0.Add(-23*h), 0)
-	f.event(shop, "k-swept", checkout.EventLateRetry, at0.Add(-22*h), 422, sha("k-swept"), `{"swept":true}`)
-	f.event(pos, "dup", checkout.EventCreated, at0.Add(6*h), 201)
-	f.event(pos, "dup", checkout.EventReplayed, at0.Add(6*h+m), 201)
-	f.event(pos, "dup", checkout.EventReplayed, at0.Add(6*h+2*m), 201)
-	f.event(shop, "dup", checkout.EventReplayed, at0.Add(6*h+2*m), 201)
+	f.event(shop, "k-a1", checkout.KindReplayed, at0.Add(-240*h), int64(987654))
+	f.event(shop, "k-a1", checkout.KindCreated, at0, 201, `{"order_id":1}`)
+	f.event(shop, "k-a1", checkout.KindCompleted, at0, 201)
+	f.event(shop, "k-a1", checkout.KindReplayed, at0.Add(1*m), 201)
+	f.event(shop, "k-a1", checkout.KindReplayed, at0.Add(2*m), 201)
+	f.event(shop, "k-a1", checkout.KindReusedConflict, at0.Add(3*m), 422, sha("other body"), `{"method":"POST","path":"/v1/orders"}`)
+	f.event(shop, "k-a1", checkout.KindReplayed, at0.Add(3*m), 201) // the same instant as the conflict
+	f.event(shop, "k-a2", checkout.KindCreated, at0.Add(2*h), 201)
+	f.event(shop, "k-a2", checkout.KindReplayed, at0.Add(2*h+m), 201)
+	f.event(shop, "k-b2", checkout.KindCreated, at0.Add(4*h), 202)
+	f.event(shop, "k-b2", checkout.KindInUseRejected, at0.Add(4*h+m), 409)
+	f.event(shop, "k-c1", checkout.KindCreated, at0.Add(5*h), 503)
+	f.event(shop, "k-swept", checkout.KindExpired, at0.Add(-23*h), 0)
+	f.event(shop, "k-swept", checkout.KindLateRetry, at0.Add(-22*h), 422, sha("k-swept"), `{"swept":true}`)
+	f.event(pos, "dup", checkout.KindCreated, at0.Add(6*h), 201)
+	f.event(pos, "dup", checkout.KindReplayed, at0.Add(6*h+m), 201)
+	f.event(pos, "dup", checkout.KindReplayed, at0.Add(6*h+2*m), 201)
+	f.event(shop, "dup", checkout.KindReplayed, at0.Add(6*h+2*m), 201)
 
 	// Five replays at one instant, the highest id inserted in the middle: however a plan
 	// reads them (in the order of their rows or the reverse), only the id tie-breaker pages

@@ -65,7 +65,7 @@ func TestOrderArrivals(t *testing.T) {
 	d := consoleDBs(t)["binary_parameters"]
 	f := seedConsole(t, d)
 	ctx := context.Background()
-	f.event(f.shop, "k-a2", checkout.EventCreated, at0.Add(-30*24*time.Hour)) // an earlier use of the string
+	f.event(f.shop, "k-a2", checkout.KindCreated, at0.Add(-30*24*time.Hour)) // an earlier use of the string
 	rows, err := loadOrderRows(ctx, d, []int64{f.orders["a1"], f.orders["a2"], f.orders["dt1"]})
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +77,7 @@ func TestOrderArrivals(t *testing.T) {
 	if len(got) != 2 || !got[f.orders["a1"]].At.Equal(at0) || !got[f.orders["a2"]].At.Equal(at0.Add(2*time.Hour)) {
 		t.Fatalf("arrivals %+v", got)
 	}
-	if e := got[f.orders["a1"]]; e.Kind != checkout.EventCreated || e.UserAgent != "tekrar-test/1" || e.RemoteAddr != "203.0.113.7" {
+	if e := got[f.orders["a1"]]; e.Kind != checkout.KindCreated || e.UserAgent != "tekrar-test/1" || e.RemoteAddr != "203.0.113.7" {
 		t.Errorf("arrival of a1: %+v", e)
 	}
 	if _, ok := got[f.orders["dt1"]]; ok {

@@ -34,8 +34,8 @@ func NeedsAttention(ctx context.Context, db sqlx.QueryerContext) (int64, error) 
 const CountRequests = "requests"
 
 // requestKinds are the kinds of event that a keyed request leaves, one per request.
-var requestKinds = []string{checkout.EventCreated, checkout.EventReplayed, checkout.EventReusedConflict, checkout.EventInUseRejected,
-	checkout.EventResumed, checkout.EventLateRetry}
+var requestKinds = []string{checkout.KindCreated, checkout.KindReplayed, checkout.KindReusedConflict, checkout.KindInUseRejected,
+	checkout.KindResumed, checkout.KindLateRetry}
 
 // wholeMinutes returns the whole minutes [m1, m2) inside [from, to), which
 // key_event_counts answers; the ragged edges [from, m1) and [m2, to) are read from

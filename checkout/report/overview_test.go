@@ -17,8 +17,8 @@ func testOverview(t *testing.T, f *consoleFixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int64{checkout.EventCreated: 5, checkout.EventCompleted: 1, checkout.EventReplayed: 5, checkout.EventReusedConflict: 1,
-		checkout.EventInUseRejected: 1, checkout.EventResumed: 0, checkout.EventExpired: 0, checkout.EventLateRetry: 0, CountRequests: 12}
+	want := map[string]int64{checkout.KindCreated: 5, checkout.KindCompleted: 1, checkout.KindReplayed: 5, checkout.KindReusedConflict: 1,
+		checkout.KindInUseRejected: 1, checkout.KindResumed: 0, checkout.KindExpired: 0, checkout.KindLateRetry: 0, CountRequests: 12}
 	if fmt.Sprint(counts) != fmt.Sprint(want) {
 		t.Errorf("EventCounts = %v, want %v", counts, want)
 	}
@@ -26,8 +26,8 @@ func testOverview(t *testing.T, f *consoleFixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = map[string]int64{checkout.EventCreated: 1, checkout.EventCompleted: 0, checkout.EventReplayed: 2, checkout.EventReusedConflict: 0,
-		checkout.EventInUseRejected: 0, checkout.EventResumed: 0, checkout.EventExpired: 0, checkout.EventLateRetry: 0, CountRequests: 3}
+	want = map[string]int64{checkout.KindCreated: 1, checkout.KindCompleted: 0, checkout.KindReplayed: 2, checkout.KindReusedConflict: 0,
+		checkout.KindInUseRejected: 0, checkout.KindResumed: 0, checkout.KindExpired: 0, checkout.KindLateRetry: 0, CountRequests: 3}
 	if fmt.Sprint(counts) != fmt.Sprint(want) {
 		t.Errorf("EventCounts(pos) = %v, want %v", counts, want)
 	}
@@ -35,7 +35,7 @@ func testOverview(t *testing.T, f *consoleFixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if counts[checkout.EventExpired] != 1 || counts[checkout.EventLateRetry] != 1 || counts[CountRequests] != 1 {
+	if counts[checkout.KindExpired] != 1 || counts[checkout.KindLateRetry] != 1 || counts[CountRequests] != 1 {
 		t.Errorf("EventCounts(sweep window) = %v", counts)
 	}
 

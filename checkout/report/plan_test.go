@@ -103,18 +103,18 @@ func consoleCalls() []consoleCall {
 		tl, err := KeyTimeline(ctx, q, 1, plantest.Key(1203)) // replayed
 		return len(tl), err
 	})
-	add("ListEvents conflicts and replays, last day", events(EventFilter{Kinds: []string{checkout.EventReplayed, checkout.EventReusedConflict},
+	add("ListEvents conflicts and replays, last day", events(EventFilter{Kinds: []string{checkout.KindReplayed, checkout.KindReusedConflict},
 		From: end.Add(-day), To: end}))
 	add("ListEvents all kinds", events(EventFilter{}))
-	add("ListEvents conflicts of a client, last day", events(EventFilter{ClientID: 2, Kinds: []string{checkout.EventReusedConflict},
+	add("ListEvents conflicts of a client, last day", events(EventFilter{ClientID: 2, Kinds: []string{checkout.KindReusedConflict},
 		From: end.Add(-day), To: end}))
 	add("ListEvents of a client", events(EventFilter{ClientID: 3}))
-	add("ListEvents of a key", events(EventFilter{ClientID: 1, Key: plantest.Key(1203), Kinds: []string{checkout.EventReplayed}}))
+	add("ListEvents of a key", events(EventFilter{ClientID: 1, Key: plantest.Key(1203), Kinds: []string{checkout.KindReplayed}}))
 	add("ListEvents of a key at every client", events(EventFilter{Key: plantest.Key(1203)}))
 	add("ListEvents of an order", events(EventFilter{OrderID: 1207})) // refunded
 	add("ListEvents of a swept order", events(EventFilter{OrderID: planScale + 2}))
 	add("ListEvents of a customer, replays and conflicts", events(EventFilter{CustomerID: "cus_1234",
-		Kinds: []string{checkout.EventCreated, checkout.EventReplayed, checkout.EventReusedConflict}}))
+		Kinds: []string{checkout.KindCreated, checkout.KindReplayed, checkout.KindReusedConflict}}))
 	add("ListEvents of a customer of a client, ten days", events(EventFilter{ClientID: 1, CustomerID: "cus_1234",
 		From: end.Add(-10 * day), To: end}))
 	add("EventCounts last day", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
@@ -159,7 +159,7 @@ func consoleCalls() []consoleCall {
 		return pageRows(FindOrders(ctx, q, OrderFilter{}, nx))
 	})
 	add("ListEvents replays, page 2", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
-		f := EventFilter{Kinds: []string{checkout.EventReplayed}}
+		f := EventFilter{Kinds: []string{checkout.KindReplayed}}
 		_, nx, err := ListEvents(ctx, q, f, Page{})
 		if err != nil || nx.After == "" {
 			return 0, fmt.Errorf("no second page: %v", err)

@@ -18,6 +18,6 @@
 //     token writes it, so a worker that lost its lease writes nothing;
 //   - a swept key stays refused while its tombstone lives (TombstoneSQL): it is read as a
 //     completed key that no claim can take again;
-//   - a key's history (History) never slows a request: events are written in batches off
+//   - a key's history (History) never slows a request: entries are written in batches off
 //     the request path, and dropped and counted, not waited for, when the database is down.
 package keyed

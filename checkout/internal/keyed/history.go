@@ -15,20 +15,20 @@ import (
 	"github.com/tekrar/tekrar/internal/pgtext"
 )
 
-// Event kinds: what a keyed request did with its key, or what the sweeper did to it. They
+// Entry kinds: what a keyed request did with its key, or what the sweeper did to it. They
 // are the values key_events.kind admits (its CHECK), which the console reads back.
 const (
-	EventCreated        = "created"         // the first arrival claimed the key
-	EventReplayed       = "replayed"        // a repeat got the stored response
-	EventReusedConflict = "reused_conflict" // the key came with another request
-	EventInUseRejected  = "in_use_rejected" // a repeat arrived while the key was worked on
-	EventResumed        = "resumed"         // a retry took over unfinished work
-	EventCompleted      = "completed"       // the key's response was stored
-	EventExpired        = "expired"         // the sweeper removed the key (a tombstone stays)
-	EventLateRetry      = "late_retry"      // a repeat after the key expired
+	KindCreated        = "created"         // the first arrival claimed the key
+	KindReplayed       = "replayed"        // a repeat got the stored response
+	KindReusedConflict = "reused_conflict" // the key came with another request
+	KindInUseRejected  = "in_use_rejected" // a repeat arrived while the key was worked on
+	KindResumed        = "resumed"         // a retry took over unfinished work
+	KindCompleted      = "completed"       // the key's response was stored
+	KindExpired        = "expired"         // the sweeper removed the key (a tombstone stays)
+	KindLateRetry      = "late_retry"      // a repeat after the key expired
 )
 
-// Meta is who sent a request, for its event: what an operator needs to find the caller
+// Meta is who sent a request, for its history entry: what an operator needs to find the caller
 // of a replay or a conflict in their own logs.
 type Meta struct {
 	RequestID  string
@@ -36,28 +36,28 @@ type Meta struct {
 	UserAgent  string
 }
 
-// Event is one entry of a key's history, a row of key_events.
-type Event struct {
+// Entry is one entry of a key's history, a row of key_events.
+type Entry struct {
 	At          time.Time
 	ClientID    int64
 	Key         string
 	KeyID       int64 // 0: no key row (a late retry after the sweep)
 	Kind        string
-	Status      int // the answer's HTTP status; 0 for the sweeper's events
+	Status      int // the answer's HTTP status; 0 for the sweeper's entries
 	Meta        Meta
 	Fingerprint []byte
 	Detail      map[string]any
 }
 
-// History writes events without putting a write on the request path: a request hands its
-// event over and goes on; a background writer inserts them in batches, in transactions that
+// History writes entries without putting a write on the request path: a request hands its
+// entry over and goes on; a background writer inserts them in batches, in transactions that
 // do not wait for a synchronous commit. A crash loses at most the last fraction of a second
-// of events, never a key, an order or a response. If the database stays unreachable the
-// buffer fills and further events are dropped (and counted) rather than slowing requests.
+// of entries, never a key, an order or a response. If the database stays unreachable the
+// buffer fills and further entries are dropped (and counted) rather than slowing requests.
 type History struct {
 	db      *sqlx.DB
 	logger  *slog.Logger
-	ch      chan Event
+	ch      chan Entry
 	dropped atomic.Int64
 	flushes chan chan struct{}
 	stop    chan struct{}
@@ -65,15 +65,15 @@ type History struct {
 }
 
 const (
-	eventBuffer     = 16384
-	eventBatch      = 500
+	entryBuffer     = 16384
+	entryBatch      = 500
 	eventFlushEvery = 100 * time.Millisecond
 )
 
 // NewHistory starts the history's background writer; Close stops it. One per process: its
 // buffer is what a database outage may cost.
 func NewHistory(db *sqlx.DB, logger *slog.Logger) *History {
-	l := &History{db: db, logger: logger, ch: make(chan Event, eventBuffer),
+	l := &History{db: db, logger: logger, ch: make(chan Entry, entryBuffer),
 		flushes: make(chan chan struct{}), stop: make(chan struct{})}
 	l.done.Add(1)
 	go l.loop()
@@ -82,7 +82,7 @@ func NewHistory(db *sqlx.DB, logger *slog.Logger) *History {
 
 // Record hands e to the writer and returns at once, even when the buffer is full (then e
 // is dropped and counted): a request never waits for its history.
-func (l *History) Record(e Event) {
+func (l *History) Record(e Entry) {
 	select {
 	case l.ch <- e:
 	default:
@@ -92,7 +92,7 @@ func (l *History) Record(e Event) {
 	}
 }
 
-// Flush writes every event recorded before the call, for a reader (a test, a page) that
+// Flush writes every entry recorded before the call, for a reader (a test, a page) that
 // must see them now rather than within the writer's tenth of a second.
 func (l *History) Flush() {
 	done := make(chan struct{})
@@ -101,7 +101,7 @@ func (l *History) Flush() {
 }
 
 // Close writes what is buffered and stops the writer, so that a clean shutdown loses no
-// event.
+// entry.
 func (l *History) Close() {
 	close(l.stop)
 	l.done.Wait()
@@ -111,7 +111,7 @@ func (l *History) loop() {
 	defer l.done.Done()
 	t := time.NewTicker(eventFlushEvery)
 	defer t.Stop()
-	batch := make([]Event, 0, eventBatch)
+	batch := make([]Entry, 0, entryBatch)
 	flush := func() {
 		if len(batch) > 0 {
 			l.write(batch)
@@ -122,7 +122,7 @@ func (l *History) loop() {
 		select {
 		case e := <-l.ch:
 			batch = append(batch, e)
-			if len(batch) >= eventBatch {
+			if len(batch) >= entryBatch {
 				flush()
 			}
 		case <-t.C:
@@ -138,12 +138,12 @@ func (l *History) loop() {
 }
 
 // drain takes everything buffered and writes it.
-func (l *History) drain(batch *[]Event, flush func()) {
+func (l *History) drain(batch *[]Entry, flush func()) {
 	for {
 		select {
 		case e := <-l.ch:
 			*batch = append(*batch, e)
-			if len(*batch) >= eventBatch {
+			if len(*batch) >= entryBatch {
 				flush()
 			}
 		default:
@@ -154,13 +154,13 @@ func (l *History) drain(batch *[]Event, flush func()) {
 }
 
 // write inserts a batch, trying a few times while the database is unreachable before
-// giving the batch up. If Postgres refuses a row instead, the events are written one by
-// one, so that one bad event costs only itself and not the history of up to a batch of
+// giving the batch up. If Postgres refuses a row instead, the entries are written one by
+// one, so that one bad entry costs only itself and not the history of up to a batch of
 // other requests.
-func (l *History) write(batch []Event) {
+func (l *History) write(batch []Entry) {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		if err = insertEvents(l.db, batch); err == nil {
+		if err = insertEntries(l.db, batch); err == nil {
 			return
 		}
 		if !tdb.IsUnavailable(err) && len(batch) > 1 {
@@ -173,11 +173,11 @@ func (l *History) write(batch []Event) {
 	l.logger.Warn("key events not written", "err", err, "events", len(batch))
 }
 
-func (l *History) writeEach(batch []Event) {
+func (l *History) writeEach(batch []Entry) {
 	var lost int64
 	var last error
 	for i := range batch {
-		if err := insertEvents(l.db, batch[i:i+1]); err != nil {
+		if err := insertEntries(l.db, batch[i:i+1]); err != nil {
 			lost, last = lost+1, err
 		}
 	}
@@ -211,7 +211,7 @@ var insertEventsSQL = tdb.Named[eventColumns](`
 	                     CAST(:request_id AS text[]), CAST(:remote_addr AS text[]), CAST(:user_agent AS text[]),
 	                     CAST(:fingerprint AS bytea[]), CAST(:detail AS jsonb[]))`)
 
-func insertEvents(db *sqlx.DB, batch []Event) error {
+func insertEntries(db *sqlx.DB, batch []Entry) error {
 	n := len(batch)
 	at := make([]string, n)
 	client := make([]int64, n)

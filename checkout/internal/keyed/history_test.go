@@ -42,10 +42,10 @@ func TestHistoryWritesEvents(t *testing.T) {
 	h := NewHistory(d, slog.New(slog.DiscardHandler))
 	defer h.Close()
 	at := time.Now()
-	h.Record(Event{At: at, ClientID: 1, Key: "k-1", KeyID: 7, Kind: EventCreated, Status: 201,
+	h.Record(Entry{At: at, ClientID: 1, Key: "k-1", KeyID: 7, Kind: KindCreated, Status: 201,
 		Meta: Meta{RequestID: "req-1", UserAgent: "curl/8"}, Detail: map[string]any{"order_id": "ord_1"}})
-	h.Record(Event{At: at, ClientID: 1, Key: "k-1", Kind: "not_a_kind", Status: 201})
-	h.Record(Event{At: at, ClientID: 1, Key: "k-1", Kind: EventReusedConflict, Status: 422, Fingerprint: []byte{0xab, 0x01}})
+	h.Record(Entry{At: at, ClientID: 1, Key: "k-1", Kind: "not_a_kind", Status: 201})
+	h.Record(Entry{At: at, ClientID: 1, Key: "k-1", Kind: KindReusedConflict, Status: 422, Fingerprint: []byte{0xab, 0x01}})
 	h.Flush()
 
 	var rows []eventRow
@@ -57,7 +57,7 @@ func TestHistoryWritesEvents(t *testing.T) {
 		t.Fatalf("%d rows, want the two admitted events: %+v", len(rows), rows)
 	}
 	created, conflict := rows[0], rows[1]
-	if created.Kind != EventCreated || created.KeyID == nil || *created.KeyID != 7 || created.Status == nil || *created.Status != 201 ||
+	if created.Kind != KindCreated || created.KeyID == nil || *created.KeyID != 7 || created.Status == nil || *created.Status != 201 ||
 		created.RequestID == nil || *created.RequestID != "req-1" || created.UserAgent == nil || *created.UserAgent != "curl/8" ||
 		created.Fingerprint != nil || created.Detail == nil {
 		t.Errorf("created: %+v", created)
@@ -67,7 +67,7 @@ func TestHistoryWritesEvents(t *testing.T) {
 			t.Errorf("created's detail %s (%v)", *created.Detail, err)
 		}
 	}
-	if conflict.Kind != EventReusedConflict || conflict.KeyID != nil || conflict.RequestID != nil || conflict.Detail != nil ||
+	if conflict.Kind != KindReusedConflict || conflict.KeyID != nil || conflict.RequestID != nil || conflict.Detail != nil ||
 		string(conflict.Fingerprint) != "\xab\x01" {
 		t.Errorf("conflict: %+v", conflict)
 	}
@@ -79,10 +79,10 @@ func TestHistoryWritesEvents(t *testing.T) {
 // TestHistoryDropsWhenFull: Record never waits; with the buffer full an event is dropped and
 // counted (a History whose writer has not started keeps its buffer full).
 func TestHistoryDropsWhenFull(t *testing.T) {
-	h := &History{logger: slog.New(slog.DiscardHandler), ch: make(chan Event, 1)}
-	h.Record(Event{Kind: EventReplayed})
-	h.Record(Event{Kind: EventReplayed})
-	h.Record(Event{Kind: EventReplayed})
+	h := &History{logger: slog.New(slog.DiscardHandler), ch: make(chan Entry, 1)}
+	h.Record(Entry{Kind: KindReplayed})
+	h.Record(Entry{Kind: KindReplayed})
+	h.Record(Entry{Kind: KindReplayed})
 	if n := h.dropped.Load(); n != 2 {
 		t.Errorf("%d dropped, want the 2 that found the buffer full", n)
 	}
