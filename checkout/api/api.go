@@ -20,20 +20,20 @@ type Deps struct {
 	Authenticator *clients.Authenticator
 	Service       *checkout.Service
 	MaxBodyBytes  int64
-	// Hooks keeps the client's webhook endpoints.
-	Hooks *deliveries.Store
+	// Endpoints keeps the client's webhook endpoints.
+	Endpoints *deliveries.Store
 }
 
 type handlers struct {
-	logger  *slog.Logger
-	svc     *checkout.Service
-	hooks   *deliveries.Store
-	maxBody int64
+	logger    *slog.Logger
+	svc       *checkout.Service
+	endpoints *deliveries.Store
+	maxBody   int64
 }
 
 // Register mounts the API on g (the /v1 group).
 func Register(g *gin.RouterGroup, d Deps) {
-	a := &handlers{logger: d.Logger, svc: d.Service, hooks: d.Hooks, maxBody: d.MaxBodyBytes}
+	a := &handlers{logger: d.Logger, svc: d.Service, endpoints: d.Endpoints, maxBody: d.MaxBodyBytes}
 	// Registered before the group's middleware, which gin applies only to the routes
 	// registered after it: the document needs no credentials.
 	g.GET("/openapi.json", serveOpenAPI)

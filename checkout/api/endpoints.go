@@ -30,7 +30,7 @@ func (a *handlers) createEndpoint(c *gin.Context) {
 		server.Abort(c, p)
 		return
 	}
-	e, err := a.hooks.Create(c.Request.Context(), client(c).ID, in)
+	e, err := a.endpoints.Create(c.Request.Context(), client(c).ID, in)
 	if err != nil {
 		a.failEndpoint(c, err)
 		return
@@ -40,7 +40,7 @@ func (a *handlers) createEndpoint(c *gin.Context) {
 }
 
 func (a *handlers) listEndpoints(c *gin.Context) {
-	es, err := a.hooks.List(c.Request.Context(), client(c).ID)
+	es, err := a.endpoints.List(c.Request.Context(), client(c).ID)
 	if err != nil {
 		a.failEndpoint(c, err)
 		return
@@ -49,7 +49,7 @@ func (a *handlers) listEndpoints(c *gin.Context) {
 }
 
 func (a *handlers) getEndpoint(c *gin.Context) {
-	e, err := a.hooks.Get(c.Request.Context(), client(c).ID, c.Param("id"))
+	e, err := a.endpoints.Get(c.Request.Context(), client(c).ID, c.Param("id"))
 	if err != nil {
 		a.failEndpoint(c, err)
 		return
@@ -58,7 +58,7 @@ func (a *handlers) getEndpoint(c *gin.Context) {
 }
 
 func (a *handlers) deleteEndpoint(c *gin.Context) {
-	if err := a.hooks.Delete(c.Request.Context(), client(c).ID, c.Param("id")); err != nil {
+	if err := a.endpoints.Delete(c.Request.Context(), client(c).ID, c.Param("id")); err != nil {
 		a.failEndpoint(c, err)
 		return
 	}
@@ -92,7 +92,7 @@ func (a *handlers) rotateEndpointSecret(c *gin.Context) {
 			overlap = time.Duration(*in.OverlapSeconds) * time.Second
 		}
 	}
-	e, err := a.hooks.RotateSecret(c.Request.Context(), client(c).ID, c.Param("id"), overlap)
+	e, err := a.endpoints.RotateSecret(c.Request.Context(), client(c).ID, c.Param("id"), overlap)
 	if err != nil {
 		a.failEndpoint(c, err)
 		return

@@ -138,7 +138,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		Authenticator: clients.NewAuthenticator(db, cfg.AuthCacheTTL),
 		Service:       svc,
 		MaxBodyBytes:  int64(cfg.MaxBodyBytes),
-		Hooks:         endpoints,
+		Endpoints:     endpoints,
 	})
 	if cfg.PSPWebhookSecrets != "" {
 		var keys []stdwebhook.Key
