@@ -15,7 +15,7 @@ import (
 // routeOwners are where a "/v1/ route string may be written in non-test Go, and why.
 var routeOwners = map[string]string{
 	"checkout/api/": "the API registers the routes (routes.go) and hands the domain what it needs of them",
-	"checkout/sdk/": "the Go client calls the API by its routes",
+	"checkout/sdk/": "the Go SDK calls the API by its routes",
 	"internal/apptest/": "the API's contract harness: it tells the API's requests from the others " +
 		"and serves the API's OpenAPI document, so it is on the API's side",
 	"internal/problem/pages.go": "Spec.Example documents a problem as a client receives it from the API " +

@@ -13,7 +13,7 @@ type Code string
 // Error is a problem tekrar answered (RFC 9457 problem details), as the last attempt of a
 // call received it. errors.Is matches it against the sentinel of its code:
 //
-//	if errors.Is(err, client.ErrPaymentDeclined) { ... }
+//	if errors.Is(err, sdk.ErrPaymentDeclined) { ... }
 //
 // and errors.As gives the details.
 type Error struct {
@@ -21,7 +21,7 @@ type Error struct {
 	Code   Code
 	Title  string
 	Detail string
-	// Retryable: the same request with the same key may succeed. The client has already
+	// Retryable: the same request with the same key may succeed. The SDK has already
 	// retried it as far as its Policy allows.
 	Retryable bool
 	// SafeNewKey: a new key cannot cause a second charge. Only then may the caller start the
@@ -62,7 +62,7 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Is matches any problem of the same code: errors.Is(err, client.ErrOutOfStock).
+// Is matches any problem of the same code: errors.Is(err, sdk.ErrOutOfStock).
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
 	return ok && t != nil && t.Code == e.Code

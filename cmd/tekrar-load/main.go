@@ -10,7 +10,7 @@
 // It prints one line: "load <mode> clients=<c> requests=<n> rps=<r> p50_ms=<> p99_ms=<> errors=<n>".
 // In replay mode an answer that is not marked Idempotent-Replayed counts as an error.
 // Each client keeps one keep-alive connection (see conn.go for why it is not net/http's).
-// The replay keys are seeded through tekrar's Go client (checkout/sdk), which retries what
+// The replay keys are seeded through tekrar's Go SDK (checkout/sdk), which retries what
 // a loaded server answers with 503s or loses; only the measured requests use conn.go.
 package main
 
@@ -115,7 +115,7 @@ func (l *loader) worker() *conn {
 	return &c
 }
 
-// seed creates the keys that replay mode repeats, workers at a time, through the Go client:
+// seed creates the keys that replay mode repeats, workers at a time, through the Go SDK:
 // a seed that meets a lost answer or a retryable problem retries it under the same key.
 func (l *loader) seed(n, workers int) error {
 	tr := http.DefaultTransport.(*http.Transport).Clone()

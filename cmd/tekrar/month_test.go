@@ -29,7 +29,7 @@ import (
 // charged by `tekrar installments run`, the day before is settled by `tekrar settle`, and
 // two `tekrar serve` replicas take the day's orders (paid at once or in installments on a
 // saved card), double taps and refunds from three clients in Istanbul, New York and Berlin,
-// sent through the Go client with its retry policy. Processes die at random: a replica
+// sent through the Go SDK with its retry policy. Processes die at random: a replica
 // SIGKILLed during the day's traffic or exiting at a crash point right after the provider
 // charged, an installment run exiting right after the provider charged or SIGKILLed while a
 // second runs, a settlement SIGKILLed half way or run twice at once, or run while the day's
@@ -412,7 +412,7 @@ func (m *month) intentsOf(day time.Time) []*monthIntent {
 	return out
 }
 
-// send drives one copy of an intent to a final answer through the Go client, starting on
+// send drives one copy of an intent to a final answer through the Go SDK, starting on
 // replica start and moving to the other when an answer is lost (a replica died). An order
 // whose first attempt died before the card was charged, and whose retry came after the
 // completer canceled it (payment_abandoned, safe_new_key), is made again under a new key,
