@@ -26,9 +26,9 @@ func (a *console) eventList(c *gin.Context, p views.EventsPage, kinds []string) 
 		p.Error = err.Error()
 		return a.render(c, http.StatusBadRequest, views.EventsList(p))
 	}
-	f := report.EventFilter{Kinds: kinds, ClientID: kf.ClientID, Key: kf.Key, CustomerID: kf.CustomerID,
+	f := report.HistoryFilter{Kinds: kinds, ClientID: kf.ClientID, Key: kf.Key, CustomerID: kf.CustomerID,
 		OrderID: kf.OrderID, From: kf.From, To: kf.To}
-	rows, next, err := report.ListEvents(c.Request.Context(), a.DB, f, report.Page{After: c.Query("after")})
+	rows, next, err := report.ListHistory(c.Request.Context(), a.DB, f, report.Page{After: c.Query("after")})
 	if errors.Is(err, report.ErrInvalidQuery) {
 		p.Error = err.Error()
 		return a.render(c, http.StatusBadRequest, views.EventsList(p))
@@ -55,7 +55,7 @@ type eventDetail struct {
 	SameRequest *bool    `json:"same_request"`
 }
 
-func eventLine(e report.EventRow) views.EventLine {
+func eventLine(e report.HistoryRow) views.EventLine {
 	l := views.EventLine{At: e.At, Kind: e.Kind, Client: fmt.Sprintf("%s (%d)", e.ClientName, e.ClientID),
 		Key: e.Key, KeyHref: keyHref(e.ClientID, e.Key), Request: e.RequestID, Address: e.RemoteAddr,
 		Device: e.UserAgent}

@@ -49,7 +49,7 @@ func (a *console) expirations(c *gin.Context) error {
 			Took: s.FinishedAt.Sub(s.StartedAt).Round(time.Millisecond).String(), Error: s.Error})
 	}
 
-	late, next, err := report.ListEvents(ctx, a.DB, report.EventFilter{Kinds: []string{checkout.KindLateRetry}},
+	late, next, err := report.ListHistory(ctx, a.DB, report.HistoryFilter{Kinds: []string{checkout.KindLateRetry}},
 		report.Page{After: c.Query("late_after")})
 	if err != nil && !invalid(err) {
 		return err

@@ -92,7 +92,7 @@ func (a *console) key(c *gin.Context) error {
 }
 
 // timelineEntries shows a key's events: who sent each request, and what it was answered.
-func timelineEntries(events []report.EventRow) []views.TimelineEntry {
+func timelineEntries(events []report.HistoryRow) []views.TimelineEntry {
 	var out []views.TimelineEntry
 	for _, e := range events {
 		t := views.TimelineEntry{At: e.At, Kind: e.Kind, Request: e.RequestID, Address: e.RemoteAddr, Device: e.UserAgent, Detail: string(e.Detail)}

@@ -168,8 +168,8 @@ type orderStory struct {
 	d        report.OrderDetail
 	card     views.OrderCard
 	charges  report.OrderCharges // what the provider charged for it, installment by installment
-	requests []report.EventRow   // the order key's events; empty if none is recorded
-	arrival  *report.EventRow    // the request that created the order, if recorded
+	requests []report.HistoryRow // the order key's events; empty if none is recorded
+	arrival  *report.HistoryRow  // the request that created the order, if recorded
 }
 
 // keySkew is how long before the time a key row records its created event may be stamped:
@@ -179,9 +179,9 @@ const keySkew = time.Minute
 // incarnation keeps the events of one use of a key string that first arrived at since:
 // from then (less keySkew) up to the next created event, which starts a later use of the
 // same string, after the first was forgotten.
-func incarnation(events []report.EventRow, since time.Time) []report.EventRow {
+func incarnation(events []report.HistoryRow, since time.Time) []report.HistoryRow {
 	from := since.Add(-keySkew)
-	var out []report.EventRow
+	var out []report.HistoryRow
 	created := false
 	for _, e := range events {
 		if e.At.Before(from) {
@@ -235,7 +235,7 @@ func (a *console) loadOrder(ctx context.Context, publicID string) (orderStory, e
 			b.Role = "refund " + k.RefundPublicID
 		} else if s.arrival == nil {
 			s.requests = events
-			if i := slices.IndexFunc(events, func(e report.EventRow) bool { return e.Kind == checkout.KindCreated }); i >= 0 {
+			if i := slices.IndexFunc(events, func(e report.HistoryRow) bool { return e.Kind == checkout.KindCreated }); i >= 0 {
 				s.arrival = &events[i]
 			}
 		}

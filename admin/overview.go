@@ -29,7 +29,7 @@ func (a *console) overview(c *gin.Context) error {
 	ctx := c.Request.Context()
 	to := a.Now()
 	from := to.Add(-span)
-	counts, err := report.EventCounts(ctx, a.DB, from, to, 0)
+	counts, err := report.HistoryCounts(ctx, a.DB, from, to, 0)
 	if err != nil {
 		return err
 	}

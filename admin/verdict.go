@@ -25,7 +25,7 @@ const (
 // requestCounts counts the repeats that reached one key and what they were answered.
 type requestCounts struct{ replays, inUse, conflicts, late, resumed int }
 
-func countRequests(events []report.EventRow) requestCounts {
+func countRequests(events []report.HistoryRow) requestCounts {
 	var n requestCounts
 	for _, e := range events {
 		switch e.Kind {

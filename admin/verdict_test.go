@@ -37,10 +37,10 @@ func TestGapAndWindowText(t *testing.T) {
 // the one that made it.
 func TestIncarnation(t *testing.T) {
 	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	ev := func(at time.Duration, kind string) report.EventRow {
-		return report.EventRow{At: t0.Add(at), Kind: kind}
+	ev := func(at time.Duration, kind string) report.HistoryRow {
+		return report.HistoryRow{At: t0.Add(at), Kind: kind}
 	}
-	events := []report.EventRow{
+	events := []report.HistoryRow{
 		ev(-40*24*time.Hour, checkout.KindCreated), ev(-40*24*time.Hour+time.Minute, checkout.KindReplayed),
 		ev(0, checkout.KindCreated), ev(0, checkout.KindCompleted), ev(time.Minute, checkout.KindReplayed),
 		ev(50*24*time.Hour, checkout.KindCreated), ev(50*24*time.Hour, checkout.KindReplayed),
@@ -69,7 +69,7 @@ func story(t *testing.T, id int64, at time.Time, key, brand, last4 string, refun
 	case refunded > 0:
 		d.Status = checkout.StatusPartiallyRefunded
 	}
-	arrival := report.EventRow{At: at, Kind: checkout.KindCreated, UserAgent: "app/1.0", RemoteAddr: "10.0.0.1"}
+	arrival := report.HistoryRow{At: at, Kind: checkout.KindCreated, UserAgent: "app/1.0", RemoteAddr: "10.0.0.1"}
 	charges := report.OrderCharges{Installments: 1, Charges: []report.Charge{{OrderID: id, ChargeID: d.Payment.ChargeID, Amount: d.Amount, At: at}}}
 	return orderStory{d: d, charges: charges, arrival: &arrival}
 }

@@ -80,14 +80,14 @@ func TestEventCountsMatchTheEvents(t *testing.T) {
 		}
 		for _, w := range windows {
 			for _, client := range []int64{0, clients[1]} {
-				got, err := EventCounts(ctx, d, w[0], w[1], client)
+				got, err := HistoryCounts(ctx, d, w[0], w[1], client)
 				if err != nil {
 					t.Fatal(err)
 				}
 				want := plainCounts(t, d, w[0], w[1], client)
 				for _, k := range EventKinds {
 					if got[k] != want[k] {
-						t.Fatalf("%s: EventCounts(%s, %s, client %d)[%s] = %d, a count of the events says %d",
+						t.Fatalf("%s: HistoryCounts(%s, %s, client %d)[%s] = %d, a count of the events says %d",
 							label, w[0].Format(time.RFC3339Nano), w[1].Format(time.RFC3339Nano), client, k, got[k], want[k])
 					}
 				}

@@ -17,8 +17,8 @@ import (
 	"github.com/tekrar/tekrar/checkout"
 )
 
-// EventRow is one entry of key_events.
-type EventRow struct {
+// HistoryRow is one history entry, a row of key_events.
+type HistoryRow struct {
 	ID          int64
 	At          time.Time
 	ClientID    int64
@@ -32,7 +32,7 @@ type EventRow struct {
 	Fingerprint string          // hex; set where it matters (a conflict, a late retry)
 	Detail      json.RawMessage // nil when none
 
-	// Set by ListEvents only, so that a list can say what a conflict differed in and which
+	// Set by ListHistory only, so that a list can say what a conflict differed in and which
 	// order a late retry was after: the client's name, and what the key stores (its row,
 	// or once swept its tombstone): the first request's fingerprint (hex), method and path,
 	// and the order it made (a refund key: the order refunded).
@@ -75,14 +75,14 @@ const eventColumns = `e.id, e.at, e.client_id, e.key, e.key_id, e.kind, e.status
 var EventKinds = []string{checkout.KindCreated, checkout.KindReplayed, checkout.KindReusedConflict, checkout.KindInUseRejected,
 	checkout.KindResumed, checkout.KindCompleted, checkout.KindExpired, checkout.KindLateRetry}
 
-func selectEvents(ctx context.Context, db sqlx.QueryerContext, q string, a []any) ([]EventRow, error) {
+func selectHistory(ctx context.Context, db sqlx.QueryerContext, q string, a []any) ([]HistoryRow, error) {
 	var rows []eventScan
 	if err := sqlx.SelectContext(ctx, db, &rows, q, a...); err != nil {
 		return nil, err
 	}
-	out := make([]EventRow, len(rows))
+	out := make([]HistoryRow, len(rows))
 	for i, r := range rows {
-		out[i] = EventRow{ID: r.ID, At: r.At.UTC(), ClientID: r.ClientID, Key: r.Key, KeyID: r.KeyID,
+		out[i] = HistoryRow{ID: r.ID, At: r.At.UTC(), ClientID: r.ClientID, Key: r.Key, KeyID: r.KeyID,
 			Kind: r.Kind, Status: r.Status, RequestID: r.RequestID, RemoteAddr: r.RemoteAddr,
 			UserAgent: r.UserAgent, Fingerprint: r.Fingerprint, ClientName: r.ClientName,
 			KeyFingerprint: r.KeyFingerprint, KeyMethod: r.KeyMethod, KeyPath: r.KeyPath, OrderID: r.OrderID,
@@ -105,16 +105,16 @@ const keyTimelineSQL = `
 // what it was answered, then its expiry. It includes earlier incarnations of the key string
 // (a key forgotten after its grace and used again); KeyID tells them apart. At most
 // MaxTimelineEvents are returned.
-func KeyTimeline(ctx context.Context, db sqlx.QueryerContext, clientID int64, key string) ([]EventRow, error) {
-	rows, err := selectEvents(ctx, db, keyTimelineSQL, []any{clientID, key, MaxTimelineEvents})
+func KeyTimeline(ctx context.Context, db sqlx.QueryerContext, clientID int64, key string) ([]HistoryRow, error) {
+	rows, err := selectHistory(ctx, db, keyTimelineSQL, []any{clientID, key, MaxTimelineEvents})
 	if err != nil {
 		return nil, fmt.Errorf("key timeline: %w", err)
 	}
 	return rows, nil
 }
 
-// EventFilter selects events; every field is optional and they combine with AND.
-type EventFilter struct {
+// HistoryFilter selects history entries; every field is optional and they combine with AND.
+type HistoryFilter struct {
 	Kinds    []string // empty: every kind
 	From, To time.Time
 	ClientID int64
@@ -162,12 +162,12 @@ const eventRowsSQL = `
 	  ) e
 	 ORDER BY e.at DESC, e.id DESC`
 
-// listEventsSQL builds ListEvents' query for n+1 rows. Without a key, each kind is read
+// listHistorySQL builds ListHistory's query for n+1 rows. Without a key, each kind is read
 // from its own index range, newest first, and the per-kind pages are merged: a single
 // "kind = ANY (...)" range would return the rows in (kind, at) order and need a sort of the
 // whole time range. A search by key (without the client), order or customer reads each
-// key's own events instead (see eventsOfKeysSQL).
-func listEventsSQL(f EventFilter, page Page) (string, []any, error) {
+// key's own events instead (see historyOfKeysSQL).
+func listHistorySQL(f HistoryFilter, page Page) (string, []any, error) {
 	cur, err := page.decode()
 	if err != nil {
 		return "", nil, err
@@ -178,7 +178,7 @@ func listEventsSQL(f EventFilter, page Page) (string, []any, error) {
 	}
 	var a sqlArgs
 	if f.OrderID != 0 || f.CustomerID != "" || (f.Key != "" && f.ClientID == 0) {
-		return fmt.Sprintf(eventRowsSQL, eventsOfKeysSQL(&a, f, kinds, cur, page)), a, nil
+		return fmt.Sprintf(eventRowsSQL, historyOfKeysSQL(&a, f, kinds, cur, page)), a, nil
 	}
 	var preds []string
 	if f.ClientID != 0 {
@@ -187,7 +187,7 @@ func listEventsSQL(f EventFilter, page Page) (string, []any, error) {
 	if f.Key != "" {
 		preds = append(preds, "e.key = "+a.p(f.Key), "e.kind = ANY ("+a.p(pq.Array(kinds))+"::text[])")
 	}
-	preds = eventWindow(&a, preds, f, cur)
+	preds = historyWindow(&a, preds, f, cur)
 	limit := a.p(page.size() + 1)
 	var inner string
 	if f.Key != "" {
@@ -203,14 +203,14 @@ func listEventsSQL(f EventFilter, page Page) (string, []any, error) {
 	return fmt.Sprintf(eventRowsSQL, inner), a, nil
 }
 
-// eventsOfKeysSQL is the inner query of an event search by key, order or customer. It
+// historyOfKeysSQL is the inner query of an event search by key, order or customer. It
 // lists the keys first, the (client_id, key) pairs of the events to show, then reads each
 // key's newest events from key_events_key_idx (client_id, key, at) and merges them: a key
 // alone names one pair per client; an order or a customer the keys that made the orders
 // and their refunds, live (idempotency_keys) or swept (key_tombstones), found through the
 // indexes ListKeys uses.
-// eventWindow adds an event list's time range and page cursor to preds.
-func eventWindow(a *sqlArgs, preds []string, f EventFilter, cur *pageCursor) []string {
+// historyWindow adds an event list's time range and page cursor to preds.
+func historyWindow(a *sqlArgs, preds []string, f HistoryFilter, cur *pageCursor) []string {
 	if !f.From.IsZero() {
 		preds = append(preds, "e.at >= "+a.t(f.From))
 	}
@@ -223,7 +223,7 @@ func eventWindow(a *sqlArgs, preds []string, f EventFilter, cur *pageCursor) []s
 	return preds
 }
 
-func eventsOfKeysSQL(a *sqlArgs, f EventFilter, kinds []string, cur *pageCursor, page Page) string {
+func historyOfKeysSQL(a *sqlArgs, f HistoryFilter, kinds []string, cur *pageCursor, page Page) string {
 	var keys string
 	if f.OrderID == 0 && f.CustomerID == "" {
 		keys = `SELECT c.id AS client_id, ` + a.p(f.Key) + `::text AS key FROM clients c`
@@ -253,7 +253,7 @@ func eventsOfKeysSQL(a *sqlArgs, f EventFilter, kinds []string, cur *pageCursor,
 			` UNION SELECT k.client_id, k.key FROM key_tombstones k` + preds
 	}
 	preds := []string{"e.client_id = kk.client_id", "e.key = kk.key", "e.kind = ANY (" + a.p(pq.Array(kinds)) + "::text[])"}
-	preds = eventWindow(a, preds, f, cur)
+	preds = historyWindow(a, preds, f, cur)
 	limit := a.p(page.size() + 1)
 	return `SELECT e.* FROM (` + keys + `) kk CROSS JOIN LATERAL (
 		SELECT ` + eventColumns + ` FROM key_events e` + sqlWhere(preds) + `
@@ -261,13 +261,13 @@ func eventsOfKeysSQL(a *sqlArgs, f EventFilter, kinds []string, cur *pageCursor,
 		 ORDER BY e.at DESC, e.id DESC LIMIT ` + limit
 }
 
-// ListEvents returns a page of events matching f, newest first.
-func ListEvents(ctx context.Context, db sqlx.QueryerContext, f EventFilter, page Page) ([]EventRow, Page, error) {
-	q, a, err := listEventsSQL(f, page)
+// ListHistory returns a page of history entries matching f, newest first.
+func ListHistory(ctx context.Context, db sqlx.QueryerContext, f HistoryFilter, page Page) ([]HistoryRow, Page, error) {
+	q, a, err := listHistorySQL(f, page)
 	if err != nil {
 		return nil, Page{}, err
 	}
-	rows, err := selectEvents(ctx, db, q, a)
+	rows, err := selectHistory(ctx, db, q, a)
 	if err != nil {
 		return nil, Page{}, fmt.Errorf("list events: %w", err)
 	}

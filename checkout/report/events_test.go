@@ -40,34 +40,34 @@ func testEvents(t *testing.T, f *consoleFixture) {
 		t.Errorf("timeline of another client's key: %v, %v", tl, err)
 	}
 
-	// ListEvents against a plain query, in pages.
+	// ListHistory against a plain query, in pages.
 	type q struct {
-		f     EventFilter
+		f     HistoryFilter
 		where string
 		args  []any
 	}
 	h := time.Hour
 	for _, tt := range []q{
-		{EventFilter{}, "true", nil},
-		{EventFilter{Kinds: []string{checkout.KindReplayed, checkout.KindReusedConflict}}, "kind IN ('replayed', 'reused_conflict')", nil},
-		{EventFilter{Kinds: []string{checkout.KindReplayed}, ClientID: f.shop, From: at0, To: at0.Add(6*h + 2*m)},
+		{HistoryFilter{}, "true", nil},
+		{HistoryFilter{Kinds: []string{checkout.KindReplayed, checkout.KindReusedConflict}}, "kind IN ('replayed', 'reused_conflict')", nil},
+		{HistoryFilter{Kinds: []string{checkout.KindReplayed}, ClientID: f.shop, From: at0, To: at0.Add(6*h + 2*m)},
 			"kind = 'replayed' AND client_id = $1 AND at >= $2 AND at < $3", []any{f.shop, at0, at0.Add(6*h + 2*m)}},
-		{EventFilter{ClientID: f.pos}, "client_id = $1", []any{f.pos}},
-		{EventFilter{ClientID: f.shop, Key: "k-a1", Kinds: []string{checkout.KindReplayed, checkout.KindCreated}, From: at0},
+		{HistoryFilter{ClientID: f.pos}, "client_id = $1", []any{f.pos}},
+		{HistoryFilter{ClientID: f.shop, Key: "k-a1", Kinds: []string{checkout.KindReplayed, checkout.KindCreated}, From: at0},
 			"client_id = $1 AND key = 'k-a1' AND kind IN ('replayed', 'created') AND at >= $2", []any{f.shop, at0}},
-		{EventFilter{Kinds: []string{checkout.KindLateRetry, checkout.KindExpired}, To: at0}, "kind IN ('late_retry', 'expired') AND at < $1", []any{at0}},
+		{HistoryFilter{Kinds: []string{checkout.KindLateRetry, checkout.KindExpired}, To: at0}, "kind IN ('late_retry', 'expired') AND at < $1", []any{at0}},
 		// By key without the client, by order and by customer: the events of the keys
 		// ListKeys finds, live or swept.
-		{EventFilter{Key: "dup"}, "key = 'dup'", nil},
-		{EventFilter{Key: "dup", Kinds: []string{checkout.KindReplayed}}, "key = 'dup' AND kind = 'replayed'", nil},
-		{EventFilter{OrderID: f.orders["a1"]}, "client_id = $1 AND key IN ('k-a1', 'k-r1', 'k-r2')", []any{f.shop}},
-		{EventFilter{OrderID: f.orders["a1"], Kinds: []string{checkout.KindReplayed}, From: at0},
+		{HistoryFilter{Key: "dup"}, "key = 'dup'", nil},
+		{HistoryFilter{Key: "dup", Kinds: []string{checkout.KindReplayed}}, "key = 'dup' AND kind = 'replayed'", nil},
+		{HistoryFilter{OrderID: f.orders["a1"]}, "client_id = $1 AND key IN ('k-a1', 'k-r1', 'k-r2')", []any{f.shop}},
+		{HistoryFilter{OrderID: f.orders["a1"], Kinds: []string{checkout.KindReplayed}, From: at0},
 			"client_id = $1 AND key = 'k-a1' AND kind = 'replayed' AND at >= $2", []any{f.shop, at0}},
-		{EventFilter{CustomerID: "cus_A"}, "client_id = $1 AND key IN ('k-a1', 'k-a2', 'k-r1', 'k-r2')", []any{f.shop}},
-		{EventFilter{CustomerID: "cus_D"}, "client_id = $1 AND key = 'k-swept'", []any{f.shop}},
-		{EventFilter{ClientID: f.shop, CustomerID: "cus_B", Kinds: []string{checkout.KindInUseRejected, checkout.KindCreated}},
+		{HistoryFilter{CustomerID: "cus_A"}, "client_id = $1 AND key IN ('k-a1', 'k-a2', 'k-r1', 'k-r2')", []any{f.shop}},
+		{HistoryFilter{CustomerID: "cus_D"}, "client_id = $1 AND key = 'k-swept'", []any{f.shop}},
+		{HistoryFilter{ClientID: f.shop, CustomerID: "cus_B", Kinds: []string{checkout.KindInUseRejected, checkout.KindCreated}},
 			"client_id = $1 AND key IN ('k-b1', 'k-b2') AND kind IN ('in_use_rejected', 'created')", []any{f.shop}},
-		{EventFilter{CustomerID: "cus_A", Key: "k-a2", To: at0.Add(2*h + m)},
+		{HistoryFilter{CustomerID: "cus_A", Key: "k-a2", To: at0.Add(2*h + m)},
 			"client_id = $1 AND key = 'k-a2' AND at < $2", []any{f.shop, at0.Add(2*h + m)}},
 	} {
 		var want []int64
@@ -78,27 +78,27 @@ func testEvents(t *testing.T, f *consoleFixture) {
 			t.Fatalf("%+v: too few events (%d) to page through", tt.f, len(want))
 		}
 		for _, limit := range []int{1, 3, 200} {
-			got := rowIDs(collectPages(t, limit, func(p Page) ([]EventRow, Page, error) { return ListEvents(ctx, f.db, tt.f, p) }),
-				func(e EventRow) int64 { return e.ID })
+			got := rowIDs(collectPages(t, limit, func(p Page) ([]HistoryRow, Page, error) { return ListHistory(ctx, f.db, tt.f, p) }),
+				func(e HistoryRow) int64 { return e.ID })
 			if !slices.Equal(got, want) {
-				t.Errorf("ListEvents(%+v) in pages of %d = %v, want %v", tt.f, limit, got, want)
+				t.Errorf("ListHistory(%+v) in pages of %d = %v, want %v", tt.f, limit, got, want)
 			}
 		}
 	}
-	for _, none := range []EventFilter{
+	for _, none := range []HistoryFilter{
 		{Key: "nope"},
 		{ClientID: f.pos, CustomerID: "cus_A"},
 		{OrderID: f.orders["a1"], CustomerID: "cus_B"},
 		{OrderID: f.orders["a1"], Key: "k-a2"},
 		{CustomerID: "cus_A", Kinds: []string{checkout.KindLateRetry}},
 	} {
-		if rows, nx, err := ListEvents(ctx, f.db, none, Page{}); err != nil || len(rows) != 0 || nx.After != "" {
-			t.Errorf("ListEvents(%+v) = %d rows, %+v, %v; want none", none, len(rows), nx, err)
+		if rows, nx, err := ListHistory(ctx, f.db, none, Page{}); err != nil || len(rows) != 0 || nx.After != "" {
+			t.Errorf("ListHistory(%+v) = %d rows, %+v, %v; want none", none, len(rows), nx, err)
 		}
 	}
-	for _, bad := range []EventFilter{{Kinds: []string{"replay"}}, {OrderID: 1, Kinds: []string{"conflict"}}} {
-		if _, _, err := ListEvents(ctx, f.db, bad, Page{}); !errors.Is(err, ErrInvalidQuery) {
-			t.Errorf("ListEvents(%+v): err %v, want ErrInvalidQuery", bad, err)
+	for _, bad := range []HistoryFilter{{Kinds: []string{"replay"}}, {OrderID: 1, Kinds: []string{"conflict"}}} {
+		if _, _, err := ListHistory(ctx, f.db, bad, Page{}); !errors.Is(err, ErrInvalidQuery) {
+			t.Errorf("ListHistory(%+v): err %v, want ErrInvalidQuery", bad, err)
 		}
 	}
 
@@ -108,33 +108,33 @@ func testEvents(t *testing.T, f *consoleFixture) {
 	// tombstone, knows nothing more.
 	f.event(f.shop, "k-r1", checkout.KindReplayed, at0.Add(-1000*h), 201) // outside every other test's window
 	defer f.exec(`DELETE FROM key_events WHERE key = 'k-r1'`)
-	one := func(ef EventFilter) EventRow {
+	one := func(ef HistoryFilter) HistoryRow {
 		t.Helper()
-		rows, _, err := ListEvents(ctx, f.db, ef, Page{})
+		rows, _, err := ListHistory(ctx, f.db, ef, Page{})
 		if err != nil || len(rows) != 1 {
-			t.Fatalf("ListEvents(%+v) = %+v, %v; want one row", ef, rows, err)
+			t.Fatalf("ListHistory(%+v) = %+v, %v; want one row", ef, rows, err)
 		}
 		return rows[0]
 	}
 	is := func(p *int64, want int64) bool { return p != nil && *p == want }
-	c = one(EventFilter{ClientID: f.shop, Key: "k-a1", Kinds: []string{checkout.KindReusedConflict}})
+	c = one(HistoryFilter{ClientID: f.shop, Key: "k-a1", Kinds: []string{checkout.KindReusedConflict}})
 	if c.ClientName != "shop app" || c.KeyFingerprint != hex.EncodeToString(sha("k-a1")) ||
 		c.Fingerprint != hex.EncodeToString(sha("other body")) || c.KeyMethod != "POST" || c.KeyPath != "/v1/orders" ||
 		!is(c.OrderID, f.orders["a1"]) {
 		t.Errorf("conflict of k-a1 = %+v", c)
 	}
-	late := one(EventFilter{Kinds: []string{checkout.KindLateRetry}})
+	late := one(HistoryFilter{Kinds: []string{checkout.KindLateRetry}})
 	if late.Key != "k-swept" || late.KeyID != nil || late.KeyFingerprint != hex.EncodeToString(sha("k-swept")) ||
 		late.KeyPath != "/v1/orders" || !is(late.OrderID, f.orders["d1"]) {
 		t.Errorf("late retry of k-swept = %+v", late)
 	}
-	if r := one(EventFilter{Key: "k-r1"}); !is(r.OrderID, f.orders["a1"]) || r.KeyPath != "/v1/orders/1/refunds" {
+	if r := one(HistoryFilter{Key: "k-r1"}); !is(r.OrderID, f.orders["a1"]) || r.KeyPath != "/v1/orders/1/refunds" {
 		t.Errorf("event of refund key k-r1 = %+v", r)
 	}
-	if old := one(EventFilter{ClientID: f.shop, Key: "k-a1", To: at0}); old.KeyFingerprint != "" || old.OrderID != nil || old.ClientName != "shop app" {
+	if old := one(HistoryFilter{ClientID: f.shop, Key: "k-a1", To: at0}); old.KeyFingerprint != "" || old.OrderID != nil || old.ClientName != "shop app" {
 		t.Errorf("event of a gone key row = %+v", old)
 	}
-	if d := one(EventFilter{ClientID: f.pos, Key: "dup", Kinds: []string{checkout.KindCreated}}); d.ClientName != "pos fleet" || !is(d.OrderID, f.orders["dup-pos"]) {
+	if d := one(HistoryFilter{ClientID: f.pos, Key: "dup", Kinds: []string{checkout.KindCreated}}); d.ClientName != "pos fleet" || !is(d.OrderID, f.orders["dup-pos"]) {
 		t.Errorf("created of pos fleet/dup = %+v", d)
 	}
 }

@@ -208,7 +208,7 @@ const orderArrivalsSQL = `
 // OrderArrivals returns the request that created each order, by order id: the created
 // event of its key, with the device (user agent) and address it came from. An order whose
 // event is not (or no longer) recorded is absent.
-func OrderArrivals(ctx context.Context, db sqlx.QueryerContext, orders []OrderRow) (map[int64]EventRow, error) {
+func OrderArrivals(ctx context.Context, db sqlx.QueryerContext, orders []OrderRow) (map[int64]HistoryRow, error) {
 	var ids, clients []int64
 	var keys []string
 	var ats []int64 // microseconds since the epoch
@@ -217,11 +217,11 @@ func OrderArrivals(ctx context.Context, db sqlx.QueryerContext, orders []OrderRo
 			ids, clients, keys, ats = append(ids, o.ID), append(clients, o.ClientID), append(keys, k), append(ats, o.CreatedAt.UnixMicro())
 		}
 	}
-	out := make(map[int64]EventRow)
+	out := make(map[int64]HistoryRow)
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := selectEvents(ctx, db, orderArrivalsSQL, []any{pq.Array(ids), pq.Array(clients), pq.Array(keys),
+	rows, err := selectHistory(ctx, db, orderArrivalsSQL, []any{pq.Array(ids), pq.Array(clients), pq.Array(keys),
 		pq.Array(ats), arrivalSlack.Microseconds()})
 	if err != nil {
 		return nil, fmt.Errorf("order arrivals: %w", err)

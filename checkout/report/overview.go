@@ -28,7 +28,7 @@ func NeedsAttention(ctx context.Context, db sqlx.QueryerContext) (int64, error) 
 	return n, nil
 }
 
-// CountRequests is the key of EventCounts' total of keyed requests: every event a request
+// CountRequests is the key of HistoryCounts' total of keyed requests: every event a request
 // leaves (created, replayed, reused_conflict, in_use_rejected, resumed, late_retry), not
 // the completed events that follow a created or resumed one, nor the sweeper's expired.
 const CountRequests = "requests"
@@ -85,10 +85,10 @@ func eventCountsSQL(from, to time.Time, clientID int64) (string, []any, error) {
 		) x GROUP BY x.kind`, a, nil
 }
 
-// EventCounts counts the events of each kind in [from, to), of one client or (clientID 0)
+// HistoryCounts counts the history entries of each kind in [from, to), of one client or (clientID 0)
 // of all: the console's overview. Every kind is in the map, with 0 if none happened, and
 // CountRequests holds the number of keyed requests.
-func EventCounts(ctx context.Context, db sqlx.QueryerContext, from, to time.Time, clientID int64) (map[string]int64, error) {
+func HistoryCounts(ctx context.Context, db sqlx.QueryerContext, from, to time.Time, clientID int64) (map[string]int64, error) {
 	q, a, err := eventCountsSQL(from, to, clientID)
 	if err != nil {
 		return nil, err

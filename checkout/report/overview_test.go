@@ -13,30 +13,30 @@ import (
 func testOverview(t *testing.T, f *consoleFixture) {
 	ctx := context.Background()
 	h, m := time.Hour, time.Minute
-	counts, err := EventCounts(ctx, f.db, at0, at0.Add(6*h+2*m), 0)
+	counts, err := HistoryCounts(ctx, f.db, at0, at0.Add(6*h+2*m), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]int64{checkout.KindCreated: 5, checkout.KindCompleted: 1, checkout.KindReplayed: 5, checkout.KindReusedConflict: 1,
 		checkout.KindInUseRejected: 1, checkout.KindResumed: 0, checkout.KindExpired: 0, checkout.KindLateRetry: 0, CountRequests: 12}
 	if fmt.Sprint(counts) != fmt.Sprint(want) {
-		t.Errorf("EventCounts = %v, want %v", counts, want)
+		t.Errorf("HistoryCounts = %v, want %v", counts, want)
 	}
-	counts, err = EventCounts(ctx, f.db, at0.Add(-30*24*h), at0.Add(30*24*h), f.pos)
+	counts, err = HistoryCounts(ctx, f.db, at0.Add(-30*24*h), at0.Add(30*24*h), f.pos)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want = map[string]int64{checkout.KindCreated: 1, checkout.KindCompleted: 0, checkout.KindReplayed: 2, checkout.KindReusedConflict: 0,
 		checkout.KindInUseRejected: 0, checkout.KindResumed: 0, checkout.KindExpired: 0, checkout.KindLateRetry: 0, CountRequests: 3}
 	if fmt.Sprint(counts) != fmt.Sprint(want) {
-		t.Errorf("EventCounts(pos) = %v, want %v", counts, want)
+		t.Errorf("HistoryCounts(pos) = %v, want %v", counts, want)
 	}
-	counts, err = EventCounts(ctx, f.db, at0.Add(-23*h), at0.Add(-22*h+1), f.shop)
+	counts, err = HistoryCounts(ctx, f.db, at0.Add(-23*h), at0.Add(-22*h+1), f.shop)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if counts[checkout.KindExpired] != 1 || counts[checkout.KindLateRetry] != 1 || counts[CountRequests] != 1 {
-		t.Errorf("EventCounts(sweep window) = %v", counts)
+		t.Errorf("HistoryCounts(sweep window) = %v", counts)
 	}
 
 	n, err := NeedsAttention(ctx, f.db)

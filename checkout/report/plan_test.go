@@ -41,9 +41,9 @@ func consoleCalls() []consoleCall {
 			return pageRows(ListKeys(ctx, q, f, Page{}))
 		}
 	}
-	events := func(f EventFilter) func(context.Context, sqlx.QueryerContext) (int, error) {
+	events := func(f HistoryFilter) func(context.Context, sqlx.QueryerContext) (int, error) {
 		return func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
-			return pageRows(ListEvents(ctx, q, f, Page{}))
+			return pageRows(ListHistory(ctx, q, f, Page{}))
 		}
 	}
 	orders := func(f OrderFilter) func(context.Context, sqlx.QueryerContext) (int, error) {
@@ -103,26 +103,26 @@ func consoleCalls() []consoleCall {
 		tl, err := KeyTimeline(ctx, q, 1, plantest.Key(1203)) // replayed
 		return len(tl), err
 	})
-	add("ListEvents conflicts and replays, last day", events(EventFilter{Kinds: []string{checkout.KindReplayed, checkout.KindReusedConflict},
+	add("ListHistory conflicts and replays, last day", events(HistoryFilter{Kinds: []string{checkout.KindReplayed, checkout.KindReusedConflict},
 		From: end.Add(-day), To: end}))
-	add("ListEvents all kinds", events(EventFilter{}))
-	add("ListEvents conflicts of a client, last day", events(EventFilter{ClientID: 2, Kinds: []string{checkout.KindReusedConflict},
+	add("ListHistory all kinds", events(HistoryFilter{}))
+	add("ListHistory conflicts of a client, last day", events(HistoryFilter{ClientID: 2, Kinds: []string{checkout.KindReusedConflict},
 		From: end.Add(-day), To: end}))
-	add("ListEvents of a client", events(EventFilter{ClientID: 3}))
-	add("ListEvents of a key", events(EventFilter{ClientID: 1, Key: plantest.Key(1203), Kinds: []string{checkout.KindReplayed}}))
-	add("ListEvents of a key at every client", events(EventFilter{Key: plantest.Key(1203)}))
-	add("ListEvents of an order", events(EventFilter{OrderID: 1207})) // refunded
-	add("ListEvents of a swept order", events(EventFilter{OrderID: planScale + 2}))
-	add("ListEvents of a customer, replays and conflicts", events(EventFilter{CustomerID: "cus_1234",
+	add("ListHistory of a client", events(HistoryFilter{ClientID: 3}))
+	add("ListHistory of a key", events(HistoryFilter{ClientID: 1, Key: plantest.Key(1203), Kinds: []string{checkout.KindReplayed}}))
+	add("ListHistory of a key at every client", events(HistoryFilter{Key: plantest.Key(1203)}))
+	add("ListHistory of an order", events(HistoryFilter{OrderID: 1207})) // refunded
+	add("ListHistory of a swept order", events(HistoryFilter{OrderID: planScale + 2}))
+	add("ListHistory of a customer, replays and conflicts", events(HistoryFilter{CustomerID: "cus_1234",
 		Kinds: []string{checkout.KindCreated, checkout.KindReplayed, checkout.KindReusedConflict}}))
-	add("ListEvents of a customer of a client, ten days", events(EventFilter{ClientID: 1, CustomerID: "cus_1234",
+	add("ListHistory of a customer of a client, ten days", events(HistoryFilter{ClientID: 1, CustomerID: "cus_1234",
 		From: end.Add(-10 * day), To: end}))
-	add("EventCounts last day", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
-		m, err := EventCounts(ctx, q, end.Add(-day), end, 0)
+	add("HistoryCounts last day", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		m, err := HistoryCounts(ctx, q, end.Add(-day), end, 0)
 		return int(m[CountRequests]), err
 	})
-	add("EventCounts of a client, last hour", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
-		m, err := EventCounts(ctx, q, end.Add(-h), end, 2)
+	add("HistoryCounts of a client, last hour", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		m, err := HistoryCounts(ctx, q, end.Add(-h), end, 2)
 		return int(m[CountRequests]), err
 	})
 	add("NeedsAttention", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
@@ -158,13 +158,13 @@ func consoleCalls() []consoleCall {
 		}
 		return pageRows(FindOrders(ctx, q, OrderFilter{}, nx))
 	})
-	add("ListEvents replays, page 2", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
-		f := EventFilter{Kinds: []string{checkout.KindReplayed}}
-		_, nx, err := ListEvents(ctx, q, f, Page{})
+	add("ListHistory replays, page 2", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		f := HistoryFilter{Kinds: []string{checkout.KindReplayed}}
+		_, nx, err := ListHistory(ctx, q, f, Page{})
 		if err != nil || nx.After == "" {
 			return 0, fmt.Errorf("no second page: %v", err)
 		}
-		return pageRows(ListEvents(ctx, q, f, nx))
+		return pageRows(ListHistory(ctx, q, f, nx))
 	})
 	add("SuspectedDoubleTaps last hour", taps(OrderFilter{From: end.Add(-h), To: end}, 2*time.Minute))
 	add("SuspectedDoubleTaps a client, last day", taps(OrderFilter{ClientID: 3, From: end.Add(-day), To: end}, 2*time.Minute))

@@ -41,7 +41,7 @@ const (
 	DefaultPageLimit = 50
 	MaxPageLimit     = 200
 	// MaxTimelineEvents bounds KeyTimeline; a key with more events (a client replaying it in
-	// a loop) shows its oldest ones, and ListEvents with EventFilter.Key pages through all.
+	// a loop) shows its oldest ones, and ListHistory with HistoryFilter.Key pages through all.
 	MaxTimelineEvents = 1000
 	// MaxRateBuckets bounds ReplayRate.
 	MaxRateBuckets = 1000
