@@ -57,14 +57,14 @@ func WithPolicy(p Policy) Option {
 	}
 }
 
-// WithSleep replaces how the client waits between attempts; sleep must return early, with
+// WithSleep replaces how the Client waits between attempts; sleep must return early, with
 // ctx.Err(), when ctx is done. Tests use it to see the delays the policy chose without
 // waiting for them.
 func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 	return func(c *Client) { c.sleep = sleep }
 }
 
-// New returns a client of the tekrar at baseURL (such as "https://pay.example.com") that
+// New returns a Client of the tekrar at baseURL (such as "https://pay.example.com") that
 // authenticates with secret (`tekrar clients create` prints one).
 func New(baseURL, secret string, opts ...Option) *Client {
 	c := &Client{base: strings.TrimRight(baseURL, "/"), secret: secret, http: http.DefaultClient,

@@ -11,7 +11,7 @@
 //     retried with the same key and body: tekrar replays what the first attempt did, or
 //     finishes it.
 //   - A problem is retried only when it says "retryable": true, never because of its status
-//     alone. The key is never changed by the client: when a problem says "safe_new_key": true
+//     alone. The key is never changed by the SDK: when a problem says "safe_new_key": true
 //     the caller may start a new intent (Error.SafeNewKey), and only then.
 //   - Waits grow exponentially with jitter, never shorter than the answer's Retry-After, and
 //     keyed requests send Prefer: wait, so that a retry that meets its first attempt still

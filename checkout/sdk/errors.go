@@ -21,7 +21,7 @@ type Error struct {
 	Code   Code
 	Title  string
 	Detail string
-	// Retryable: the same request with the same key may succeed. The client has already
+	// Retryable: the same request with the same key may succeed. The SDK has already
 	// retried it as far as its Policy allows.
 	Retryable bool
 	// SafeNewKey: a new key cannot cause a second charge. Only then may the caller start the
