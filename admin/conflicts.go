@@ -23,7 +23,7 @@ var conflictKinds = map[string]struct {
 // conflicts lists keys sent again with another request, and repeats that came while
 // the first was still being worked on: both usually a bug in the app that sent them.
 func (a *console) conflicts(c *gin.Context) error {
-	p := views.EventsPage{Nav: nav(c, "Conflicts"), Title: "Conflicts", Path: "/admin/conflicts",
+	p := views.HistoryPage{Nav: nav(c, "Conflicts"), Title: "Conflicts", Path: "/admin/conflicts",
 		Intro: "Keys sent again with another request (refused), and repeats that came while the key was still being worked on (told to retry).",
 		Kind:  c.Query("kind")}
 	if p.Kind == "" {
@@ -31,10 +31,10 @@ func (a *console) conflicts(c *gin.Context) error {
 	}
 	k, ok := conflictKinds[p.Kind]
 	if !ok {
-		p.Kind, p.Filter = views.ConflictKinds[0], eventFilterForm(c)
+		p.Kind, p.Filter = views.ConflictKinds[0], historyFilterForm(c)
 		p.Error = "kind must be conflicts, in-flight or both"
-		return a.render(c, http.StatusBadRequest, views.EventsList(p))
+		return a.render(c, http.StatusBadRequest, views.HistoryList(p))
 	}
 	p.Empty = k.empty
-	return a.eventList(c, p, k.kinds)
+	return a.historyList(c, p, k.kinds)
 }

@@ -55,7 +55,7 @@ func (a *console) expirations(c *gin.Context) error {
 		return err
 	}
 	for _, e := range late {
-		p.Late = append(p.Late, eventLine(e))
+		p.Late = append(p.Late, historyLine(e))
 	}
 	p.LateNext = nextHref(c, "/admin/expirations", "late_after", next)
 	return a.render(c, status, views.ExpirationsList(p))

@@ -24,9 +24,9 @@ func queryFilter(c *gin.Context) views.KeyFilter {
 		Order: c.Query("order"), State: c.Query("state"), From: c.Query("from"), To: c.Query("to")}
 }
 
-// eventFilterForm is the filter form of an event list: the key list's, without a state
-// (an event list filters by kind instead).
-func eventFilterForm(c *gin.Context) views.KeyFilter {
+// historyFilterForm is the filter form of a history list: the key list's, without a state
+// (a history list filters by kind instead).
+func historyFilterForm(c *gin.Context) views.KeyFilter {
 	f := queryFilter(c)
 	f.State = ""
 	return f

@@ -22,7 +22,7 @@ func (a *console) key(c *gin.Context) error {
 		return err
 	}
 	ctx := c.Request.Context()
-	events, err := report.KeyTimeline(ctx, a.DB, d.ClientID, d.Key)
+	history, err := report.KeyTimeline(ctx, a.DB, d.ClientID, d.Key)
 	if err != nil {
 		return err
 	}
@@ -84,17 +84,17 @@ func (a *console) key(c *gin.Context) error {
 			v.Response = string(d.ResponseBody)
 		}
 	}
-	v.Timeline = timelineEntries(events)
+	v.Timeline = timelineEntries(history)
 	if v.Actions, v.Audit, err = a.keyActions(c, d); err != nil {
 		return err
 	}
 	return a.render(c, http.StatusOK, views.KeyPage(v))
 }
 
-// timelineEntries shows a key's events: who sent each request, and what it was answered.
-func timelineEntries(events []report.HistoryRow) []views.TimelineEntry {
+// timelineEntries shows a key's history: who sent each request, and what it was answered.
+func timelineEntries(history []report.HistoryRow) []views.TimelineEntry {
 	var out []views.TimelineEntry
-	for _, e := range events {
+	for _, e := range history {
 		t := views.TimelineEntry{At: e.At, Kind: e.Kind, Request: e.RequestID, Address: e.RemoteAddr, Device: e.UserAgent, Detail: string(e.Detail)}
 		if e.Status != nil {
 			t.Status = strconv.Itoa(*e.Status)

@@ -168,7 +168,7 @@ type orderStory struct {
 	d        report.OrderDetail
 	card     views.OrderCard
 	charges  report.OrderCharges // what the provider charged for it, installment by installment
-	requests []report.HistoryRow // the order key's events; empty if none is recorded
+	requests []report.HistoryRow // the order key's history; empty if none is recorded
 	arrival  *report.HistoryRow  // the request that created the order, if recorded
 }
 
@@ -176,14 +176,14 @@ type orderStory struct {
 // both are read from the clock moments apart.
 const keySkew = time.Minute
 
-// incarnation keeps the events of one use of a key string that first arrived at since:
+// incarnation keeps the history of one use of a key string that first arrived at since:
 // from then (less keySkew) up to the next created event, which starts a later use of the
 // same string, after the first was forgotten.
-func incarnation(events []report.HistoryRow, since time.Time) []report.HistoryRow {
+func incarnation(history []report.HistoryRow, since time.Time) []report.HistoryRow {
 	from := since.Add(-keySkew)
 	var out []report.HistoryRow
 	created := false
-	for _, e := range events {
+	for _, e := range history {
 		if e.At.Before(from) {
 			continue
 		}
@@ -224,19 +224,19 @@ func (a *console) loadOrder(ctx context.Context, publicID string) (orderStory, e
 			Attempts: strconv.Itoa(in.Attempts), Decline: in.DeclineCode, ChargeID: in.ChargeID, Next: in.NextAttempt})
 	}
 	for _, k := range d.Keys {
-		events, err := report.KeyTimeline(ctx, a.DB, k.ClientID, k.Key)
+		history, err := report.KeyTimeline(ctx, a.DB, k.ClientID, k.Key)
 		if err != nil {
 			return orderStory{}, err
 		}
-		events = incarnation(events, k.FirstAt)
+		history = incarnation(history, k.FirstAt)
 		b := views.KeyBlock{Key: views.Link{Label: k.Key, Href: keyHref(k.ClientID, k.Key)}, State: k.State,
-			Role: "created the order", Timeline: timelineEntries(events)}
+			Role: "created the order", Timeline: timelineEntries(history)}
 		if k.RefundID != nil {
 			b.Role = "refund " + k.RefundPublicID
 		} else if s.arrival == nil {
-			s.requests = events
-			if i := slices.IndexFunc(events, func(e report.HistoryRow) bool { return e.Kind == checkout.KindCreated }); i >= 0 {
-				s.arrival = &events[i]
+			s.requests = history
+			if i := slices.IndexFunc(history, func(e report.HistoryRow) bool { return e.Kind == checkout.KindCreated }); i >= 0 {
+				s.arrival = &history[i]
 			}
 		}
 		if k.ForgetAt != nil {

@@ -9,7 +9,7 @@ import (
 
 // replays lists the repeats of finished requests, answered from storage.
 func (a *console) replays(c *gin.Context) error {
-	return a.eventList(c, views.EventsPage{Nav: nav(c, "Replays"), Title: "Replays", Path: "/admin/replays",
+	return a.historyList(c, views.HistoryPage{Nav: nav(c, "Replays"), Title: "Replays", Path: "/admin/replays",
 		Intro: "Repeats of a finished request, answered with its stored response: nothing ran twice.",
 		Empty: "No replays match."}, []string{checkout.KindReplayed})
 }

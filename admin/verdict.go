@@ -25,9 +25,9 @@ const (
 // requestCounts counts the repeats that reached one key and what they were answered.
 type requestCounts struct{ replays, inUse, conflicts, late, resumed int }
 
-func countRequests(events []report.HistoryRow) requestCounts {
+func countRequests(history []report.HistoryRow) requestCounts {
 	var n requestCounts
-	for _, e := range events {
+	for _, e := range history {
 		switch e.Kind {
 		case checkout.KindReplayed:
 			n.replays++

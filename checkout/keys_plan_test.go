@@ -116,7 +116,14 @@ func TestKeyWritesUseThePrimaryKey(t *testing.T) {
 		})
 	}
 	// The completer's work list, by contrast, must come from the index of unfinished keys.
-	q := plantest.Query{Q: abandonedKeysSQL, Args: []any{now, 100}}
+	if _, err := keyed.Abandoned(ctx, rec, now, 100); err != nil {
+		t.Fatalf("abandoned keys: %v", err)
+	}
+	queries := rec.Take()
+	if len(queries) != 1 {
+		t.Fatalf("abandoned keys: recorded %d queries, want 1", len(queries))
+	}
+	q := queries[0]
 	for _, mode := range []string{"generic", "custom"} {
 		plan := explainAs(t, d, mode, q)
 		if scans := keyScans(plan); !slices.Equal(scans, []string{"idempotency_keys_unanswered_idx"}) {

@@ -2,14 +2,14 @@ package checkout
 
 // The entries of the roles beside the domain that work on keys: the operator's actions
 // (checkout/operator) and the completer (checkout/completer). Each wraps a piece of the
-// root that stays unexported (the key, its lease and fence are the engine's; settling an
-// order or a refund from what the provider recorded is the domain's), so that a role
-// reaches exactly what it needs, the root keeps one copy of every statement, and a move of
-// the engine changes these wrappers only.
+// root that stays unexported (settling an order or a refund from what the provider
+// recorded is the domain's), so that a role reaches exactly what it needs and the root
+// keeps one copy of every statement. A role that needs only a key statement (read, lock,
+// expire, take from attention, list the abandoned, release a lease) calls the engine
+// (checkout/internal/keyed) itself; TakeOver stays here for the service's lease.
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"time"
 
@@ -28,60 +28,6 @@ func (s *Service) Now() time.Time { return s.cfg.Now() }
 // goes through the very door of an API refund, and fills in the client, key, body and meta.
 func (s *Service) RefundRequest(orderID string) Request {
 	return Request{Method: s.cfg.Routes.Refund.Method, Path: s.cfg.Routes.RefundPath(orderID), Wait: s.cfg.MaxWait}
-}
-
-// LookupKey reads the client's key, for the operator's release; ErrKeyNotFound if there is
-// none. Its public ids are not read (PublicIDs).
-func (s *Service) LookupKey(ctx context.Context, clientID int64, key string) (*Key, error) {
-	k, err := keyed.Get(ctx, s.db, clientID, key)
-	if errors.Is(err, keyed.ErrNoKey) {
-		return nil, ErrKeyNotFound
-	}
-	return k, err
-}
-
-// PublicIDs fills in the public ids of k's order and refund, which the operator's release
-// records and a canceled order's answer names.
-func (s *Service) PublicIDs(ctx context.Context, k *Key) error { return keyed.PublicIDs(ctx, s.db, k) }
-
-// LockKey reads the client's key in tx and locks its row until tx ends, for the operator's
-// expire action: the key's state cannot change between the check and the update (a
-// completion in flight waits, or is seen). sql.ErrNoRows if there is no such row.
-func LockKey(ctx context.Context, tx *sqlx.Tx, clientID int64, key string) (Key, error) {
-	var k Key
-	err := tx.GetContext(ctx, &k, `
-		SELECT `+keyed.Columns+` FROM idempotency_keys
-		 WHERE client_id = $1 AND key = $2
-		   FOR UPDATE`, clientID, key)
-	return k, err
-}
-
-// SetKeyExpiry ends the retention of the key with id at at, in tx: the operator's expire
-// action, on a key LockKey locked.
-func SetKeyExpiry(ctx context.Context, tx *sqlx.Tx, id int64, at time.Time) error {
-	_, err := tx.ExecContext(ctx, `UPDATE idempotency_keys SET expires_at = $2 WHERE id = $1`, id, at)
-	return err
-}
-
-// TakeFromAttention puts a key that needs attention back in progress under a new lease
-// token, in tx, fenced by the token k was read with: the operator's release settles it
-// next, fenced by the new token as every completion is. false when the key had left
-// needs_attention (another release got there first).
-func TakeFromAttention(ctx context.Context, tx *sqlx.Tx, k *Key) (bool, error) {
-	err := tx.GetContext(ctx, &k.LeaseToken, `
-		UPDATE idempotency_keys
-		   SET state = 'in_progress', attention_reason = NULL, lease_token = lease_token + 1,
-		       lease_expires_at = NULL
-		 WHERE id = $1 AND lease_token = $2 AND state = 'needs_attention'
-		RETURNING lease_token`, k.ID, k.LeaseToken)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	k.State = StateInProgress
-	return true, nil
 }
 
 // PendingRefund reads back the refund of the client's key as pending: the operator's
@@ -210,24 +156,6 @@ func (s *Service) ResolveRefund(ctx context.Context, k *Key) (RefundResolution, 
 	return r, nil
 }
 
-// abandonedKeysSQL lists up to $2 keys in progress whose lease lapsed before $1 (or that
-// hold none), oldest first. "response_status IS NULL" (only unfinished keys lack a
-// response) is what lets the small partial index of unfinished keys answer it.
-const abandonedKeysSQL = `
-	SELECT ` + keyed.Columns + ` FROM idempotency_keys
-	 WHERE state = 'in_progress' AND response_status IS NULL
-	   AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
-	 ORDER BY created_at
-	 LIMIT $2`
-
-// AbandonedKeys lists up to batch keys in progress whose lease lapsed before before (or
-// that hold none), oldest first: the completer's work list.
-func (s *Service) AbandonedKeys(ctx context.Context, before time.Time, batch int) ([]Key, error) {
-	var keys []Key
-	err := sqlx.SelectContext(ctx, s.q, &keys, abandonedKeysSQL, before, batch)
-	return keys, err
-}
-
 // TakeOver gives the completer an abandoned key, under a new lease (Config.Lease) that
 // fences its former worker out; nil if a retry or another completer took it first.
 func (s *Service) TakeOver(ctx context.Context, k *Key, now time.Time) (*Key, error) {
@@ -249,13 +177,6 @@ func (s *Service) ResumeRefund(ctx context.Context, k *Key) error {
 // order.needs_attention event.
 func (s *Service) MarkAttention(ctx context.Context, k *Key, reason string) error {
 	return markAttention(ctx, s.q, k, reason)
-}
-
-// ReleaseLease ends the lease of a key the completer holds, so that the client's retry can
-// resume at once: the provider could not answer, the work is not done, nobody is doing it.
-func (s *Service) ReleaseLease(ctx context.Context, k *Key, now time.Time) error {
-	_, err := keyed.SetStateIfInProgress(ctx, s.q, keyed.Release(k, now))
-	return err
 }
 
 // Compensations counts what one drive of the due compensations did.

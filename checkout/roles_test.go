@@ -22,8 +22,8 @@ type CompleterResult struct {
 	Completed, Canceled, Attention, Retry, Compensated, CompensationsOK int
 }
 
-// NewCompleterForTest returns the pass of a completer working for s.
-var NewCompleterForTest func(s *Service, cfg CompleterConfig) func(context.Context) (CompleterResult, error)
+// NewCompleterForTest returns the pass of a completer working for s on db.
+var NewCompleterForTest func(db *sqlx.DB, s *Service, cfg CompleterConfig) func(context.Context) (CompleterResult, error)
 
 // testCompleter is a completer of package completer, as the root's tests drive it.
 type testCompleter struct {
@@ -31,7 +31,7 @@ type testCompleter struct {
 }
 
 func newCompleter(s *Service, cfg CompleterConfig) testCompleter {
-	return testCompleter{NewCompleterForTest(s, cfg)}
+	return testCompleter{NewCompleterForTest(s.db, s, cfg)}
 }
 
 func (c testCompleter) Pass(ctx context.Context) (CompleterResult, error) { return c.pass(ctx) }

@@ -18,7 +18,7 @@ import (
 type SweepLine struct {
 	At                                   time.Time
 	Node                                 string
-	Tombstoned, Deleted, Forgotten, Gone int64 // Gone: key events deleted past retention
+	Tombstoned, Deleted, Forgotten, Gone int64 // Gone: key history entries deleted past retention
 	Took                                 string
 	Error                                string
 }
@@ -30,7 +30,7 @@ type ExpirationsPage struct {
 	Expiring     []KeyLine
 	ExpiringNext string
 	Sweeps       []SweepLine
-	Late         []EventLine
+	Late         []HistoryLine
 	LateNext     string
 	Error        string
 }

@@ -9,7 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/problem"
 )
@@ -93,6 +96,7 @@ func (r Result) String() string {
 // worker would have; if not, it cancels the order. A refund it can finish itself: the
 // refund needs no token.
 type Completer struct {
+	db     *sqlx.DB
 	s      *checkout.Service
 	cfg    Config
 	logger *slog.Logger
@@ -101,10 +105,10 @@ type Completer struct {
 	total Result // over the life of the process, for operators
 }
 
-// New returns a completer working for s. It panics on a Config no pass can run with (a
-// negative field).
-func New(s *checkout.Service, cfg Config, logger *slog.Logger) *Completer {
-	return &Completer{s: s, cfg: cfg.withDefaults().mustValidate(), logger: logger}
+// New returns a completer working for s, whose database db is: it reads the work list and
+// gives leases back there. It panics on a Config no pass can run with (a negative field).
+func New(db *sqlx.DB, s *checkout.Service, cfg Config, logger *slog.Logger) *Completer {
+	return &Completer{db: db, s: s, cfg: cfg.withDefaults().mustValidate(), logger: logger}
 }
 
 // Run completes every Interval until ctx ends.
@@ -139,7 +143,7 @@ func (c *Completer) Totals() Result {
 // Pass takes on every key abandoned for longer than Grace, up to Batch of them.
 func (c *Completer) Pass(ctx context.Context) (Result, error) {
 	now := c.s.Now()
-	keys, err := c.s.AbandonedKeys(ctx, now.Add(-c.cfg.Grace), c.cfg.Batch)
+	keys, err := keyed.Abandoned(ctx, c.db, now.Add(-c.cfg.Grace), c.cfg.Batch)
 	if err != nil {
 		return Result{}, fmt.Errorf("completer: find abandoned keys: %w", err)
 	}
@@ -229,7 +233,9 @@ func (c *Completer) complete(ctx context.Context, k *checkout.Key, now time.Time
 		res.Attention++
 		return nil
 	}
-	if err := c.s.ReleaseLease(ctx, k, now); err != nil {
+	// The lease ends now, so that the client's retry can resume at once: the work is not
+	// done, and nobody is doing it.
+	if _, err := keyed.SetStateIfInProgress(ctx, c.db, keyed.Release(k, now)); err != nil {
 		return err
 	}
 	res.Retry++

@@ -10,12 +10,12 @@ import (
 // TestConfigDefaults checks that a zero field takes its documented default and a set one
 // is kept, as New applies them.
 func TestConfigDefaults(t *testing.T) {
-	c := New(nil, Config{}, slog.New(slog.DiscardHandler))
+	c := New(nil, nil, Config{}, slog.New(slog.DiscardHandler))
 	if c.cfg != (Config{Interval: IntervalDefault, Grace: GraceDefault, AttentionAfter: AttentionAfterDefault, Batch: BatchDefault}) {
 		t.Errorf("defaults: %+v", c.cfg)
 	}
 	set := Config{Interval: time.Second, Grace: 2 * time.Second, AttentionAfter: time.Minute, Batch: 10}
-	if c = New(nil, set, slog.New(slog.DiscardHandler)); c.cfg != set {
+	if c = New(nil, nil, set, slog.New(slog.DiscardHandler)); c.cfg != set {
 		t.Errorf("set fields not kept: %+v", c.cfg)
 	}
 }
@@ -41,7 +41,7 @@ func TestConfigValidate(t *testing.T) {
 					t.Errorf("New(%+v) panicked with %v, want a message naming %s", tt.cfg, r, tt.field)
 				}
 			}()
-			New(nil, tt.cfg, slog.New(slog.DiscardHandler))
+			New(nil, nil, tt.cfg, slog.New(slog.DiscardHandler))
 		})
 	}
 }

@@ -22,8 +22,9 @@
 // # What it owns
 //
 // Nothing of its own: it reads idempotency_keys (the work list, through the partial index
-// of unfinished keys) and writes through checkout's entries (checkout/roles.go), which own
-// the statements: idempotency_keys (takeover, lease, completion, needs_attention), orders,
+// of unfinished keys) and gives a lease back through the engine (checkout/internal/keyed),
+// which owns the key's statements, and writes the rest through checkout's entries
+// (checkout/roles.go): idempotency_keys (takeover, completion, needs_attention), orders,
 // payments, refunds, compensations, and the events of the changes in outbox_events.
 //
 // # Its lock

@@ -7,8 +7,9 @@
 //
 // # What it owns
 //
-// No table and no statement: it decides, and writes through checkout's entries
-// (checkout/roles.go), which own the statements. A refund goes through the very path of
+// No table and no statement: it decides, and writes through the engine
+// (checkout/internal/keyed: a key's lock, expiry and release from attention) and
+// checkout's entries (checkout/roles.go), which own the statements. A refund goes through the very path of
 // POST /v1/orders/{id}/refunds (checkout.Service.CreateRefund), keyed by the form's nonce;
 // a release settles the key's order or refund from what the provider recorded, as the
 // completer would (checkout.Service.ResolveCharge, ResolveRefund), and never charges; an

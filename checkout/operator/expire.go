@@ -2,13 +2,13 @@ package operator
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/internal/db"
 )
 
@@ -29,8 +29,8 @@ func (a *Actions) ExpireKey(ctx context.Context, clientID int64, key string, rec
 	now := a.s.Now()
 	var res ActionResult
 	err := db.InTx(ctx, a.db, "expire key", func(tx *sqlx.Tx) error {
-		k, err := checkout.LockKey(ctx, tx, clientID, key)
-		if errors.Is(err, sql.ErrNoRows) {
+		k, err := keyed.Lock(ctx, tx, clientID, key)
+		if errors.Is(err, keyed.ErrNoKey) {
 			var swept bool
 			if err := tx.GetContext(ctx, &swept,
 				`SELECT EXISTS (SELECT 1 FROM key_tombstones WHERE client_id = $1 AND key = $2)`, clientID, key); err != nil {
@@ -54,7 +54,7 @@ func (a *Actions) ExpireKey(ctx context.Context, clientID int64, key string, rec
 				Detail: map[string]any{"expired_at": k.ExpiresAt.UTC()}}
 			return nil
 		}
-		if err := checkout.SetKeyExpiry(ctx, tx, k.ID, now); err != nil {
+		if err := keyed.SetExpiry(ctx, tx, k.ID, now); err != nil {
 			return fmt.Errorf("expire key: %w", err)
 		}
 		detail := map[string]any{"outcome": OutcomeExpired, "key_id": k.ID,

@@ -8,6 +8,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/db"
 )
@@ -44,9 +45,9 @@ import (
 // the loser sees OutcomeNotNeeded), the settlement, fenced by the new token as every
 // completion is, and the record.
 func (a *Actions) ReleaseKey(ctx context.Context, clientID int64, key string, record Recorder) (ActionResult, error) {
-	k, err := a.s.LookupKey(ctx, clientID, key)
-	if errors.Is(err, checkout.ErrKeyNotFound) {
-		return ActionResult{}, err
+	k, err := keyed.Get(ctx, a.db, clientID, key)
+	if errors.Is(err, keyed.ErrNoKey) {
+		return ActionResult{}, checkout.ErrKeyNotFound
 	}
 	if err != nil {
 		return ActionResult{}, fmt.Errorf("release key: %w", err)
@@ -54,7 +55,7 @@ func (a *Actions) ReleaseKey(ctx context.Context, clientID int64, key string, re
 	if k.State != checkout.StateNeedsAttention {
 		return ActionResult{Outcome: OutcomeNotNeeded, State: k.State}, nil
 	}
-	if err := a.s.PublicIDs(ctx, k); err != nil { // for the record and a canceled order's answer
+	if err := keyed.PublicIDs(ctx, a.db, k); err != nil { // for the record and a canceled order's answer
 		return ActionResult{}, fmt.Errorf("release key: %w", err)
 	}
 	// Once the provider may have been asked to refund, the result must be written even if
@@ -76,7 +77,7 @@ func (a *Actions) ReleaseKey(ctx context.Context, clientID int64, key string, re
 
 	var res ActionResult
 	err = db.InTx(ctx, a.db, "release key", func(tx *sqlx.Tx) error {
-		taken, err := checkout.TakeFromAttention(ctx, tx, k)
+		taken, err := keyed.TakeFromAttention(ctx, tx, k)
 		if err != nil {
 			return fmt.Errorf("release key: take it from attention: %w", err)
 		}

@@ -183,7 +183,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		Redeliver: func(ctx context.Context, tx *sql.Tx, id int64, nonce string) error {
 			return deliveries.Redeliver(ctx, tx, rc, id, nonce)
 		}})
-	comp := completer.New(svc, completer.Config{
+	comp := completer.New(db, svc, completer.Config{
 		Interval:       cfg.CompleterInterval,
 		Grace:          cfg.CompleterGrace,
 		AttentionAfter: cfg.AttentionAfter,

@@ -75,11 +75,6 @@ type Key struct {
 	CardFingerprint  sql.NullString `db:"-"`
 }
 
-// Columns is the select list that fills a Key.
-const Columns = `id, client_id, key, fingerprint, method, path, state, recovery_point, lease_token,
-	lease_expires_at, order_id, refund_id, response_status, response_headers, response_body,
-	attention_reason, created_at, expires_at, intent, false AS tombstone`
-
 // PublicIDs reads the public ids of the key's order and refund when the statement that read
 // the key did not: for the rare answers that name them from a key looked up (an expired
 // key, an operator's release). The hot paths read them with the key instead.
@@ -121,9 +116,6 @@ func (k *Key) StoredResponse() (Response, error) {
 func (k *Key) Leased(now time.Time) bool {
 	return k.LeaseExpiresAt.Valid && k.LeaseExpiresAt.Time.After(now)
 }
-
-// ErrNoKey is a key that does not exist (or that another worker took first).
-var ErrNoKey = errors.New("no such key")
 
 // Get is the first query of a keyed request that is not a replay.
 func Get(ctx context.Context, db sqlx.QueryerContext, clientID int64, key string) (*Key, error) {
@@ -184,6 +176,75 @@ func TakeOver(ctx context.Context, db sqlx.QueryerContext, k *Key, now time.Time
 	return &nk, nil
 }
 
-// ErrFenced means the key was taken over while this worker held it: the work continues in
-// the new owner's hands, and this worker's result must not be written.
-var ErrFenced = errors.New("key was taken over by another worker")
+// Abandoned lists up to batch keys in progress whose lease lapsed before before (or that
+// hold none), oldest first: the completer's work list, each to be taken over (TakeOver).
+// "response_status IS NULL" (only unfinished keys lack a response) is what lets the small
+// partial index of unfinished keys answer it (TestKeyWritesUseThePrimaryKey).
+func Abandoned(ctx context.Context, db sqlx.QueryerContext, before time.Time, batch int) ([]Key, error) {
+	var keys []Key
+	err := sqlx.SelectContext(ctx, db, &keys, `
+		SELECT `+Columns+` FROM idempotency_keys
+		 WHERE state = 'in_progress' AND response_status IS NULL
+		   AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
+		 ORDER BY created_at
+		 LIMIT $2`, before, batch)
+	return keys, err
+}
+
+// Lock reads the client's key in tx and locks its row until tx ends, for the operator's
+// expire action: the key's state cannot change between the check and the update (a
+// completion in flight waits, or is seen). ErrNoKey if there is no such row.
+func Lock(ctx context.Context, tx *sqlx.Tx, clientID int64, key string) (*Key, error) {
+	var k Key
+	err := tx.GetContext(ctx, &k, `
+		SELECT `+Columns+` FROM idempotency_keys
+		 WHERE client_id = $1 AND key = $2
+		   FOR UPDATE`, clientID, key)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNoKey
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock key: %w", err)
+	}
+	return &k, nil
+}
+
+// SetExpiry ends the retention of the key with id at at, in tx: the operator's expire
+// action, on a key Lock locked, so that no lease token is needed to fence it (a completed
+// key has no worker).
+func SetExpiry(ctx context.Context, tx *sqlx.Tx, id int64, at time.Time) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE idempotency_keys SET expires_at = $2 WHERE id = $1`, id, at); err != nil {
+		return fmt.Errorf("set expiry of key %d: %w", id, err)
+	}
+	return nil
+}
+
+// TakeFromAttention puts a key that needs attention back in progress under a new lease
+// token, in tx, fenced by the token k was read with: the operator's release settles it
+// next, fenced by the new token as every completion is. false when the key had left
+// needs_attention (another release got there first).
+func TakeFromAttention(ctx context.Context, tx *sqlx.Tx, k *Key) (bool, error) {
+	err := tx.GetContext(ctx, &k.LeaseToken, `
+		UPDATE idempotency_keys
+		   SET state = 'in_progress', attention_reason = NULL, lease_token = lease_token + 1,
+		       lease_expires_at = NULL
+		 WHERE id = $1 AND lease_token = $2 AND state = 'needs_attention'
+		RETURNING lease_token`, k.ID, k.LeaseToken)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	k.State = StateInProgress
+	return true, nil
+}
+
+// The two ways a key can be missing for its caller.
+var (
+	// ErrNoKey is a key that does not exist (or that another worker took first).
+	ErrNoKey = errors.New("no such key")
+	// ErrFenced means the key was taken over while this worker held it: the work continues
+	// in the new owner's hands, and this worker's result must not be written.
+	ErrFenced = errors.New("key was taken over by another worker")
+)

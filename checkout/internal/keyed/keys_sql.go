@@ -1,21 +1,27 @@
 package keyed
 
-// The two steps on idempotency_keys and key_tombstones that several statements share,
-// written once. Each is a whole statement a reader can run by hand with its named
-// parameters; the statements that need one as a step splice it in as a CTE (WITH k AS (…),
-// WITH t AS (…)), as orderPayloadSQL and paidStatusesSQL are spliced.
+// The select list of a key and the two steps on idempotency_keys and key_tombstones that
+// several statements share, written once. Each step is a whole statement a reader can run
+// by hand with its named parameters; the statements that need one as a step splice it in
+// as a CTE (WITH k AS (…), WITH t AS (…)), as orderPayloadSQL and paidStatusesSQL are
+// spliced.
+const (
+	// Columns is the select list that fills a Key.
+	Columns = `id, client_id, key, fingerprint, method, path, state, recovery_point, lease_token,
+	lease_expires_at, order_id, refund_id, response_status, response_headers, response_body,
+	attention_reason, created_at, expires_at, intent, false AS tombstone`
 
-// SetStateSQL is the one fenced write of a key (SetState's parameters, made by Complete,
-// Release, Extend or NeedsAttention, as River's JobSetStateIfRunning): only the worker
-// that holds the key's lease (its lease token) writes it, and only while it is in progress,
-// so that a key taken over meanwhile, or already completed, matches no row and the steps
-// that read the CTE's RETURNING do nothing (TestFence*, TestOldOwnerWritesNothingAfterATakeover).
-// A completion stores the answer and ends the lease; handing the key to an operator keeps
-// the reason; a release or an extension only moves the lease. A statement that splices it
-// adds its own RETURNING (order_id, refund_id). The CASEs compare the state as text, so
-// that one parameter has one type however the statement around it uses it; the primary
-// key finds the row whatever the parameters (TestKeyWritesUseThePrimaryKey).
-const SetStateSQL = `
+	// SetStateSQL is the one fenced write of a key (SetState's parameters, made by Complete,
+	// Release, Extend or NeedsAttention, as River's JobSetStateIfRunning): only the worker
+	// that holds the key's lease (its lease token) writes it, and only while it is in progress,
+	// so that a key taken over meanwhile, or already completed, matches no row and the steps
+	// that read the CTE's RETURNING do nothing (TestFence*, TestOldOwnerWritesNothingAfterATakeover).
+	// A completion stores the answer and ends the lease; handing the key to an operator keeps
+	// the reason; a release or an extension only moves the lease. A statement that splices it
+	// adds its own RETURNING (order_id, refund_id). The CASEs compare the state as text, so
+	// that one parameter has one type however the statement around it uses it; the primary
+	// key finds the row whatever the parameters (TestKeyWritesUseThePrimaryKey).
+	SetStateSQL = `
 	UPDATE idempotency_keys
 	   SET state = CAST(:state AS text),
 	       lease_expires_at = CAST(:lease_expires_at AS timestamptz),
@@ -29,11 +35,11 @@ const SetStateSQL = `
 	                               THEN CAST(:attention_reason AS text) ELSE attention_reason END
 	 WHERE id = :key_id AND lease_token = :lease_token AND state = 'in_progress'`
 
-// TombstoneSQL selects a live tombstone of the key (:client_id, :key, alive at
-// :created_at, the claim's now) as a Key: in Columns' shape, ID 0, completed, no
-// response, with the public ids of its order and refund for the late retry's answer. A key
-// that has a tombstone cannot be claimed again (claimOrderSQL, refundTombstoneSQL).
-const TombstoneSQL = `
+	// TombstoneSQL selects a live tombstone of the key (:client_id, :key, alive at
+	// :created_at, the claim's now) as a Key: in Columns' shape, ID 0, completed, no
+	// response, with the public ids of its order and refund for the late retry's answer. A key
+	// that has a tombstone cannot be claimed again (claimOrderSQL, refundTombstoneSQL).
+	TombstoneSQL = `
 	SELECT CAST(0 AS bigint) AS id, t.client_id, t.key, t.fingerprint, t.method, t.path, 'completed' AS state,
 	       'finished' AS recovery_point, CAST(0 AS bigint) AS lease_token, CAST(NULL AS timestamptz) AS lease_expires_at,
 	       t.order_id, t.refund_id, CAST(NULL AS int) AS response_status, CAST(NULL AS jsonb) AS response_headers,
@@ -44,3 +50,4 @@ const TombstoneSQL = `
 	  LEFT JOIN orders o ON o.id = t.order_id
 	  LEFT JOIN refunds r ON r.id = t.refund_id
 	 WHERE t.client_id = :client_id AND t.key = :key AND t.forget_at > :created_at`
+)

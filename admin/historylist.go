@@ -1,6 +1,6 @@
 package admin
 
-// An event list shows key events one way wherever they appear: the replays and
+// A history list shows key history entries one way wherever they appear: the replays and
 // conflicts pages, and the late retries of the expirations page. They answer "why did my
 // app get a 409/422" and "was this repeat answered from storage".
 
@@ -18,35 +18,35 @@ import (
 	"github.com/tekrar/tekrar/views"
 )
 
-// eventList renders a page of the events of kinds that match the request's filter form.
-func (a *console) eventList(c *gin.Context, p views.EventsPage, kinds []string) error {
-	p.Filter = eventFilterForm(c)
+// historyList renders a page of the key history entries of kinds that match the request's filter form.
+func (a *console) historyList(c *gin.Context, p views.HistoryPage, kinds []string) error {
+	p.Filter = historyFilterForm(c)
 	kf, err := a.keyFilter(c.Request.Context(), p.Filter, views.ZoneOf(c.Request.Context()))
 	if err != nil {
 		p.Error = err.Error()
-		return a.render(c, http.StatusBadRequest, views.EventsList(p))
+		return a.render(c, http.StatusBadRequest, views.HistoryList(p))
 	}
 	f := report.HistoryFilter{Kinds: kinds, ClientID: kf.ClientID, Key: kf.Key, CustomerID: kf.CustomerID,
 		OrderID: kf.OrderID, From: kf.From, To: kf.To}
 	rows, next, err := report.ListHistory(c.Request.Context(), a.DB, f, report.Page{After: c.Query("after")})
 	if errors.Is(err, report.ErrInvalidQuery) {
 		p.Error = err.Error()
-		return a.render(c, http.StatusBadRequest, views.EventsList(p))
+		return a.render(c, http.StatusBadRequest, views.HistoryList(p))
 	}
 	if err != nil {
 		return err
 	}
 	for _, e := range rows {
-		p.Rows = append(p.Rows, eventLine(e))
+		p.Rows = append(p.Rows, historyLine(e))
 	}
 	p.Next = nextHref(c, p.Path, "after", next)
-	return a.render(c, http.StatusOK, views.EventsList(p))
+	return a.render(c, http.StatusOK, views.HistoryList(p))
 }
 
-// eventDetail is what the events this console shows carry in their detail (see
+// historyDetail is what the history entries this console shows carry in their detail (see
 // checkout.Service.execute): a conflict's method and path, the state that turned a repeat
 // away, what a late retry was.
-type eventDetail struct {
+type historyDetail struct {
 	Method      string   `json:"method"`
 	Path        string   `json:"path"`
 	Differs     []string `json:"differs"`
@@ -55,8 +55,8 @@ type eventDetail struct {
 	SameRequest *bool    `json:"same_request"`
 }
 
-func eventLine(e report.HistoryRow) views.EventLine {
-	l := views.EventLine{At: e.At, Kind: e.Kind, Client: fmt.Sprintf("%s (%d)", e.ClientName, e.ClientID),
+func historyLine(e report.HistoryRow) views.HistoryLine {
+	l := views.HistoryLine{At: e.At, Kind: e.Kind, Client: fmt.Sprintf("%s (%d)", e.ClientName, e.ClientID),
 		Key: e.Key, KeyHref: keyHref(e.ClientID, e.Key), Request: e.RequestID, Address: e.RemoteAddr,
 		Device: e.UserAgent}
 	if e.Status != nil {
@@ -65,7 +65,7 @@ func eventLine(e report.HistoryRow) views.EventLine {
 	if e.OrderPublicID != nil {
 		l.Order, l.OrderHref = "order "+*e.OrderPublicID, orderHref(*e.OrderPublicID)
 	}
-	var d eventDetail
+	var d historyDetail
 	if len(e.Detail) > 0 {
 		// The detail only adds to the line: one that does not decode leaves it out.
 		_ = json.Unmarshal(e.Detail, &d)
