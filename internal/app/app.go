@@ -102,7 +102,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	if err != nil {
 		return nil, err
 	}
-	e.GET("/readyz", server.Ready(logger, readyTimeout, db.PingContext))
+	e.GET("/readyz", server.Ready(logger, readyTimeout, server.Writable(db)))
 	e.StaticFS("/static", server.Files(static.Files))
 	problempages.Register(e)
 	var provider psp.Provider
@@ -199,7 +199,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		Scheduler: sched, Installments: charger, Settler: settler, River: rc, Metrics: m, engine: e, logger: logger}, nil
 }
 
-// readyTimeout is how long /readyz waits for the database.
+// readyTimeout is how long /readyz waits for the database to say it takes writes.
 const readyTimeout = 2 * time.Second
 
 // notFound answers a path no route has: a browser asking for a console page gets the

@@ -71,20 +71,26 @@ func NewEngine(logger *slog.Logger, opts ...Option) (*gin.Engine, error) {
 	return e, nil
 }
 
-// Ready answers /readyz: 200 when ping succeeds within timeout, else 503 store_unavailable.
-// The ping runs on its own goroutine and is abandoned when the probe's time is up: a frozen
-// database answers neither a ping nor lib/pq's cancel request.
-func Ready(logger *slog.Logger, timeout time.Duration, ping func(context.Context) error) gin.HandlerFunc {
+// Ready answers /readyz: 200 when check succeeds within timeout, else 503 store_unavailable,
+// whose detail says so when the database answered as a standby (ErrReadOnly). The check runs on
+// its own goroutine and is abandoned when the probe's time is up: a frozen database answers
+// neither a query nor lib/pq's cancel request.
+func Ready(logger *slog.Logger, timeout time.Duration, check func(context.Context) error) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), timeout)
 		defer cancel()
-		pinged := make(chan error, 1)
-		go func() { pinged <- ping(ctx) }()
+		checked := make(chan error, 1)
+		go func() { checked <- check(ctx) }()
 		var err error
 		select {
-		case err = <-pinged:
+		case err = <-checked:
 		case <-ctx.Done():
 			err = ctx.Err()
+		}
+		if errors.Is(err, ErrReadOnly) {
+			logger.Warn("readiness: database is read-only", "request_id", RequestID(c))
+			Abort(c, problem.Of(problem.CodeStoreUnavailable).WithDetail(ErrReadOnly.Error()))
+			return
 		}
 		if err != nil {
 			logger.Warn("readiness: database unreachable", "err", err, "request_id", RequestID(c))
