@@ -88,11 +88,12 @@ func InstallmentKey(orderID int64, orderCreated time.Time, intent []byte, n, att
 	return "tekrar_in_" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// InstallmentDescription names the order and the installment a charge is for. It does not
-// read as chargeDescription ("order 12"), so provider events about it do not settle the
-// order; reconciliation knows it by its key.
-func InstallmentDescription(orderID int64, n int) string {
-	return fmt.Sprintf("order %d installment %d", orderID, n)
+// InstallmentDescription names the order, by its public id as chargeDescription does, and
+// the installment a charge is for ("order ord_… installment 2"). It does not read as
+// chargeDescription, so provider events about it do not settle the order; reconciliation
+// knows it by its key.
+func InstallmentDescription(publicID string, n int) string {
+	return fmt.Sprintf("order %s installment %d", publicID, n)
 }
 
 // InstallmentView is an installment as the API shows it.

@@ -300,7 +300,7 @@ func TestEndedOrdersCancelTheirPlans(t *testing.T) {
 			t.Fatal(err)
 		}
 		pe := psp.Event{ID: "evt_dashboard", Type: psp.EventRefundSucceeded, Created: utc("2027-01-11T09:00:00Z"),
-			Data: psp.EventData{ChargeID: ch.ID, ChargeKey: ch.Key, Sequence: 2, Amount: 300, Currency: "TRY", Description: chargeDescription(id),
+			Data: psp.EventData{ChargeID: ch.ID, ChargeKey: ch.Key, Sequence: 2, Amount: 300, Currency: "TRY", Description: fmt.Sprintf("order %d", id),
 				Status: psp.StatusSucceeded, RefundedAmount: 100}}
 		body, _ := json.Marshal(pe)
 		if out, err := e.receiveProviderEvent(body, pe); err != nil || out != "applied" {

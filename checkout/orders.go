@@ -350,6 +350,9 @@ func (in *OrderInput) firstCharge() int64 {
 
 func (o *orderOp) Run(ctx context.Context, k *Key, resumed bool) (Response, error) {
 	pk := providerKey("charge", k)
+	if err := keyed.PublicIDs(ctx, o.s.q, k); err != nil { // no query: the claim and TakeOver read it
+		return Response{}, err
+	}
 	pctx, cancel := context.WithTimeout(ctx, o.s.cfg.ProviderTimeout)
 	defer cancel()
 	var ch psp.Charge
@@ -362,7 +365,7 @@ func (o *orderOp) Run(ctx context.Context, k *Key, resumed bool) (Response, erro
 		ch, err = o.s.provider.Charge(pctx, psp.ChargeRequest{
 			Key: pk, Amount: o.in.firstCharge(), Currency: o.in.Currency, CardToken: o.in.Payment.CardToken,
 			Customer: o.providerCustomer(k), PaymentMethod: o.in.Payment.PaymentMethod,
-			Description: chargeDescription(k.OrderID.Int64),
+			Description: chargeDescription(k.OrderPublicID),
 		})
 	}
 	if resumed && psp.AnswerOf(psp.OpCharge, err).Verdict == psp.VerdictLookUp {
@@ -388,9 +391,6 @@ func (o *orderOp) Run(ctx context.Context, k *Key, resumed bool) (Response, erro
 	}
 
 	o.s.crash(CrashAfterProvider)
-	if err := keyed.PublicIDs(ctx, o.s.q, k); err != nil { // no query: the claim and TakeOver read it
-		return Response{}, err
-	}
 	view := OrderView{
 		ID: k.OrderPublicID, Amount: o.in.Amount, Currency: o.in.Currency, Items: o.in.Items,
 		Customer: o.in.Customer, Metadata: o.in.Metadata, CreatedAt: k.CreatedAt.UTC(),

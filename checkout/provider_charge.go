@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -21,18 +22,77 @@ import (
 // order path's own rules, exported so that the inbox uses them rather than a copy.
 
 // chargeDescription is what tekrar gives the provider with a charge, and the provider
-// echoes in its events: the order it is for.
-func chargeDescription(orderID int64) string { return "order " + strconv.FormatInt(orderID, 10) }
+// echoes in its events: the order it is for, by its public id ("order ord_…"). Never by
+// its internal id: that comes from a sequence, and after a failover or a restore the
+// surviving database hands a lost order's id to another order, so a charge named by it
+// could be matched to an order it was never for (docs/recovery.md, "What the provider is
+// told").
+func chargeDescription(publicID string) string { return "order " + publicID }
 
-// OrderOfDescription reads chargeDescription ("order 12") back: the order a charge's
-// description names, and false when it names none.
-func OrderOfDescription(d string) (int64, bool) {
+// OrderOfDescription reads a charge's description back: the order it names, and false when
+// it names none. It has two forms:
+//
+//   - "order ord_…", chargeDescription's: the order's public id (ref.PublicID), random and
+//     never reused;
+//   - "order 12", of charges made before descriptions named public ids: the order's internal
+//     id (ref.ID), digits, which may name another order now (FindChargeOrder confirms it by
+//     the charge's key).
+func OrderOfDescription(d string) (ref OrderRef, ok bool) {
 	n, ok := strings.CutPrefix(d, "order ")
 	if !ok {
-		return 0, false
+		return ref, false
+	}
+	if publicOrderID.MatchString(n) {
+		return OrderRef{PublicID: n}, true
 	}
 	id, err := strconv.ParseInt(n, 10, 64)
-	return id, err == nil && id > 0
+	if err != nil || id <= 0 {
+		return ref, false
+	}
+	return OrderRef{ID: id}, true
+}
+
+// publicOrderID is the shape of an order's public id (the domain order_public_id,
+// migrations/00013_public_ids.sql): checked before the id is looked up, so that a
+// description of another shape finds nothing rather than fail the domain's check.
+var publicOrderID = regexp.MustCompile(`^ord_[0-9a-f]{32}$`)
+
+// OrderRef is the order a charge's description names: by its public id, or, in a
+// description made before those, by its internal id. Exactly one is set.
+type OrderRef struct {
+	PublicID string
+	ID       int64
+}
+
+// FindChargeOrder finds the order a provider's charge was made for from its description and
+// its provider key, and false when the description names no order of tekrar's.
+//
+// A public id names one order for good. An internal id (a charge made before descriptions
+// named public ids) is trusted only when the charge's key is the one tekrar derives from
+// the key that created the order (ChargeKey): after a failover or a restore the same id may
+// be another order's, which the charge must never touch. An order whose key row is gone
+// cannot confirm it, and is not found.
+func FindChargeOrder(ctx context.Context, db sqlx.QueryerContext, description, chargeKey string) (orderID int64, ok bool, err error) {
+	ref, ok := OrderOfDescription(description)
+	switch {
+	case !ok:
+		return 0, false, nil
+	case ref.PublicID != "":
+		err = sqlx.GetContext(ctx, db, &orderID, `SELECT id FROM orders WHERE public_id = $1`, ref.PublicID)
+	default:
+		var k Key
+		err = sqlx.GetContext(ctx, db, &k, `SELECT `+keyed.Columns+` FROM idempotency_keys WHERE order_id = $1`, ref.ID)
+		if err == nil && ChargeKey(&k) == chargeKey {
+			orderID = ref.ID
+		}
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("order of charge %q: %w", description, err)
+	}
+	return orderID, orderID != 0, nil
 }
 
 // OrderPayloadSQL is the data every order event starts with, from a row o of orders, for a

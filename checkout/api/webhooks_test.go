@@ -224,7 +224,8 @@ func ledgerEvent(t *testing.T, e *apptest.Env, key string) (string, []byte) {
 	}
 	if err := e.DB.Get(&c, `
 		SELECT ch.id, ch.key, ch.amount, ch.currency, ch.status, ch.description, ch.card_brand, ch.card_last4
-		  FROM psp_charges ch JOIN idempotency_keys k ON ch.description = 'order ' || k.order_id
+		  FROM psp_charges ch JOIN orders o ON ch.description = 'order ' || o.public_id
+		  JOIN idempotency_keys k ON k.order_id = o.id
 		 WHERE k.key = $1`, key); err != nil {
 		t.Fatalf("the ledger's charge for %s: %v", key, err)
 	}

@@ -40,7 +40,7 @@ type providerEvent struct {
 type providerCharge struct {
 	ID          string
 	Key         string // the provider-side key tekrar charged under
-	Description string // tekrar's reference, as given with the charge (chargeDescription)
+	Description string // tekrar's reference, as given with the charge: "order <public id>" (checkout.OrderOfDescription)
 	Sequence    int
 	Status      string
 	DeclineCode string
@@ -173,8 +173,9 @@ func (s *Inbox) apply(ctx context.Context, tx *sqlx.Tx, e providerEvent) (string
 //   - a paid order's refunded amount follows the charge's (syncRefunds).
 //
 // A charge that is on no payment of tekrar's and whose description names no order of
-// tekrar's, or whose key is not the key tekrar derives from that order's key, is not
-// tekrar's to settle (reconciliation's job).
+// tekrar's (an old description's internal id is trusted only with the charge's key:
+// FindChargeOrder), or whose key is not the key tekrar derives from that order's key, is
+// not tekrar's to settle (reconciliation's job).
 func (s *Inbox) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c providerCharge) (err error) {
 	// A settled order is found by its payment, which names the charge's provider key (its
 	// key row may have been swept long before a refund or dispute arrives), whatever the
@@ -188,9 +189,9 @@ func (s *Inbox) applyChargeToOrder(ctx context.Context, tx *sqlx.Tx, c providerC
 	case !errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("payment of charge key %s: %w", c.Key, err)
 	}
-	orderID, ok := checkout.OrderOfDescription(c.Description)
-	if !ok {
-		return nil
+	orderID, ok, err := checkout.FindChargeOrder(ctx, tx, c.Description, c.Key)
+	if err != nil || !ok {
+		return err
 	}
 	ch := psp.Charge{ID: c.ID, Key: c.Key, Amount: c.Amount, Currency: c.Currency, Status: c.Status,
 		DeclineCode: c.DeclineCode, CardBrand: c.CardBrand, CardLast4: c.CardLast4}

@@ -191,7 +191,7 @@ func (s *Charger) chargeInstallment(ctx context.Context, c *installmentClaim, no
 		ch, err = s.provider.Charge(pctx, psp.ChargeRequest{
 			Key: c.Key, Amount: c.Amount, Currency: c.Currency,
 			Customer: c.ProviderCustomer.String, PaymentMethod: c.PaymentMethod.String,
-			Description: checkout.InstallmentDescription(c.OrderID, c.N),
+			Description: checkout.InstallmentDescription(c.OrderPublic, c.N),
 		})
 	}
 	s.cfg.Crash(checkout.CrashInstallmentAfterProvider)

@@ -15,6 +15,7 @@ import (
 // installmentClaim is an installment a job run took: its row, its order and its client's zone.
 type installmentClaim struct {
 	OrderID      int64     `db:"order_id"`
+	OrderPublic  string    `db:"order_public_id"` // what the provider is told (checkout.InstallmentDescription)
 	N            int       `db:"n"`
 	Amount       int64     `db:"amount"`
 	DueOn        time.Time `db:"due_on"`
@@ -37,7 +38,7 @@ type installmentClaim struct {
 // is free ($2 the clock), locked, skipping those another run holds locked.
 var dueInstallmentSQL = `
 	SELECT i.order_id, i.n, i.amount, i.due_on, i.attempts, i.in_flight, i.lease_token,
-	       o.currency, o.created_at AS order_created, o.intent AS order_intent, o.provider_customer, o.payment_method, c.time_zone
+	       o.public_id AS order_public_id, o.currency, o.created_at AS order_created, o.intent AS order_intent, o.provider_customer, o.payment_method, c.time_zone
 	  FROM installments i
 	  JOIN orders o ON o.id = i.order_id
 	  JOIN clients c ON c.id = o.client_id

@@ -164,7 +164,7 @@ func TestFrozenInstallmentRunWritesNothing(t *testing.T) {
 	if res.Charged != 1 {
 		t.Errorf("the taker recorded %+v, want charged", res)
 	}
-	if n := e.count(`SELECT count(*) FROM psp_charges WHERE description = $1`, checkout.InstallmentDescription(id, 2)); n != 1 {
+	if n := e.count(`SELECT count(*) FROM psp_charges WHERE description = $1`, checkout.InstallmentDescription(e.publicID(id), 2)); n != 1 {
 		t.Errorf("the provider made %d charges of installment 2, want 1", n)
 	}
 	e.ledgerAgrees(id)
@@ -205,7 +205,7 @@ func TestDeclinedInstallmentRetriesThenOperator(t *testing.T) {
 			t.Errorf("after %s: installment is %s, want %s", s.at, got, s.status)
 		}
 	}
-	if n := e.count(`SELECT count(DISTINCT key) FROM psp_charges WHERE description = $1 AND status = 'declined'`, checkout.InstallmentDescription(id, 2)); n != 4 {
+	if n := e.count(`SELECT count(DISTINCT key) FROM psp_charges WHERE description = $1 AND status = 'declined'`, checkout.InstallmentDescription(e.publicID(id), 2)); n != 4 {
 		t.Errorf("%d declined attempts at the provider, want 4 under 4 keys", n)
 	}
 	e.ledgerAgrees(id)
@@ -290,7 +290,7 @@ func TestReconcileKnowsInstallmentCharges(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := e.sandbox.Charge(ctx, psp.ChargeRequest{Key: c.Key, Amount: c.Amount, Currency: c.Currency,
-		Customer: c.ProviderCustomer.String, PaymentMethod: c.PaymentMethod.String, Description: checkout.InstallmentDescription(id, 3)}); err != nil {
+		Customer: c.ProviderCustomer.String, PaymentMethod: c.PaymentMethod.String, Description: checkout.InstallmentDescription(e.publicID(id), 3)}); err != nil {
 		t.Fatal(err)
 	}
 	rc := reconcile.New(e.db, e.sandbox, e.s, reconcile.Config{PageSize: 2, Now: e.clock}, slog.New(slog.DiscardHandler))

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -161,9 +160,12 @@ func (e *installmentEnv) run(at string) Result {
 	return res
 }
 
-// chargeDescription is the description checkout gives an order's charges at the provider
-// ("order <id>"; an installment after the first adds " installment <n>").
-func chargeDescription(orderID int64) string { return "order " + strconv.FormatInt(orderID, 10) }
+// publicID is the public id of order id, which the provider is told ("order <public id>";
+// an installment after the first adds " installment <n>").
+func (e *installmentEnv) publicID(id int64) string {
+	e.t.Helper()
+	return e.str(`SELECT public_id FROM orders WHERE id = $1`, id)
+}
 
 // ledgerAgrees checks that tekrar and the provider hold the same charges of order id: one
 // succeeded charge per paid installment, under the installment's key, for its amount, and
@@ -189,7 +191,7 @@ func (e *installmentEnv) ledgerAgrees(id int64) {
 		}
 	}
 	if n := e.count(`SELECT count(*) FROM psp_charges WHERE (description = $1 OR description LIKE $2) AND status = 'succeeded'`,
-		chargeDescription(id), chargeDescription(id)+" installment %"); n != int64(len(rows)) {
+		"order "+e.publicID(id), "order "+e.publicID(id)+" installment %"); n != int64(len(rows)) {
 		e.t.Errorf("order %d: the provider holds %d succeeded charges, tekrar %d paid installments", id, n, len(rows))
 	}
 	if got := e.count(`SELECT captured_amount FROM orders WHERE id = $1`, id); got != captured {

@@ -212,14 +212,26 @@ func (r *reconcileRun) charge(ctx context.Context, ch psp.Charge) error {
 // no completable order. own is set when ch was made under the order's own key: the
 // compensation then belongs to the order, as a cancel's does.
 func (r *reconcileRun) owner(ctx context.Context, ch psp.Charge) (o ownerOrder, why string, err error) {
-	id, ok := checkout.OrderOfDescription(ch.Description)
+	ref, ok := checkout.OrderOfDescription(ch.Description)
 	if !ok {
 		return o, "the charge names no order of tekrar's", nil
+	}
+	id, found, err := checkout.FindChargeOrder(ctx, r.rc.db, ch.Description, ch.Key)
+	switch {
+	case err != nil:
+		return o, "", err
+	case !found && ref.PublicID != "":
+		return o, fmt.Sprintf("the charge names order %s, which tekrar does not have", ref.PublicID), nil
+	case !found:
+		// An internal id from before descriptions named public ids, which no order made
+		// under the charge's key holds now: after a failover or a restore it may be
+		// another order's, which must not be charged with this one (docs/recovery.md).
+		return o, "the charge names an order by an internal id that no order of its key holds", nil
 	}
 	var row chargeOrder
 	err = sqlx.GetContext(ctx, r.rc.db, &row, chargeOrderSQL, id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return o, fmt.Sprintf("the charge names order %d, which tekrar does not have", id), nil
+		return o, fmt.Sprintf("the charge names order %s, which tekrar does not have", ch.Description[len("order "):]), nil
 	}
 	if err != nil {
 		return o, "", fmt.Errorf("read order %d: %w", id, err)
@@ -232,11 +244,11 @@ func (r *reconcileRun) owner(ctx context.Context, ch psp.Charge) (o ownerOrder, 
 	}
 	switch {
 	case !o.own:
-		return o, fmt.Sprintf("the charge names order %d but was not made under its key", id), nil
+		return o, fmt.Sprintf("the charge names order %s but was not made under its key", row.PublicID), nil
 	case checkout.PendingStatuses.Has(row.Status):
 		return o, "", nil
 	default:
-		return o, fmt.Sprintf("order %d is %s and cannot complete with the charge", id, row.Status), nil
+		return o, fmt.Sprintf("order %s is %s and cannot complete with the charge", row.PublicID, row.Status), nil
 	}
 }
 

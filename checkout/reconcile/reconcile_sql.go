@@ -67,6 +67,7 @@ const chargePaymentSQL = `
 // it, if that row is still there (NULL key columns when it was swept).
 type chargeOrder struct {
 	ID           int64          `db:"id"`
+	PublicID     string         `db:"public_id"`
 	ClientID     int64          `db:"client_id"`
 	Status       string         `db:"status"`
 	Amount       int64          `db:"amount"`
@@ -81,7 +82,7 @@ type chargeOrder struct {
 // chargeOrderSQL reads order $1 and the key that created it (a refund's key names its
 // refund, not the order).
 const chargeOrderSQL = `
-	SELECT o.id, o.client_id, o.status, o.amount, o.currency,
+	SELECT o.id, o.public_id, o.client_id, o.status, o.amount, o.currency,
 	       k.id AS key_id, k.client_id AS key_client_id, k.key, k.created_at AS key_created_at,
 	       k.intent AS key_intent
 	  FROM orders o LEFT JOIN idempotency_keys k ON k.order_id = o.id

@@ -311,3 +311,44 @@ func TestListAnswers(t *testing.T) {
 		})
 	}
 }
+
+// TestAnOrphanChargeNamesOnlyItsOwnOrder: reconciliation finds a charge's order by the
+// public id its description names, and by an old description's internal id only when the
+// charge was made under that order's key: after a failover or a restore the same id may be
+// another order's, which the orphan's finding and refund must not name.
+func TestAnOrphanChargeNamesOnlyItsOwnOrder(t *testing.T) {
+	e := newActionEnv(t)
+	// The late charge of an order canceled meanwhile, described as checkout describes it now.
+	canceledKey := e.canceledOrder("k-canceled")
+	var public string
+	if err := e.db.Get(&public, `SELECT public_id FROM orders WHERE id = $1`, canceledKey.OrderID.Int64); err != nil {
+		t.Fatal(err)
+	}
+	late := e.orphanCharge(checkout.ChargeKey(canceledKey), "order "+public, 2500)
+	// A paid order, and a charge of an order lost in a failover whose internal id it took.
+	paid, status := e.order("k-paid", "tok_visa", 900)
+	if status != http.StatusCreated {
+		t.Fatalf("paid order: %d", status)
+	}
+	var paidID int64
+	if err := e.db.Get(&paidID, `SELECT id FROM orders WHERE public_id = $1`, paid); err != nil {
+		t.Fatal(err)
+	}
+	stray := e.orphanCharge("tekrar_ch_00112233445566778899aabbccddeeff", fmt.Sprint("order ", paidID), 700)
+
+	if res := e.reconcile(); res.Orphans != 2 || res.RefundsMade != 2 {
+		t.Fatalf("reconcile: %+v, want 2 orphans refunded", res)
+	}
+	if n := e.count(`SELECT count(*) FROM compensations WHERE charge_key = $1 AND order_id = $2`, late.Key, canceledKey.OrderID.Int64); n != 1 {
+		t.Error("the late charge, described by its order's public id, is not its order's compensation")
+	}
+	if n := e.count(`SELECT count(*) FROM reconciliation_findings WHERE charge_id = $1 AND order_id IS NULL`, stray.ID); n != 1 {
+		t.Error("the stray charge's finding names the order that took the lost order's internal id")
+	}
+	if n := e.count(`SELECT count(*) FROM compensations WHERE charge_key = $1 AND order_id IS NULL AND client_id IS NULL`, stray.Key); n != 1 {
+		t.Error("the stray charge's compensation names an order or client")
+	}
+	if n := e.count(`SELECT count(*) FROM orders WHERE id = $1 AND status = 'paid' AND refunded_amount = 0`, paidID); n != 1 {
+		t.Error("the order that took the lost order's internal id was touched")
+	}
+}

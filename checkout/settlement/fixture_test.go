@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -170,7 +169,3 @@ func (e *installmentEnv) run(at string) installments.Result {
 	}
 	return res
 }
-
-// chargeDescription is the description checkout gives an order's charges at the provider
-// ("order <id>"; an installment after the first adds " installment <n>").
-func chargeDescription(orderID int64) string { return "order " + strconv.FormatInt(orderID, 10) }

@@ -554,7 +554,7 @@ func checkCrashInvariants(t *testing.T, db *sqlx.DB, intents []*crashIntent) {
 	violations("a compensated charge belongs to an order that is not canceled", `
 		SELECT c.id, c.description, o.id AS order_id, o.status
 		  FROM psp_charges c
-		  LEFT JOIN orders o ON c.description = 'order ' || o.id
+		  LEFT JOIN orders o ON c.description = 'order ' || o.public_id
 		 WHERE c.status = 'succeeded'
 		   AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.provider_charge_id = c.id)
 		   AND o.status IS DISTINCT FROM 'canceled'`)

@@ -111,7 +111,11 @@ func TestInstallmentsRunTwiceAtOnceAndKilledHalfWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		desc := fmt.Sprintf("order %d installment 2", id)
+		var public string
+		if err := db.Get(&public, `SELECT public_id FROM orders WHERE id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+		desc := fmt.Sprintf("order %s installment 2", public)
 		got := ledger{
 			Charges:   countRows(t, db, `SELECT count(*) FROM psp_charges WHERE description = $1`, desc),
 			Succeeded: countRows(t, db, `SELECT count(*) FROM psp_charges WHERE description = $1 AND status = 'succeeded'`, desc),
@@ -121,7 +125,7 @@ func TestInstallmentsRunTwiceAtOnceAndKilledHalfWay(t *testing.T) {
 			Events: countRows(t, db, `SELECT count(*) FROM outbox_events e JOIN installments i
 				 ON i.order_id = e.order_id AND i.n = 2 AND e.payload->'installment'->>'charge' = i.provider_charge_id
 				 WHERE e.order_id = $1 AND e.type = 'installment.paid' AND e.payload->'installment'->>'n' = '2'`, id),
-			Third: countRows(t, db, `SELECT count(*) FROM psp_charges WHERE description = $1`, fmt.Sprintf("order %d installment 3", id)),
+			Third: countRows(t, db, `SELECT count(*) FROM psp_charges WHERE description = $1`, fmt.Sprintf("order %s installment 3", public)),
 		}
 		if want := (ledger{1, 1, 1, 1, 0}); got != want {
 			t.Errorf("order %d: %+v, want %+v", id, got, want)
