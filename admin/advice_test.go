@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/tekrar/tekrar/admin"
-	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/apptest"
 )
@@ -63,11 +62,11 @@ func TestRefundFormAfterAPartialRefund(t *testing.T) {
 
 // planOrder orders amount in count installments on a saved card under key, and returns the
 // order's public id. The card is saved under the provider customer that names the client, as
-// a merchant saves it (checkout.ProviderCustomer).
+// a merchant saves it (clients.Client.ProviderCustomer).
 func planOrder(t *testing.T, e *apptest.Env, key, customer string, amount int64, count int) string {
 	t.Helper()
 	pm, err := psp.NewSandbox(e.DB, psp.SandboxOptions{}).SavePaymentMethod(context.Background(),
-		checkout.ProviderCustomer(e.ClientID, customer), psp.TokenVisa)
+		e.ProviderCustomer(t, e.ClientID, customer), psp.TokenVisa)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -162,7 +162,7 @@ func newInstallmentEnv(t *testing.T, zone string, now time.Time) *installmentEnv
 	}
 	e.sandbox = e.p.Provider.(*psp.Sandbox)
 	var err error
-	if e.pm, err = e.sandbox.SavePaymentMethod(context.Background(), ProviderCustomer(e.client.ID, "cus_1"), psp.TokenVisa); err != nil {
+	if e.pm, err = e.sandbox.SavePaymentMethod(context.Background(), e.client.ProviderCustomer("cus_1"), psp.TokenVisa); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -226,7 +226,7 @@ func TestInstallmentInputs(t *testing.T) {
 		{"less than a unit each", OrderInput{Installments: 3, Amount: 2, Payment: saved}, "installments"},
 		{"method without customer", OrderInput{Installments: 3, Amount: 300, Payment: PaymentInput{PaymentMethod: "pm_1"}}, "payment.customer"},
 		{"token and method", OrderInput{Amount: 300, Payment: PaymentInput{CardToken: "tok_visa", Customer: "c", PaymentMethod: "pm_1"}}, "payment.card_token"},
-		// The provider customer holds the client id too (ProviderCustomer): 255 in all.
+		// The provider customer holds the client's prefix too (at most 28): 255 in all.
 		{"longest customer", OrderInput{Installments: 3, Amount: 300, Payment: PaymentInput{Customer: strings.Repeat("c", MaxCustomer), PaymentMethod: "pm_1"}}, ""},
 		{"customer too long", OrderInput{Installments: 3, Amount: 300, Payment: PaymentInput{Customer: strings.Repeat("c", MaxCustomer+1), PaymentMethod: "pm_1"}}, "payment.customer"},
 	}

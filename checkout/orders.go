@@ -46,7 +46,7 @@ type Item = catalog.Item
 // PaymentInput names how the order is paid: a single-use card token, or a card the customer
 // saved at the provider (Customer, the client's own customer id, and PaymentMethod, the
 // provider's method id). The token goes to the provider and nowhere else: it is not stored,
-// logged or returned. A saved card is charged with ProviderCustomer, which names the client
+// logged or returned. A saved card is charged with the client's provider customer, which names the client
 // too, so a client can name only its own customers' cards; its ids are stored with the
 // order, which charges its later installments on it. Method is for the
 // sales of a register (POST /v1/pos/sales): "cash", or "card_present", a charge the
@@ -294,9 +294,6 @@ func (o *orderOp) Claim(ctx context.Context, k *Key) (*Key, bool, error) {
 		p.CustomerID, p.CustomerEmail = nullString(c.ID), nullString(c.Email)
 	}
 	p.PaymentCustomer, p.PaymentMethod = nullString(o.in.Payment.Customer), nullString(o.in.Payment.PaymentMethod)
-	if o.in.Payment.Customer != "" {
-		p.ProviderCustomer = nullString(ProviderCustomer(p.ClientID, o.in.Payment.Customer))
-	}
 	if err := o.planParams(ctx, &p); err != nil {
 		return nil, false, err
 	}
@@ -330,13 +327,19 @@ func (o *orderOp) planParams(ctx context.Context, p *orderClaim) error {
 	return nil
 }
 
-// providerCustomer is the customer the order's saved card is charged with: the client's
-// customer named by the key's client (customers.go), "" for a card token.
-func (o *orderOp) providerCustomer(k *Key) string {
+// providerCustomer is the customer the saved card of an order or a register's sale is
+// charged with: the client's stored prefix and the client's customer (customers.go), as an
+// order's claim wrote it into the order; "" for a card token, with no query. The prefix never
+// changes, so reading it again gives what the claim wrote.
+func (o *orderOp) providerCustomer(ctx context.Context, k *Key) (string, error) {
 	if o.in.Payment.Customer == "" {
-		return ""
+		return "", nil
 	}
-	return ProviderCustomer(k.ClientID, o.in.Payment.Customer)
+	var prefix string
+	if err := sqlx.GetContext(ctx, o.s.q, &prefix, clientPrefixSQL, k.ClientID); err != nil {
+		return "", fmt.Errorf("read the client's provider customer prefix: %w", err)
+	}
+	return prefix + o.in.Payment.Customer, nil
 }
 
 // firstCharge is what the order's own charge takes: the order's amount, or its first
@@ -353,10 +356,13 @@ func (o *orderOp) Run(ctx context.Context, k *Key, resumed bool) (Response, erro
 	if err := keyed.PublicIDs(ctx, o.s.q, k); err != nil { // no query: the claim and TakeOver read it
 		return Response{}, err
 	}
+	customer, err := o.providerCustomer(ctx, k)
+	if err != nil {
+		return Response{}, err
+	}
 	pctx, cancel := context.WithTimeout(ctx, o.s.cfg.ProviderTimeout)
 	defer cancel()
 	var ch psp.Charge
-	var err error
 	if resumed {
 		// The previous worker may have charged before it died: ask first.
 		ch, err = o.s.provider.LookupCharge(pctx, pk)
@@ -364,7 +370,7 @@ func (o *orderOp) Run(ctx context.Context, k *Key, resumed bool) (Response, erro
 	if !resumed || psp.AnswerOf(psp.OpLookupCharge, err).Verdict == psp.VerdictNone {
 		ch, err = o.s.provider.Charge(pctx, psp.ChargeRequest{
 			Key: pk, Amount: o.in.firstCharge(), Currency: o.in.Currency, CardToken: o.in.Payment.CardToken,
-			Customer: o.providerCustomer(k), PaymentMethod: o.in.Payment.PaymentMethod,
+			Customer: customer, PaymentMethod: o.in.Payment.PaymentMethod,
 			Description: chargeDescription(k.OrderPublicID),
 		})
 	}

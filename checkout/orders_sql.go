@@ -125,12 +125,19 @@ type orderClaim struct {
 	Installments    int64          `db:"installments"`
 	PaymentCustomer sql.NullString `db:"payment_customer"`
 	PaymentMethod   sql.NullString `db:"payment_method"`
-	// ProviderCustomer is the customer the saved card is charged with: ProviderCustomer.
-	ProviderCustomer sql.NullString `db:"provider_customer"`
-	InstAmounts      pq.Int64Array  `db:"inst_amounts"`
-	InstDueOn        pq.StringArray `db:"inst_due_on"`
-	InstDueAt        pq.StringArray `db:"inst_due_at"`
+	InstAmounts     pq.Int64Array  `db:"inst_amounts"`
+	InstDueOn       pq.StringArray `db:"inst_due_on"`
+	InstDueAt       pq.StringArray `db:"inst_due_at"`
 }
+
+// providerCustomerSQL is the customer a saved card is charged with, written by the claim:
+// the client's stored prefix and the client's customer (customers.go); NULL for a card
+// token, as :payment_customer is then.
+const providerCustomerSQL = `(SELECT c.provider_customer_prefix || CAST(:payment_customer AS text) FROM clients c WHERE c.id = :client_id)`
+
+// clientPrefixSQL reads the client's provider customer prefix, for a charge on a saved card:
+// an order's claim wrote the same into the order, a register's sale keeps no saved card.
+const clientPrefixSQL = `SELECT provider_customer_prefix FROM clients WHERE id = $1`
 
 // claimOrderSQL: see claimOrder. The tombstone step t is keyed.TombstoneSQL.
 var claimOrderSQL = named[orderClaim](`
@@ -151,7 +158,7 @@ var claimOrderSQL = named[orderClaim](`
 	                        installments, payment_customer, payment_method, provider_customer, intent)
 	    SELECT k.order_id, :client_id, 'pending', :amount, :currency, :items, :customer_id,
 	           :customer_email, :metadata, :created_at, :created_at,
-	           :installments, :payment_customer, :payment_method, :provider_customer, k.intent FROM k
+	           :installments, :payment_customer, :payment_method, ` + providerCustomerSQL + `, k.intent FROM k
 	    RETURNING public_id
 	), i AS (
 	    INSERT INTO installments (order_id, n, amount, due_on, due_at, next_attempt_at, updated_at)

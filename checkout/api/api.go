@@ -67,7 +67,8 @@ func Register(g *gin.RouterGroup, d Deps) {
 // whoami lets an app or an operator check which client a secret belongs to.
 func whoami(c *gin.Context) {
 	cl := client(c)
-	c.JSON(http.StatusOK, gin.H{"id": cl.ID, "name": cl.Name, "key_ttl_seconds": int64(cl.KeyTTL.Seconds())})
+	c.JSON(http.StatusOK, gin.H{"id": cl.ID, "name": cl.Name, "key_ttl_seconds": int64(cl.KeyTTL.Seconds()),
+		"provider_customer_prefix": cl.ProviderCustomerPrefix})
 }
 
 func (a *handlers) keyStatus(c *gin.Context) {

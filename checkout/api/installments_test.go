@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/apptest"
 )
@@ -17,7 +16,7 @@ import (
 func TestOrderInInstallments(t *testing.T) {
 	e := apptest.New(t)
 	ctx := context.Background()
-	pm, err := psp.NewSandbox(e.DB, psp.SandboxOptions{}).SavePaymentMethod(ctx, checkout.ProviderCustomer(e.ClientID, "cus_8f2e"), psp.TokenVisa)
+	pm, err := psp.NewSandbox(e.DB, psp.SandboxOptions{}).SavePaymentMethod(ctx, e.ProviderCustomer(t, e.ClientID, "cus_8f2e"), psp.TokenVisa)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/apptest"
 )
@@ -59,7 +58,7 @@ func newTenantEnv(t *testing.T) *tenantEnv {
 // as a client's backend does: under the provider customer id of that client's customer.
 func saveCard(t *testing.T, e *apptest.Env, clientID int64, customer, token string) psp.PaymentMethod {
 	t.Helper()
-	pm, err := psp.NewSandbox(e.DB, psp.SandboxOptions{}).SavePaymentMethod(context.Background(), checkout.ProviderCustomer(clientID, customer), token)
+	pm, err := psp.NewSandbox(e.DB, psp.SandboxOptions{}).SavePaymentMethod(context.Background(), e.ProviderCustomer(t, clientID, customer), token)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,18 @@ type Client struct {
 	ID     int64         `db:"id"`
 	Name   string        `db:"name"`
 	KeyTTL time.Duration `db:"-"`
+	// ProviderCustomerPrefix starts the provider's name of each of the client's customers
+	// (ProviderCustomer). It is the client's own stored value, chosen at random when the
+	// client is created (migration 00040), never derived from its id: an id can be handed to
+	// another client after a failover that lost the client, a prefix cannot.
+	ProviderCustomerPrefix string `db:"provider_customer_prefix"`
 }
+
+// ProviderCustomer is the provider's customer id for the client's customer: the client's
+// prefix and the customer, "cl_3f9a…_cus_1". A client's backend saves its customers' cards at
+// the provider under this id (GET /v1/client says the prefix). The prefix ends in the only
+// "_" it holds after "cl_", so no two (client, customer) pairs share one.
+func (c Client) ProviderCustomer(customer string) string { return c.ProviderCustomerPrefix + customer }
 
 // Settings are a client's idempotency settings.
 type Settings struct {
@@ -121,7 +132,7 @@ func CreateWith(ctx context.Context, db sqlx.ExtContext, name, secret string, se
 	err := sqlx.GetContext(ctx, db, &c, `
 		INSERT INTO clients (name, secret_hash, key_ttl, tombstone_grace, time_zone)
 		VALUES ($1, $2, make_interval(secs => $3), make_interval(secs => $4), $5)
-		RETURNING id, name`, name, h[:], set.KeyTTL.Seconds(), set.TombstoneGrace.Seconds(), set.TimeZone)
+		RETURNING id, name, provider_customer_prefix`, name, h[:], set.KeyTTL.Seconds(), set.TombstoneGrace.Seconds(), set.TimeZone)
 	if err != nil {
 		return Client{}, fmt.Errorf("create client: %w", err)
 	}
@@ -159,10 +170,11 @@ func Get(ctx context.Context, db sqlx.QueryerContext, id int64) (Client, Setting
 		TTL   float64 `db:"ttl"`
 		Grace float64 `db:"grace"`
 		Zone  string  `db:"time_zone"`
+		Pre   string  `db:"provider_customer_prefix"`
 	}
 	err := sqlx.GetContext(ctx, db, &row, `
 		SELECT id, name, extract(epoch FROM key_ttl)::float8 AS ttl, extract(epoch FROM tombstone_grace)::float8 AS grace,
-		       time_zone
+		       time_zone, provider_customer_prefix
 		  FROM clients WHERE id = $1`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Client{}, Settings{}, ErrNoClient
@@ -171,7 +183,7 @@ func Get(ctx context.Context, db sqlx.QueryerContext, id int64) (Client, Setting
 		return Client{}, Settings{}, fmt.Errorf("get client: %w", err)
 	}
 	set := Settings{KeyTTL: time.Duration(row.TTL * float64(time.Second)), TombstoneGrace: time.Duration(row.Grace * float64(time.Second)), TimeZone: row.Zone}
-	return Client{ID: row.ID, Name: row.Name, KeyTTL: set.KeyTTL}, set, nil
+	return Client{ID: row.ID, Name: row.Name, KeyTTL: set.KeyTTL, ProviderCustomerPrefix: row.Pre}, set, nil
 }
 
 // CreateIfAbsent stores a client with a known secret unless one with that secret exists:
@@ -192,9 +204,10 @@ func lookup(ctx context.Context, db sqlx.QueryerContext, h [32]byte) (Client, er
 		ID        int64  `db:"id"`
 		Name      string `db:"name"`
 		TTLMicros int64  `db:"ttl_us"`
+		Prefix    string `db:"provider_customer_prefix"`
 	}
 	err := sqlx.GetContext(ctx, db, &row, `
-		SELECT id, name, (extract(epoch FROM key_ttl) * 1000000)::bigint AS ttl_us
+		SELECT id, name, (extract(epoch FROM key_ttl) * 1000000)::bigint AS ttl_us, provider_customer_prefix
 		  FROM clients
 		 WHERE secret_hash = $1 AND disabled_at IS NULL`, h[:])
 	if errors.Is(err, sql.ErrNoRows) {
@@ -203,5 +216,5 @@ func lookup(ctx context.Context, db sqlx.QueryerContext, h [32]byte) (Client, er
 	if err != nil {
 		return Client{}, fmt.Errorf("look up client: %w", err)
 	}
-	return Client{ID: row.ID, Name: row.Name, KeyTTL: time.Duration(row.TTLMicros) * time.Microsecond}, nil
+	return Client{ID: row.ID, Name: row.Name, KeyTTL: time.Duration(row.TTLMicros) * time.Microsecond, ProviderCustomerPrefix: row.Prefix}, nil
 }

@@ -73,7 +73,7 @@ func newInstallmentEnv(t *testing.T, zone string, now time.Time) *installmentEnv
 	if _, err := e.db.Exec(`UPDATE clients SET time_zone = $2 WHERE id = $1`, e.client.ID, zone); err != nil {
 		t.Fatal(err)
 	}
-	if e.pm, err = e.sandbox.SavePaymentMethod(context.Background(), checkout.ProviderCustomer(e.client.ID, "cus_1"), psp.TokenVisa); err != nil {
+	if e.pm, err = e.sandbox.SavePaymentMethod(context.Background(), e.client.ProviderCustomer("cus_1"), psp.TokenVisa); err != nil {
 		t.Fatal(err)
 	}
 	return e

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/sdk"
 )
@@ -178,7 +177,7 @@ func TestReadsRetriedAfterLostAnswers(t *testing.T) {
 func TestInstallmentsOnASavedCard(t *testing.T) {
 	r := newRig(t, policy(3))
 	ctx := context.Background()
-	pm, err := psp.NewSandbox(r.e.DB, psp.SandboxOptions{}).SavePaymentMethod(ctx, checkout.ProviderCustomer(r.e.ClientID, "cus_1"), psp.TokenVisa)
+	pm, err := psp.NewSandbox(r.e.DB, psp.SandboxOptions{}).SavePaymentMethod(ctx, r.e.ProviderCustomer(t, r.e.ClientID, "cus_1"), psp.TokenVisa)
 	if err != nil {
 		t.Fatal(err)
 	}

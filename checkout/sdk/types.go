@@ -28,8 +28,9 @@ type Item struct {
 
 // Payment is how an order is paid: a single-use card token from the payment provider's
 // SDK, or a card the customer saved at the provider (Customer, your own customer id, and
-// PaymentMethod). Save the card at the provider under customer "cl_<client id>_<Customer>":
-// tekrar charges it so, and never another client's customer's card (docs/security.md).
+// PaymentMethod). Save the card at the provider under customer
+// "<provider_customer_prefix><Customer>", the prefix as GET /v1/client says it: tekrar
+// charges it so, and never another client's customer's card (docs/security.md).
 type Payment struct {
 	CardToken     string `json:"card_token,omitempty"`
 	Customer      string `json:"customer,omitempty"`

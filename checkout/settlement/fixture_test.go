@@ -131,7 +131,7 @@ func newInstallmentEnv(t *testing.T, zone string, now time.Time) *installmentEnv
 		t.Fatal(err)
 	}
 	var err error
-	if e.pm, err = e.sandbox.SavePaymentMethod(context.Background(), checkout.ProviderCustomer(e.client.ID, "cus_1"), psp.TokenVisa); err != nil {
+	if e.pm, err = e.sandbox.SavePaymentMethod(context.Background(), e.client.ProviderCustomer("cus_1"), psp.TokenVisa); err != nil {
 		t.Fatal(err)
 	}
 	return e

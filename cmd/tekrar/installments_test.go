@@ -36,7 +36,7 @@ func TestInstallmentsRunTwiceAtOnceAndKilledHalfWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	sandbox := psp.NewSandbox(db, psp.SandboxOptions{})
-	pm, err := sandbox.SavePaymentMethod(ctx, checkout.ProviderCustomer(client.ID, "cus_1"), psp.TokenVisa)
+	pm, err := sandbox.SavePaymentMethod(ctx, client.ProviderCustomer("cus_1"), psp.TokenVisa)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/sdk"
 	"github.com/tekrar/tekrar/internal/dbtest"
@@ -88,6 +87,7 @@ func TestSimulatedMonth(t *testing.T) {
 // monthClient is one API client of the simulation and what the test knows of its orders.
 type monthClient struct {
 	id       int64
+	prefix   string // the provider customer prefix, as the client's backend reads it
 	zone     string
 	currency string
 	secret   string
@@ -160,12 +160,13 @@ func newMonth(t *testing.T, rng *rand.Rand) *month {
 		{"Europe/Istanbul", "TRY"}, {"America/New_York", "USD"}, {"Europe/Berlin", "EUR"},
 	} {
 		mc := &monthClient{zone: c.zone, currency: c.currency, secret: newClientSecret(t, dbURL, c.zone)}
-		if err := m.db.Get(&mc.id, `
-			UPDATE clients SET time_zone = name, created_at = '2020-01-01' WHERE name = $1 RETURNING id`, c.zone); err != nil {
+		if err := m.db.QueryRow(`
+			UPDATE clients SET time_zone = name, created_at = '2020-01-01' WHERE name = $1
+			RETURNING id, provider_customer_prefix`, c.zone).Scan(&mc.id, &mc.prefix); err != nil {
 			t.Fatal(err)
 		}
 		for i := range 3 {
-			pm, err := m.sandbox.SavePaymentMethod(context.Background(), checkout.ProviderCustomer(mc.id, monthCustomer(i)), psp.TokenVisa)
+			pm, err := m.sandbox.SavePaymentMethod(context.Background(), mc.prefix+monthCustomer(i), psp.TokenVisa)
 			if err != nil {
 				t.Fatal(err)
 			}

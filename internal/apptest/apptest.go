@@ -126,6 +126,18 @@ func (e *Env) NewClient(t testing.TB, name string) (string, int64) {
 	return secret, c.ID
 }
 
+// ProviderCustomer is the provider's customer id of client clientID's customer, as the
+// client's backend saves cards under it (clients.Client.ProviderCustomer): read from the
+// client's row, as the prefix is the client's own stored value.
+func (e *Env) ProviderCustomer(t testing.TB, clientID int64, customer string) string {
+	t.Helper()
+	c, _, err := clients.Get(context.Background(), e.DB, clientID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.ProviderCustomer(customer)
+}
+
 // Response is an HTTP response with its body read.
 type Response struct {
 	Status int

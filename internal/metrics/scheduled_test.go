@@ -10,7 +10,6 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/schedule"
@@ -136,7 +135,7 @@ func TestMoneyWorkCounted(t *testing.T) {
 	sb := psp.NewSandbox(e.DB, psp.SandboxOptions{})
 	var declining string
 	for i, customer := range []string{"cus_pays", "cus_declines"} {
-		pm, err := sb.SavePaymentMethod(ctx, checkout.ProviderCustomer(e.ClientID, customer), psp.TokenVisa)
+		pm, err := sb.SavePaymentMethod(ctx, e.ProviderCustomer(t, e.ClientID, customer), psp.TokenVisa)
 		if err != nil {
 			t.Fatal(err)
 		}
