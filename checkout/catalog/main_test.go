@@ -8,6 +8,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout/catalog"
+	"github.com/tekrar/tekrar/checkout/internal/checkouttest"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
@@ -30,9 +31,5 @@ func newFixture(t *testing.T) *fixture {
 // client inserts a client and returns its id.
 func (f *fixture) client(t *testing.T, name string) int64 {
 	t.Helper()
-	var id int64
-	if err := f.db.Get(&id, `INSERT INTO clients (name, secret_hash) VALUES ($1, sha256(convert_to($1, 'UTF8'))) RETURNING id`, name); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return checkouttest.ClientRow(t, f.db, name)
 }

@@ -14,37 +14,18 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout/deliveries"
+	"github.com/tekrar/tekrar/checkout/internal/checkouttest"
 	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
-// clock is the test's time: deliveries, signatures and the receiver's check all read it,
-// so that three days of retries pass without waiting.
-type clock struct {
-	mu sync.Mutex
-	at time.Time
-}
-
-func newClock() *clock { return &clock{at: time.Now().UTC().Truncate(time.Microsecond)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.at
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t.After(c.at) {
-		c.at = t
-	}
-}
-
+// fixture is a store and a deliverer on a fresh database, on the test's clock:
+// deliveries, signatures and the receiver's check all read it, so that three days of
+// retries pass without waiting.
 type fixture struct {
 	db        *sqlx.DB
-	clock     *clock
+	clock     *checkouttest.Clock
 	store     *deliveries.Store
 	deliverer *deliveries.Deliverer
 }
@@ -56,7 +37,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClock()
+	c := checkouttest.NewClock(time.Time{})
 	policy := deliveries.Policy{AllowLoopback: true} // the receiver listens on 127.0.0.1
 	return &fixture{
 		db:    d,
@@ -69,11 +50,7 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) client(t *testing.T, name string) int64 {
 	t.Helper()
-	var id int64
-	if err := f.db.Get(&id, `INSERT INTO clients (name, secret_hash) VALUES ($1, sha256(convert_to($1, 'UTF8'))) RETURNING id`, name); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return checkouttest.ClientRow(t, f.db, name)
 }
 
 func (f *fixture) endpoint(t *testing.T, client int64, url string, types ...string) deliveries.Endpoint {
@@ -132,7 +109,7 @@ func (f *fixture) drive(t *testing.T) int {
 		if !next.Valid {
 			return attempts
 		}
-		f.clock.Set(next.Time)
+		f.clock.Forward(next.Time)
 	}
 	t.Fatal("deliveries still pending after 10000 rounds")
 	return 0
@@ -168,7 +145,7 @@ const (
 	ok      = "ok"
 )
 
-func newReceiver(t *testing.T, c *clock, behave behaviour) *receiver {
+func newReceiver(t *testing.T, c *checkouttest.Clock, behave behaviour) *receiver {
 	t.Helper()
 	r := &receiver{db: dbtest.New(t), requests: map[string][]request{}, now: c.Now}
 	for _, s := range []string{stdwebhook.ReceiptsTable, `CREATE TABLE applied (event_id text PRIMARY KEY, body text NOT NULL)`} {

@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/tekrar/tekrar/checkout/deliveries"
+	"github.com/tekrar/tekrar/checkout/internal/checkouttest"
 	"github.com/tekrar/tekrar/checkout/outbox"
 )
 
@@ -21,7 +22,7 @@ func TestDeliveredThroughTheOutbox(t *testing.T) {
 	f.deliverer.Now = nil // River schedules on the wall clock
 	f.deliverer.FirstRetry = 20 * time.Millisecond
 	script := []string{fail, hang, slowDup}
-	r := newReceiver(t, &clock{at: time.Time{}}, func(_ string, n int) string {
+	r := newReceiver(t, &checkouttest.Clock{}, func(_ string, n int) string {
 		if n <= len(script) {
 			return script[n-1]
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/calendar"
+	"github.com/tekrar/tekrar/checkout/internal/checkouttest"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/reconcile"
 )
@@ -22,7 +23,7 @@ import (
 // is late does not spend the next retry at once.
 func TestInstallmentRetryDays(t *testing.T) {
 	t.Parallel()
-	ist := mustLoad(t, "Europe/Istanbul")
+	ist := checkouttest.Location(t, "Europe/Istanbul")
 	due := calendar.Day{Year: 2027, Month: time.February, Day: 28}
 	cases := []struct {
 		attempts int
@@ -36,11 +37,11 @@ func TestInstallmentRetryDays(t *testing.T) {
 		{1, "2027-03-10T12:00:00Z", "2027-03-10T21:00:00Z"}, // late: the day after now, not at once
 	}
 	for _, tc := range cases {
-		got, ok := nextInstallmentAttempt(due, tc.attempts, utc(tc.now), ist)
+		got, ok := nextInstallmentAttempt(due, tc.attempts, checkouttest.UTC(tc.now), ist)
 		switch {
 		case tc.want == "" && ok:
 			t.Errorf("after %d attempts: retry at %s, want an operator", tc.attempts, got)
-		case tc.want != "" && (!ok || !got.Equal(utc(tc.want))):
+		case tc.want != "" && (!ok || !got.Equal(checkouttest.UTC(tc.want))):
 			t.Errorf("after %d attempts at %s: retry at %s (%v), want %s", tc.attempts, tc.now, got.UTC(), ok, tc.want)
 		}
 	}
@@ -51,9 +52,9 @@ func TestInstallmentRetryDays(t *testing.T) {
 // (21:00 UTC on Feb 27, not a second before), the third on Mar 31. A rerun charges nothing.
 func TestInstallmentsChargedOnTheirDueDay(t *testing.T) {
 	t.Parallel()
-	e := newInstallmentEnv(t, "Europe/Istanbul", utc("2027-01-31T20:30:00Z")) // 23:30 in Istanbul
-	_, id := e.plan("k-sofa", 1000, 3)
-	if got := e.count(`SELECT amount FROM payments WHERE order_id = $1`, id); got != 334 {
+	e := newInstallmentEnv(t, "Europe/Istanbul", checkouttest.UTC("2027-01-31T20:30:00Z")) // 23:30 in Istanbul
+	_, id := e.Plan("k-sofa", 1000, 3)
+	if got := e.Count(`SELECT amount FROM payments WHERE order_id = $1`, id); got != 334 {
 		t.Errorf("the order's charge took %d, want the first installment's 334", got)
 	}
 	steps := []struct {
@@ -73,10 +74,10 @@ func TestInstallmentsChargedOnTheirDueDay(t *testing.T) {
 		}
 	}
 	e.ledgerAgrees(id)
-	if got := e.str(`SELECT string_agg(n || ' ' || status || ' ' || due_on, ', ' ORDER BY n) FROM installments WHERE order_id = $1`, id); got != "1 paid 2027-01-31, 2 paid 2027-02-28, 3 paid 2027-03-31" {
+	if got := e.Text(`SELECT string_agg(n || ' ' || status || ' ' || due_on, ', ' ORDER BY n) FROM installments WHERE order_id = $1`, id); got != "1 paid 2027-01-31, 2 paid 2027-02-28, 3 paid 2027-03-31" {
 		t.Errorf("installments: %s", got)
 	}
-	if got := e.count(`SELECT captured_amount FROM orders WHERE id = $1`, id); got != 1000 {
+	if got := e.Count(`SELECT captured_amount FROM orders WHERE id = $1`, id); got != 1000 {
 		t.Errorf("captured %d, want the whole 1000", got)
 	}
 }
@@ -86,11 +87,11 @@ func TestInstallmentsChargedOnTheirDueDay(t *testing.T) {
 // recorded once, and the provider's ledger and tekrar's agree.
 func TestInstallmentJobOnManyReplicasAtOnce(t *testing.T) {
 	t.Parallel()
-	e := newInstallmentEnv(t, "Europe/Berlin", utc("2027-03-10T09:00:00Z"))
+	e := newInstallmentEnv(t, "Europe/Berlin", checkouttest.UTC("2027-03-10T09:00:00Z"))
 	const orders = 15
 	ids := make([]int64, orders)
 	for i := range ids {
-		_, ids[i] = e.plan(fmt.Sprintf("k-%d", i), int64(900+i), 3)
+		_, ids[i] = e.Plan(fmt.Sprintf("k-%d", i), int64(900+i), 3)
 	}
 	replicas := make([]*Charger, 4)
 	for i := range replicas {
@@ -103,7 +104,7 @@ func TestInstallmentJobOnManyReplicasAtOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var err error
-			results[i], err = s.run(context.Background(), utc("2027-05-10T00:00:00Z"))
+			results[i], err = s.run(context.Background(), checkouttest.UTC("2027-05-10T00:00:00Z"))
 			if err != nil {
 				t.Errorf("replica %d: %v", i, err)
 			}
@@ -120,7 +121,7 @@ func TestInstallmentJobOnManyReplicasAtOnce(t *testing.T) {
 	for _, id := range ids {
 		e.ledgerAgrees(id)
 	}
-	if n := e.count(`SELECT count(*) FROM psp_charges`); n != 3*orders {
+	if n := e.Count(`SELECT count(*) FROM psp_charges`); n != 3*orders {
 		t.Errorf("the provider holds %d charges, want %d", n, 3*orders)
 	}
 }
@@ -131,14 +132,14 @@ func TestInstallmentJobOnManyReplicasAtOnce(t *testing.T) {
 // (the same derived key), and its record matches no row (the lease token moved on).
 func TestFrozenInstallmentRunWritesNothing(t *testing.T) {
 	t.Parallel()
-	e := newInstallmentEnv(t, "UTC", utc("2027-01-15T09:00:00Z"))
-	_, id := e.plan("k-frozen", 600, 2)
-	at := utc("2027-02-15T00:00:00Z")
+	e := newInstallmentEnv(t, "UTC", checkouttest.UTC("2027-01-15T09:00:00Z"))
+	_, id := e.Plan("k-frozen", 600, 2)
+	at := checkouttest.UTC("2027-02-15T00:00:00Z")
 	frozen, err := e.c.claimInstallment(context.Background(), at)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.advance(e.c.cfg.Lease + time.Second)
+	e.Advance(e.c.cfg.Lease + time.Second)
 	// The other run takes it over: the attempt was in flight, so it looks it up first.
 	taker, err := e.c.claimInstallment(context.Background(), at)
 	if err != nil {
@@ -154,7 +155,7 @@ func TestFrozenInstallmentRunWritesNothing(t *testing.T) {
 	if res.Fenced != 1 || res.Charged != 0 {
 		t.Errorf("the woken run recorded %+v, want only fenced", res)
 	}
-	if got := e.str(`SELECT status FROM installments WHERE order_id = $1 AND n = 2`, id); got != "scheduled" {
+	if got := e.Text(`SELECT status FROM installments WHERE order_id = $1 AND n = 2`, id); got != "scheduled" {
 		t.Errorf("the woken run's charge was recorded: installment is %s", got)
 	}
 	res = Result{}
@@ -164,7 +165,7 @@ func TestFrozenInstallmentRunWritesNothing(t *testing.T) {
 	if res.Charged != 1 {
 		t.Errorf("the taker recorded %+v, want charged", res)
 	}
-	if n := e.count(`SELECT count(*) FROM psp_charges WHERE description = $1`, checkout.InstallmentDescription(e.publicID(id), 2)); n != 1 {
+	if n := e.Count(`SELECT count(*) FROM psp_charges WHERE description = $1`, checkout.InstallmentDescription(e.publicID(id), 2)); n != 1 {
 		t.Errorf("the provider made %d charges of installment 2, want 1", n)
 	}
 	e.ledgerAgrees(id)
@@ -177,9 +178,9 @@ func TestFrozenInstallmentRunWritesNothing(t *testing.T) {
 func TestDeclinedInstallmentRetriesThenOperator(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newInstallmentEnv(t, "America/New_York", utc("2027-10-07T15:00:00Z"))
-	_, id := e.plan("k-declines", 2000, 2)
-	if err := e.sandbox.ReplacePaymentMethodCard(ctx, e.pm.ID, psp.TokenDeclined); err != nil {
+	e := newInstallmentEnv(t, "America/New_York", checkouttest.UTC("2027-10-07T15:00:00Z"))
+	_, id := e.Plan("k-declines", 2000, 2)
+	if err := e.Sandbox.ReplacePaymentMethodCard(ctx, e.Card.ID, psp.TokenDeclined); err != nil {
 		t.Fatal(err)
 	}
 	// Due Nov 7, the day New York leaves summer time: it starts at 04:00 UTC.
@@ -201,32 +202,32 @@ func TestDeclinedInstallmentRetriesThenOperator(t *testing.T) {
 		if res.Retry != s.retry || res.Attention != s.operator {
 			t.Errorf("run at %s: %+v, want %d retried, %d to an operator", s.at, res, s.retry, s.operator)
 		}
-		if got := e.str(`SELECT status FROM installments WHERE order_id = $1 AND n = 2`, id); got != s.status {
+		if got := e.Text(`SELECT status FROM installments WHERE order_id = $1 AND n = 2`, id); got != s.status {
 			t.Errorf("after %s: installment is %s, want %s", s.at, got, s.status)
 		}
 	}
-	if n := e.count(`SELECT count(DISTINCT key) FROM psp_charges WHERE description = $1 AND status = 'declined'`, checkout.InstallmentDescription(e.publicID(id), 2)); n != 4 {
+	if n := e.Count(`SELECT count(DISTINCT key) FROM psp_charges WHERE description = $1 AND status = 'declined'`, checkout.InstallmentDescription(e.publicID(id), 2)); n != 4 {
 		t.Errorf("%d declined attempts at the provider, want 4 under 4 keys", n)
 	}
 	e.ledgerAgrees(id)
 
 	// A new card after the first decline: the retry pays.
-	if err := e.sandbox.ReplacePaymentMethodCard(ctx, e.pm.ID, psp.TokenVisa); err != nil {
+	if err := e.Sandbox.ReplacePaymentMethodCard(ctx, e.Card.ID, psp.TokenVisa); err != nil {
 		t.Fatal(err)
 	}
-	e.now = utc("2028-01-05T15:00:00Z")
-	_, id2 := e.plan("k-new-card", 2000, 2)
-	if err := e.sandbox.ReplacePaymentMethodCard(ctx, e.pm.ID, psp.TokenDeclined); err != nil {
+	e.Set(checkouttest.UTC("2028-01-05T15:00:00Z"))
+	_, id2 := e.Plan("k-new-card", 2000, 2)
+	if err := e.Sandbox.ReplacePaymentMethodCard(ctx, e.Card.ID, psp.TokenDeclined); err != nil {
 		t.Fatal(err)
 	}
 	e.run("2028-02-05T05:00:00Z")
-	if err := e.sandbox.ReplacePaymentMethodCard(ctx, e.pm.ID, psp.TokenMastercard); err != nil {
+	if err := e.Sandbox.ReplacePaymentMethodCard(ctx, e.Card.ID, psp.TokenMastercard); err != nil {
 		t.Fatal(err)
 	}
 	if res := e.run("2028-02-06T05:00:00Z"); res.Charged != 1 {
 		t.Errorf("retry on the new card: %+v", res)
 	}
-	if got := e.count(`SELECT attempts FROM installments WHERE order_id = $1 AND n = 2 AND status = 'paid'`, id2); got != 2 {
+	if got := e.Count(`SELECT attempts FROM installments WHERE order_id = $1 AND n = 2 AND status = 'paid'`, id2); got != 2 {
 		t.Errorf("paid on attempt %d, want 2", got)
 	}
 	e.ledgerAgrees(id2)
@@ -238,30 +239,30 @@ func TestDeclinedInstallmentRetriesThenOperator(t *testing.T) {
 func TestRefundCancelsUnpaidInstallments(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newInstallmentEnv(t, "UTC", utc("2027-01-15T09:00:00Z"))
-	pub, id := e.plan("k-refund", 1200, 4)
+	e := newInstallmentEnv(t, "UTC", checkouttest.UTC("2027-01-15T09:00:00Z"))
+	pub, id := e.Plan("k-refund", 1200, 4)
 	e.run("2027-02-15T00:00:00Z")
 
 	// Installment 3 in flight: a run took it and has not recorded its outcome.
-	c, err := e.c.claimInstallment(ctx, utc("2027-03-15T00:00:00Z"))
+	c, err := e.c.claimInstallment(ctx, checkouttest.UTC("2027-03-15T00:00:00Z"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if status := e.refund("r-early", pub, 100); status != http.StatusConflict {
+	if status := e.Refund("r-early", pub, 100); status != http.StatusConflict {
 		t.Errorf("refund while an installment is charged: %d, want 409", status)
 	}
-	if n := e.count(`SELECT count(*) FROM refunds WHERE order_id = $1`, id); n != 0 {
+	if n := e.Count(`SELECT count(*) FROM refunds WHERE order_id = $1`, id); n != 0 {
 		t.Errorf("the refused refund stored %d refunds", n)
 	}
 	var res Result
-	if err := e.c.chargeInstallment(ctx, c, utc("2027-03-15T00:00:00Z"), &res); err != nil || res.Charged != 1 {
+	if err := e.c.chargeInstallment(ctx, c, checkouttest.UTC("2027-03-15T00:00:00Z"), &res); err != nil || res.Charged != 1 {
 		t.Fatalf("charge installment 3: %+v %v", res, err)
 	}
 
-	if status := e.refund("r-1", pub, 100); status != http.StatusCreated {
+	if status := e.Refund("r-1", pub, 100); status != http.StatusCreated {
 		t.Fatalf("refund: %d", status)
 	}
-	if got := e.str(`SELECT string_agg(n || ' ' || status, ', ' ORDER BY n) FROM installments WHERE order_id = $1`, id); got != "1 paid, 2 paid, 3 paid, 4 canceled" {
+	if got := e.Text(`SELECT string_agg(n || ' ' || status, ', ' ORDER BY n) FROM installments WHERE order_id = $1`, id); got != "1 paid, 2 paid, 3 paid, 4 canceled" {
 		t.Errorf("after the refund: %s", got)
 	}
 	if res := e.run("2027-12-31T00:00:00Z"); res.Charged != 0 {
@@ -269,7 +270,7 @@ func TestRefundCancelsUnpaidInstallments(t *testing.T) {
 	}
 	e.ledgerAgrees(id)
 	// The refund is made from the first installment's charge: no more than it.
-	if status := e.refund("r-2", pub, 300); status != http.StatusConflict {
+	if status := e.Refund("r-2", pub, 300); status != http.StatusConflict {
 		t.Errorf("refund beyond the first installment: %d, want 409", status)
 	}
 }
@@ -281,19 +282,19 @@ func TestReconcileKnowsInstallmentCharges(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newInstallmentEnv(t, "UTC", time.Now().UTC().Truncate(time.Microsecond).AddDate(0, 0, -2))
-	_, id := e.plan("k-reco", 1000, 3)
-	e.run(e.now.AddDate(0, 1, 1).Format(time.RFC3339))
+	_, id := e.Plan("k-reco", 1000, 3)
+	e.run(e.Now().AddDate(0, 1, 1).Format(time.RFC3339))
 	// Installment 3: charged at the provider, the run dead before it recorded it.
-	at := e.now.AddDate(0, 2, 1)
+	at := e.Now().AddDate(0, 2, 1)
 	c, err := e.c.claimInstallment(ctx, at)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.sandbox.Charge(ctx, psp.ChargeRequest{Key: c.Key, Amount: c.Amount, Currency: c.Currency,
+	if _, err := e.Sandbox.Charge(ctx, psp.ChargeRequest{Key: c.Key, Amount: c.Amount, Currency: c.Currency,
 		Customer: c.ProviderCustomer.String, PaymentMethod: c.PaymentMethod.String, Description: checkout.InstallmentDescription(e.publicID(id), 3)}); err != nil {
 		t.Fatal(err)
 	}
-	rc := reconcile.New(e.db, e.sandbox, e.s, reconcile.Config{PageSize: 2, Now: e.clock}, slog.New(slog.DiscardHandler))
+	rc := reconcile.New(e.DB, e.Sandbox, e.Service, reconcile.Config{PageSize: 2, Now: e.Now}, slog.New(slog.DiscardHandler))
 	res, err := rc.Run(ctx, time.Now().Add(-time.Hour), time.Now().Add(time.Minute))
 	if err != nil {
 		t.Fatalf("reconcile: %v", err)
@@ -301,11 +302,11 @@ func TestReconcileKnowsInstallmentCharges(t *testing.T) {
 	if res.Orphans != 0 || res.Mismatches != 0 || res.RefundsMade != 0 || res.ChargesSeen != 3 {
 		t.Errorf("reconcile: %+v, want 3 charges seen and nothing wrong", res)
 	}
-	e.advance(e.c.cfg.Lease + time.Second)
+	e.Advance(e.c.cfg.Lease + time.Second)
 	if r := e.run(at.Format(time.RFC3339)); r.Charged != 1 {
 		t.Errorf("the rerun: %+v, want the charge recorded", r)
 	}
-	if n := e.count(`SELECT count(*) FROM psp_charges`); n != 3 {
+	if n := e.Count(`SELECT count(*) FROM psp_charges`); n != 3 {
 		t.Errorf("the provider holds %d charges, want 3", n)
 	}
 	e.ledgerAgrees(id)
@@ -317,18 +318,18 @@ func TestReconcileKnowsInstallmentCharges(t *testing.T) {
 // charges it.
 func TestACanceledInstallmentRecordsNothing(t *testing.T) {
 	t.Parallel()
-	e := newInstallmentEnv(t, "UTC", utc("2027-01-10T09:00:00Z"))
-	_, id := e.plan("k-plan", 900, 3)
-	if _, err := e.db.Exec(`UPDATE installments SET in_flight = true, attempts = 1, lease_token = 7,
+	e := newInstallmentEnv(t, "UTC", checkouttest.UTC("2027-01-10T09:00:00Z"))
+	_, id := e.Plan("k-plan", 900, 3)
+	if _, err := e.DB.Exec(`UPDATE installments SET in_flight = true, attempts = 1, lease_token = 7,
 	    lease_expires_at = '2027-01-11T10:00:00Z' WHERE order_id = $1 AND n = 2`, id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.db.Exec(`UPDATE installments SET status = 'canceled', next_attempt_at = NULL
+	if _, err := e.DB.Exec(`UPDATE installments SET status = 'canceled', next_attempt_at = NULL
 	     WHERE order_id = $1 AND status = 'scheduled'`, id); err != nil {
 		t.Fatal(err)
 	}
 	var recorded int64
-	if err := e.db.Get(&recorded, installmentPaidSQL, id, 2, 7, "ch_late", utc("2027-01-11T09:30:00Z")); !errors.Is(err, sql.ErrNoRows) {
+	if err := e.DB.Get(&recorded, installmentPaidSQL, id, 2, 7, "ch_late", checkouttest.UTC("2027-01-11T09:30:00Z")); !errors.Is(err, sql.ErrNoRows) {
 		t.Fatalf("the in-flight installment's holder recorded its charge after the plan was canceled: %v", err)
 	}
 	if res := e.run("2027-04-01T00:00:00Z"); res.Charged != 0 {

@@ -8,22 +8,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tekrar/tekrar/checkout/internal/checkouttest"
 	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/psp"
 )
 
 // installmentEvents returns the data of the events of type typ of order id, oldest first.
 func (e *installmentEnv) installmentEvents(id int64, typ string) []map[string]any {
-	e.t.Helper()
+	e.T.Helper()
 	var payloads []string
-	if err := e.db.Select(&payloads, `SELECT payload::text FROM outbox_events WHERE order_id = $1 AND type = $2
+	if err := e.DB.Select(&payloads, `SELECT payload::text FROM outbox_events WHERE order_id = $1 AND type = $2
 		 ORDER BY created_at, payload->'installment'->>'attempts'`, id, typ); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	out := make([]map[string]any, len(payloads))
 	for i, p := range payloads {
 		if err := json.Unmarshal([]byte(p), &out[i]); err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 	}
 	return out
@@ -45,13 +46,13 @@ func installmentData(order string, orderAmount int64, inst map[string]any) map[s
 func TestInstallmentOutcomesWriteTheirEvents(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newInstallmentEnv(t, "Europe/Istanbul", utc("2027-01-15T09:00:00Z"))
-	pubA, idA := e.plan("k-pays", 1000, 3) // due Feb 15 and Mar 15
-	e.now = utc("2027-01-20T09:00:00Z")
-	pubB, idB := e.plan("k-declines", 2000, 2) // due Feb 20
+	e := newInstallmentEnv(t, "Europe/Istanbul", checkouttest.UTC("2027-01-15T09:00:00Z"))
+	pubA, idA := e.Plan("k-pays", 1000, 3) // due Feb 15 and Mar 15
+	e.Set(checkouttest.UTC("2027-01-20T09:00:00Z"))
+	pubB, idB := e.Plan("k-declines", 2000, 2) // due Feb 20
 	card := func(token string) {
 		t.Helper()
-		if err := e.sandbox.ReplacePaymentMethodCard(ctx, e.pm.ID, token); err != nil {
+		if err := e.Sandbox.ReplacePaymentMethodCard(ctx, e.Card.ID, token); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -67,15 +68,15 @@ func TestInstallmentOutcomesWriteTheirEvents(t *testing.T) {
 		{"last retry, declined: for an operator", run("2027-02-26T21:00:00Z"), map[string]int64{outbox.InstallmentNeedsAttention: 1}},
 		{"nothing due", run("2027-03-10T00:00:00Z"), nil},
 		{"A's third refused by the provider", func() {
-			c, err := e.c.claimInstallment(ctx, utc("2027-03-14T21:00:00Z"))
+			c, err := e.c.claimInstallment(ctx, checkouttest.UTC("2027-03-14T21:00:00Z"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := e.sandbox.CancelCharge(ctx, c.Key); err != nil {
+			if _, err := e.Sandbox.CancelCharge(ctx, c.Key); err != nil {
 				t.Fatal(err)
 			}
 			var res Result
-			if err := e.c.chargeInstallment(ctx, c, utc("2027-03-14T21:00:00Z"), &res); err != nil || res.Attention != 1 {
+			if err := e.c.chargeInstallment(ctx, c, checkouttest.UTC("2027-03-14T21:00:00Z"), &res); err != nil || res.Attention != 1 {
 				t.Fatalf("refused charge: %+v %v", res, err)
 			}
 		}, map[string]int64{outbox.InstallmentNeedsAttention: 1}},
@@ -83,7 +84,7 @@ func TestInstallmentOutcomesWriteTheirEvents(t *testing.T) {
 	}
 	e.checkEventSteps(e.eventCounts(), steps) // from the orders' own order.paid
 
-	chargeA2 := e.str(`SELECT provider_charge_id FROM installments WHERE order_id = $1 AND n = 2`, idA)
+	chargeA2 := e.Text(`SELECT provider_charge_id FROM installments WHERE order_id = $1 AND n = 2`, idA)
 	check := func(name string, got []map[string]any, want ...map[string]any) {
 		t.Helper()
 		if !reflect.DeepEqual(got, want) {
@@ -131,22 +132,22 @@ func TestAFencedInstallmentOutcomeWritesNoEvent(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			e := newInstallmentEnv(t, "UTC", utc("2027-01-15T09:00:00Z"))
-			_, id := e.plan("k-frozen", 600, 2)
-			if err := e.sandbox.ReplacePaymentMethodCard(ctx, e.pm.ID, tc.token); err != nil {
+			e := newInstallmentEnv(t, "UTC", checkouttest.UTC("2027-01-15T09:00:00Z"))
+			_, id := e.Plan("k-frozen", 600, 2)
+			if err := e.Sandbox.ReplacePaymentMethodCard(ctx, e.Card.ID, tc.token); err != nil {
 				t.Fatal(err)
 			}
-			at := utc("2027-02-15T00:00:00Z")
+			at := checkouttest.UTC("2027-02-15T00:00:00Z")
 			frozen, err := e.c.claimInstallment(ctx, at)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tc.refuse {
-				if _, err := e.sandbox.CancelCharge(ctx, frozen.Key); err != nil {
+				if _, err := e.Sandbox.CancelCharge(ctx, frozen.Key); err != nil {
 					t.Fatal(err)
 				}
 			}
-			e.advance(e.c.cfg.Lease + time.Second)
+			e.Advance(e.c.cfg.Lease + time.Second)
 			taker, err := e.c.claimInstallment(ctx, at)
 			if err != nil {
 				t.Fatalf("take over after the lease: %v", err)
@@ -170,7 +171,7 @@ func TestAFencedInstallmentOutcomeWritesNoEvent(t *testing.T) {
 			if got := e.eventCounts(); !maps.Equal(got, want) {
 				t.Errorf("after the taker's record: events %v, want %v", got, want)
 			}
-			if n := e.count(`SELECT count(*) FROM outbox_events WHERE order_id = $1 AND type = $2
+			if n := e.Count(`SELECT count(*) FROM outbox_events WHERE order_id = $1 AND type = $2
 				 AND payload->'installment'->>'attempts' = '1'`, id, tc.want); n != 1 {
 				t.Errorf("%d %s events of attempt 1, want 1", n, tc.want)
 			}
@@ -184,24 +185,24 @@ func TestAFencedInstallmentOutcomeWritesNoEvent(t *testing.T) {
 // lapses looks the charge up and records it, with its one event.
 func TestAnInstallmentEventThatCannotBeWrittenUndoesItsOutcome(t *testing.T) {
 	t.Parallel()
-	e := newInstallmentEnv(t, "UTC", utc("2027-01-15T09:00:00Z"))
-	_, id := e.plan("k-nowrite", 600, 2)
+	e := newInstallmentEnv(t, "UTC", checkouttest.UTC("2027-01-15T09:00:00Z"))
+	_, id := e.Plan("k-nowrite", 600, 2)
 	e.failWrites("outbox_events")
-	if _, err := e.c.run(context.Background(), utc("2027-02-15T00:00:00Z")); err == nil {
+	if _, err := e.c.run(context.Background(), checkouttest.UTC("2027-02-15T00:00:00Z")); err == nil {
 		t.Fatal("the run recorded its charge without its event")
 	}
 	e.allowWrites("outbox_events")
-	if got := e.str(`SELECT status || ' ' || in_flight FROM installments WHERE order_id = $1 AND n = 2`, id); got != "scheduled true" {
+	if got := e.Text(`SELECT status || ' ' || in_flight FROM installments WHERE order_id = $1 AND n = 2`, id); got != "scheduled true" {
 		t.Errorf("installment 2 is %s, want still scheduled and in flight", got)
 	}
-	if got := e.count(`SELECT captured_amount FROM orders WHERE id = $1`, id); got != 300 {
+	if got := e.Count(`SELECT captured_amount FROM orders WHERE id = $1`, id); got != 300 {
 		t.Errorf("captured %d, want only the first installment's 300", got)
 	}
-	e.advance(e.c.cfg.Lease + time.Second)
+	e.Advance(e.c.cfg.Lease + time.Second)
 	if res := e.run("2027-02-15T00:00:00Z"); res.Charged != 1 {
 		t.Errorf("the rerun: %+v, want the charge recorded", res)
 	}
-	if n := e.count(`SELECT count(*) FROM outbox_events WHERE order_id = $1 AND type = $2`, id, outbox.InstallmentPaid); n != 1 {
+	if n := e.Count(`SELECT count(*) FROM outbox_events WHERE order_id = $1 AND type = $2`, id, outbox.InstallmentPaid); n != 1 {
 		t.Errorf("%d installment.paid events, want 1", n)
 	}
 	e.ledgerAgrees(id)

@@ -16,10 +16,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
-	"github.com/tekrar/tekrar/checkout/api"
-	"github.com/tekrar/tekrar/checkout/clients"
-	"github.com/tekrar/tekrar/checkout/psp"
-	"github.com/tekrar/tekrar/checkout/psp/psptest"
+	"github.com/tekrar/tekrar/checkout/internal/checkouttest"
 	"github.com/tekrar/tekrar/checkout/sweeper"
 	"github.com/tekrar/tekrar/internal/dbtest"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -27,37 +24,21 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(dbtest.Main(m)) }
 
-// actionEnv is a service and its operator's actions on a fresh database with one client,
-// paying on the sandbox behind a switch (psptest.Switched), and the actions' records.
+// actionEnv is the shared environment (checkouttest.Env) paying on the sandbox behind a
+// switch, the operator's actions on it, and the actions' records.
 type actionEnv struct {
-	t        *testing.T
-	db       *sqlx.DB
-	s        *checkout.Service
+	*checkouttest.Env
 	ops      *Actions
-	p        *psptest.Switched
-	client   clients.Client
-	now      time.Time
 	mu       sync.Mutex
 	recorded []map[string]any
 }
 
 func newActionEnv(t *testing.T) *actionEnv {
 	t.Helper()
-	db := dbtest.New(t)
-	// Microseconds, as Postgres keeps them: a frozen clock must compare equal to itself stored.
-	e := &actionEnv{t: t, db: db, now: time.Now().UTC().Truncate(time.Microsecond)}
-	e.p = &psptest.Switched{Provider: psp.NewSandbox(db, psp.SandboxOptions{})}
-	e.s = checkout.NewService(db, e.p, checkout.Config{Routes: api.Routes, Now: func() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }}, slog.New(slog.DiscardHandler))
-	t.Cleanup(e.s.Close)
-	e.ops = New(db, e.s)
-	var err error
-	if e.client, err = clients.Create(context.Background(), db, "shop", clients.NewSecret()); err != nil {
-		t.Fatal(err)
-	}
+	e := &actionEnv{Env: checkouttest.New(t, checkouttest.Options{Switch: true})}
+	e.ops = New(e.DB, e.Service)
 	return e
 }
-
-func (e *actionEnv) advance(d time.Duration) { e.mu.Lock(); e.now = e.now.Add(d); e.mu.Unlock() }
 
 // record is a Recorder that keeps what it was given; fail makes it refuse.
 func (e *actionEnv) record(fail bool) Recorder {
@@ -70,82 +51,6 @@ func (e *actionEnv) record(fail bool) Recorder {
 		e.mu.Unlock()
 		return nil
 	}
-}
-
-func (e *actionEnv) count(q string, args ...any) int64 {
-	e.t.Helper()
-	var n int64
-	if err := e.db.Get(&n, q, args...); err != nil {
-		e.t.Fatalf("%s: %v", q, err)
-	}
-	return n
-}
-
-func (e *actionEnv) str(q string, args ...any) string {
-	e.t.Helper()
-	var s string
-	if err := e.db.Get(&s, q, args...); err != nil {
-		e.t.Fatalf("%s: %v", q, err)
-	}
-	return s
-}
-
-// order pays amount with token under key; it returns the order's public id and the
-// answer's status.
-func (e *actionEnv) order(key, token string, amount int64) (string, int) {
-	e.t.Helper()
-	in := checkout.OrderInput{Currency: "TRY", Amount: amount, Payment: checkout.PaymentInput{CardToken: token},
-		Items: []checkout.Item{{SKU: "LATTE", Name: "Latte", Quantity: 1, UnitAmount: amount}}}
-	body, _ := json.Marshal(in)
-	res, err := e.s.CreateOrder(context.Background(), checkout.Request{Client: e.client, Key: key, Method: "POST", Path: "/v1/orders", Body: body}, checkout.Lookup{}, in)
-	status := res.Status
-	var p *problem.Problem
-	if errors.As(err, &p) {
-		status = p.Status
-	} else if err != nil {
-		e.t.Fatalf("order %s: %v", key, err)
-	}
-	return e.str(`SELECT coalesce((SELECT o.public_id FROM idempotency_keys k JOIN orders o ON o.id = k.order_id
-		 WHERE k.client_id = $1 AND k.key = $2), '')`, e.client.ID, key), status
-}
-
-// refund asks for a refund of order through the API's path, under key.
-func (e *actionEnv) refund(key, order string, amount int64) int {
-	e.t.Helper()
-	in := checkout.RefundInput{Amount: amount}
-	body, _ := json.Marshal(in)
-	res, err := e.s.CreateRefund(context.Background(), checkout.Request{Client: e.client, Key: key, Method: "POST",
-		Path: "/v1/orders/" + order + "/refunds", Body: body}, checkout.Lookup{}, order, in)
-	var p *problem.Problem
-	if errors.As(err, &p) {
-		return p.Status
-	}
-	if err != nil {
-		e.t.Fatalf("refund %s: %v", key, err)
-	}
-	return res.Status
-}
-
-// needsAttention does to key what the completer does after TEKRAR_ATTENTION_AFTER without
-// an answer from the provider.
-func (e *actionEnv) needsAttention(key string) {
-	e.t.Helper()
-	res, err := e.db.Exec(`
-		UPDATE idempotency_keys SET state = 'needs_attention', attention_reason = 'provider unreachable for 1h0m0s',
-		       lease_expires_at = NULL
-		 WHERE client_id = $1 AND key = $2 AND state = 'in_progress'`, e.client.ID, key)
-	if n, _ := res.RowsAffected(); err != nil || n != 1 {
-		e.t.Fatalf("needs attention %s: %v (%d rows)", key, err, n)
-	}
-}
-
-// problemCode is the code of err's problem, or "".
-func problemCode(err error) string {
-	var p *problem.Problem
-	if errors.As(err, &p) {
-		return string(p.Code)
-	}
-	return ""
 }
 
 // answer is a keyed request's status and body, or its problem's status and error.
@@ -177,18 +82,18 @@ func TestReleaseKey(t *testing.T) {
 		{
 			name: "charge made, answer lost: settled as paid",
 			setup: func(e *actionEnv) {
-				e.p.Set("lost")
-				e.order("k", "tok_visa", 9000)
-				e.needsAttention("k")
+				e.Switch.Set("lost")
+				e.Order("k", "tok_visa", 9000)
+				e.NeedsAttention("k")
 			},
 			done: true, outcome: OutcomePaid, state: checkout.StateCompleted, orderStatus: "paid", charges: 1, storedStatus: 201,
 		},
 		{
 			name: "declined, answer lost: settled as declined",
 			setup: func(e *actionEnv) {
-				e.p.Set("lost")
-				e.order("k", "tok_declined", 9000)
-				e.needsAttention("k")
+				e.Switch.Set("lost")
+				e.Order("k", "tok_declined", 9000)
+				e.NeedsAttention("k")
 			},
 			done: true, outcome: OutcomeDeclined, state: checkout.StateCompleted, orderStatus: "declined", charges: 1,
 			storedStatus: 402, storedProblem: "payment_declined",
@@ -196,9 +101,9 @@ func TestReleaseKey(t *testing.T) {
 		{
 			name: "provider never reached: canceled, nothing charged",
 			setup: func(e *actionEnv) {
-				e.p.Set("down")
-				e.order("k", "tok_visa", 9000)
-				e.needsAttention("k")
+				e.Switch.Set("down")
+				e.Order("k", "tok_visa", 9000)
+				e.NeedsAttention("k")
 			},
 			done: true, outcome: OutcomeCanceled, state: checkout.StateCompleted, orderStatus: "canceled", charges: 0,
 			storedStatus: 409, storedProblem: "payment_abandoned",
@@ -206,9 +111,9 @@ func TestReleaseKey(t *testing.T) {
 		{
 			name: "provider still down: nothing changes",
 			setup: func(e *actionEnv) {
-				e.p.Set("down")
-				e.order("k", "tok_visa", 9000)
-				e.needsAttention("k")
+				e.Switch.Set("down")
+				e.Order("k", "tok_visa", 9000)
+				e.NeedsAttention("k")
 			},
 			provider: "down",
 			outcome:  OutcomeStillUnknown, state: checkout.StateNeedsAttention, orderStatus: "pending", charges: 0,
@@ -216,9 +121,9 @@ func TestReleaseKey(t *testing.T) {
 		{
 			name: "the record cannot be written: nothing changes",
 			setup: func(e *actionEnv) {
-				e.p.Set("lost")
-				e.order("k", "tok_visa", 9000)
-				e.needsAttention("k")
+				e.Switch.Set("lost")
+				e.Order("k", "tok_visa", 9000)
+				e.NeedsAttention("k")
 			},
 			failRecord: true,
 			state:      checkout.StateNeedsAttention, orderStatus: "pending", charges: 1,
@@ -226,29 +131,29 @@ func TestReleaseKey(t *testing.T) {
 		{
 			name: "refund never sent: made now, once",
 			setup: func(e *actionEnv) {
-				id, _ := e.order("k-order", "tok_visa", 9000)
-				e.p.Set("down")
-				if st := e.refund("k", id, 2500); st != http.StatusServiceUnavailable {
-					e.t.Fatalf("refund while the provider is down: %d", st)
+				id, _ := e.Order("k-order", "tok_visa", 9000)
+				e.Switch.Set("down")
+				if st := e.Refund("k", id, 2500); st != http.StatusServiceUnavailable {
+					e.T.Fatalf("refund while the provider is down: %d", st)
 				}
-				e.needsAttention("k")
+				e.NeedsAttention("k")
 			},
 			done: true, outcome: OutcomeRefunded, state: checkout.StateCompleted, orderStatus: "partially_refunded", charges: 1, refunded: 2500, storedStatus: 201,
 		},
 		{
 			name: "refund made, answer lost: finished, not made twice",
 			setup: func(e *actionEnv) {
-				id, _ := e.order("k-order", "tok_visa", 9000)
-				e.p.Set("lost")
-				e.refund("k", id, 2500)
-				e.needsAttention("k")
+				id, _ := e.Order("k-order", "tok_visa", 9000)
+				e.Switch.Set("lost")
+				e.Refund("k", id, 2500)
+				e.NeedsAttention("k")
 			},
 			done: true, outcome: OutcomeRefunded, state: checkout.StateCompleted, orderStatus: "partially_refunded", charges: 1, refunded: 2500, storedStatus: 201,
 		},
 		{
 			name: "a key that does not need attention is left alone",
 			setup: func(e *actionEnv) {
-				e.order("k", "tok_visa", 9000)
+				e.Order("k", "tok_visa", 9000)
 			},
 			outcome: OutcomeNotNeeded, state: checkout.StateCompleted, orderStatus: "paid", charges: 1, storedStatus: 201,
 		},
@@ -256,8 +161,8 @@ func TestReleaseKey(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newActionEnv(t)
 			tc.setup(e)
-			e.p.Set(tc.provider)
-			res, err := e.ops.ReleaseKey(context.Background(), e.client.ID, "k", e.record(tc.failRecord))
+			e.Switch.Set(tc.provider)
+			res, err := e.ops.ReleaseKey(context.Background(), e.Client.ID, "k", e.record(tc.failRecord))
 			if tc.failRecord {
 				if err == nil || !strings.Contains(err.Error(), "audit log unavailable") {
 					t.Fatalf("release with a failing record: %+v %v", res, err)
@@ -274,16 +179,16 @@ func TestReleaseKey(t *testing.T) {
 			if tc.done && e.recorded[0]["outcome"] != tc.outcome {
 				t.Fatalf("recorded %v", e.recorded[0])
 			}
-			if st := e.str(`SELECT state FROM idempotency_keys WHERE key = 'k'`); st != tc.state {
+			if st := e.Text(`SELECT state FROM idempotency_keys WHERE key = 'k'`); st != tc.state {
 				t.Fatalf("key state %s, want %s", st, tc.state)
 			}
-			if st := e.str(`SELECT o.status FROM orders o ORDER BY o.id LIMIT 1`); st != tc.orderStatus {
+			if st := e.Text(`SELECT o.status FROM orders o ORDER BY o.id LIMIT 1`); st != tc.orderStatus {
 				t.Fatalf("order %s, want %s", st, tc.orderStatus)
 			}
-			if n := e.count(`SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != tc.charges {
+			if n := e.Count(`SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != tc.charges {
 				t.Fatalf("%d charges at the provider, want %d", n, tc.charges)
 			}
-			if n := e.count(`SELECT coalesce(sum(amount), 0) FROM psp_refunds`); n != tc.refunded {
+			if n := e.Count(`SELECT coalesce(sum(amount), 0) FROM psp_refunds`); n != tc.refunded {
 				t.Fatalf("provider refunded %d, want %d", n, tc.refunded)
 			}
 			if tc.storedStatus != 0 {
@@ -292,7 +197,7 @@ func TestReleaseKey(t *testing.T) {
 					Body   []byte  `db:"response_body"`
 					Reason *string `db:"attention_reason"`
 				}
-				if err := e.db.Get(&stored, `SELECT response_status, response_body, attention_reason FROM idempotency_keys WHERE key = 'k'`); err != nil {
+				if err := e.DB.Get(&stored, `SELECT response_status, response_body, attention_reason FROM idempotency_keys WHERE key = 'k'`); err != nil {
 					t.Fatal(err)
 				}
 				if stored.Status != tc.storedStatus || !strings.Contains(string(stored.Body), tc.storedProblem) || stored.Reason != nil && tc.done {
@@ -300,7 +205,7 @@ func TestReleaseKey(t *testing.T) {
 				}
 			}
 			// Releasing again is a no-op.
-			again, err := e.ops.ReleaseKey(context.Background(), e.client.ID, "k", e.record(false))
+			again, err := e.ops.ReleaseKey(context.Background(), e.Client.ID, "k", e.record(false))
 			if err != nil || (tc.done && (again.Done || again.Outcome != OutcomeNotNeeded)) {
 				t.Fatalf("second release: %+v %v", again, err)
 			}
@@ -311,24 +216,24 @@ func TestReleaseKey(t *testing.T) {
 // A released order replays what the release stored, byte for byte, to the app's retry.
 func TestReleasedKeyReplays(t *testing.T) {
 	e := newActionEnv(t)
-	e.p.Set("lost")
-	id, status := e.order("k", "tok_visa", 9000)
+	e.Switch.Set("lost")
+	id, status := e.Order("k", "tok_visa", 9000)
 	if status != http.StatusServiceUnavailable {
 		t.Fatalf("order with a lost answer: %d", status)
 	}
-	e.needsAttention("k")
-	if _, st := e.order("k", "tok_visa", 9000); st != http.StatusServiceUnavailable {
+	e.NeedsAttention("k")
+	if _, st := e.Order("k", "tok_visa", 9000); st != http.StatusServiceUnavailable {
 		t.Fatalf("retry while it needs attention: %d", st)
 	}
-	e.p.Set("")
-	if res, err := e.ops.ReleaseKey(context.Background(), e.client.ID, "k", e.record(false)); err != nil || res.Outcome != OutcomePaid {
+	e.Switch.Set("")
+	if res, err := e.ops.ReleaseKey(context.Background(), e.Client.ID, "k", e.record(false)); err != nil || res.Outcome != OutcomePaid {
 		t.Fatalf("release: %+v %v", res, err)
 	}
-	again, st := e.order("k", "tok_visa", 9000)
+	again, st := e.Order("k", "tok_visa", 9000)
 	if st != http.StatusCreated || again != id {
 		t.Fatalf("retry after the release: %d (order %s, want %s)", st, again, id)
 	}
-	if n := e.count(`SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != 1 {
+	if n := e.Count(`SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != 1 {
 		t.Fatalf("%d charges", n)
 	}
 }
@@ -336,57 +241,57 @@ func TestReleasedKeyReplays(t *testing.T) {
 func TestExpireKey(t *testing.T) {
 	e := newActionEnv(t)
 	ctx := context.Background()
-	e.order("k", "tok_visa", 9000)
-	e.p.Set("down")
-	e.order("k-open", "tok_visa", 9000) // in progress: the provider's answer is not known
-	e.order("k-stuck", "tok_visa", 9000)
-	e.needsAttention("k-stuck")
-	e.p.Set("")
+	e.Order("k", "tok_visa", 9000)
+	e.Switch.Set("down")
+	e.Order("k-open", "tok_visa", 9000) // in progress: the provider's answer is not known
+	e.Order("k-stuck", "tok_visa", 9000)
+	e.NeedsAttention("k-stuck")
+	e.Switch.Set("")
 
 	for _, key := range []string{"k-open", "k-stuck"} {
-		if _, err := e.ops.ExpireKey(ctx, e.client.ID, key, e.record(false)); !errors.Is(err, ErrKeyBusy) {
+		if _, err := e.ops.ExpireKey(ctx, e.Client.ID, key, e.record(false)); !errors.Is(err, ErrKeyBusy) {
 			t.Fatalf("expire %s: %v, want ErrKeyBusy", key, err)
 		}
 	}
-	if _, err := e.ops.ExpireKey(ctx, e.client.ID, "no-such-key", e.record(false)); !errors.Is(err, checkout.ErrKeyNotFound) {
+	if _, err := e.ops.ExpireKey(ctx, e.Client.ID, "no-such-key", e.record(false)); !errors.Is(err, checkout.ErrKeyNotFound) {
 		t.Fatalf("expire an unknown key: %v", err)
 	}
-	if _, err := e.ops.ExpireKey(ctx, e.client.ID, "k", e.record(true)); err == nil {
+	if _, err := e.ops.ExpireKey(ctx, e.Client.ID, "k", e.record(true)); err == nil {
 		t.Fatal("expired without its record")
 	}
-	if n := e.count(`SELECT count(*) FROM idempotency_keys WHERE key = 'k' AND expires_at > $1`, e.now); n != 1 {
+	if n := e.Count(`SELECT count(*) FROM idempotency_keys WHERE key = 'k' AND expires_at > $1`, e.Now()); n != 1 {
 		t.Fatal("a failed record left the key expired")
 	}
 
-	res, err := e.ops.ExpireKey(ctx, e.client.ID, "k", e.record(false))
+	res, err := e.ops.ExpireKey(ctx, e.Client.ID, "k", e.record(false))
 	if err != nil || !res.Done || res.Outcome != OutcomeExpired || len(e.recorded) != 1 {
 		t.Fatalf("expire: %+v %v (%d records)", res, err, len(e.recorded))
 	}
-	e.advance(time.Second)
-	if _, st := e.order("k", "tok_visa", 9000); st != http.StatusUnprocessableEntity {
+	e.Advance(time.Second)
+	if _, st := e.Order("k", "tok_visa", 9000); st != http.StatusUnprocessableEntity {
 		t.Fatalf("retry of an expired key: %d", st)
 	}
-	res, err = e.ops.ExpireKey(ctx, e.client.ID, "k", e.record(false))
+	res, err = e.ops.ExpireKey(ctx, e.Client.ID, "k", e.record(false))
 	if err != nil || res.Done || res.Outcome != OutcomeAlreadyExpired || len(e.recorded) != 1 {
 		t.Fatalf("expire again: %+v %v (%d records)", res, err, len(e.recorded))
 	}
 
-	sw := sweeper.New(e.db, sweeper.Config{Now: func() time.Time { return e.now }}, slog.New(slog.DiscardHandler))
+	sw := sweeper.New(e.DB, sweeper.Config{Now: e.Now}, slog.New(slog.DiscardHandler))
 	if r, err := sw.Pass(ctx); err != nil || r.KeysTombstoned != 1 {
 		t.Fatalf("sweep: %+v %v", r, err)
 	}
-	e.advance(2 * time.Minute)
+	e.Advance(2 * time.Minute)
 	if r, err := sw.Pass(ctx); err != nil || r.KeysDeleted != 1 {
 		t.Fatalf("second sweep: %+v %v", r, err)
 	}
-	res, err = e.ops.ExpireKey(ctx, e.client.ID, "k", e.record(false))
+	res, err = e.ops.ExpireKey(ctx, e.Client.ID, "k", e.record(false))
 	if err != nil || res.Done || res.State != checkout.KeyStateExpired {
 		t.Fatalf("expire a swept key: %+v %v", res, err)
 	}
-	if _, st := e.order("k", "tok_visa", 9000); st != http.StatusUnprocessableEntity {
+	if _, st := e.Order("k", "tok_visa", 9000); st != http.StatusUnprocessableEntity {
 		t.Fatalf("retry of a swept key: %d", st)
 	}
-	if n := e.count(`SELECT count(*) FROM idempotency_keys WHERE key IN ('k-open', 'k-stuck')`); n != 2 {
+	if n := e.Count(`SELECT count(*) FROM idempotency_keys WHERE key IN ('k-open', 'k-stuck')`); n != 2 {
 		t.Fatal("unfinished keys were swept")
 	}
 }
@@ -394,13 +299,13 @@ func TestExpireKey(t *testing.T) {
 func TestRefundAsOperator(t *testing.T) {
 	e := newActionEnv(t)
 	ctx := context.Background()
-	id, _ := e.order("k", "tok_visa", 9000)
+	id, _ := e.Order("k", "tok_visa", 9000)
 	nonce := func(n int) string { return fmt.Sprintf("nonce-%02d-aaaaaaaaaaaaaaaa", n) }
 	refund := func(n int, amount int64, reason string) (OperatorRefundResult, error) {
 		return e.ops.RefundAsOperator(ctx, OperatorRefund{OrderID: id, RefundInput: checkout.RefundInput{Amount: amount, Reason: reason}, Nonce: nonce(n)})
 	}
 	first, err := refund(1, 2500, "cold coffee")
-	if err != nil || first.Replayed || first.Pending || first.Refund.Amount != 2500 || first.ClientID != e.client.ID ||
+	if err != nil || first.Replayed || first.Pending || first.Refund.Amount != 2500 || first.ClientID != e.Client.ID ||
 		first.Key != OperatorRefundKeyPrefix+nonce(1) {
 		t.Fatalf("first refund: %+v %v", first, err)
 	}
@@ -408,10 +313,10 @@ func TestRefundAsOperator(t *testing.T) {
 	if err != nil || !again.Replayed || again.Refund.ID != first.Refund.ID {
 		t.Fatalf("the same form again: %+v %v", again, err)
 	}
-	if _, err := refund(1, 3000, "cold coffee"); problemCode(err) != "idempotency_key_reused" {
+	if _, err := refund(1, 3000, "cold coffee"); checkouttest.ProblemCode(err) != "idempotency_key_reused" {
 		t.Fatalf("the same form with another amount: %v", err)
 	}
-	if _, err := refund(2, 6501, ""); problemCode(err) != "refund_exceeds_captured" {
+	if _, err := refund(2, 6501, ""); checkouttest.ProblemCode(err) != "refund_exceeds_captured" {
 		t.Fatalf("over-refund: %v", err)
 	}
 	if _, err := refund(3, 2500, ""); err != nil {
@@ -424,24 +329,24 @@ func TestRefundAsOperator(t *testing.T) {
 		t.Fatalf("unknown order: %v", err)
 	}
 
-	e.p.Set("down")
+	e.Switch.Set("down")
 	pending, err := refund(5, 1000, "")
 	if err != nil || !pending.Pending || pending.Refund.Status != "pending" || pending.Refund.Amount != 1000 {
 		t.Fatalf("refund while the provider is down: %+v %v", pending, err)
 	}
-	e.p.Set("")
-	e.advance(time.Second)
+	e.Switch.Set("")
+	e.Advance(time.Second)
 	if res, err := refund(5, 1000, ""); err != nil || res.Pending || res.Refund.ID != pending.Refund.ID {
 		t.Fatalf("the pending form sent again: %+v %v", res, err)
 	}
 
-	if n := e.count(`SELECT refunded_amount FROM orders WHERE public_id = $1`, id); n != 6000 {
+	if n := e.Count(`SELECT refunded_amount FROM orders WHERE public_id = $1`, id); n != 6000 {
 		t.Fatalf("refunded_amount %d", n)
 	}
-	if n := e.count(`SELECT coalesce(sum(amount), 0) FROM psp_refunds`); n != 6000 {
+	if n := e.Count(`SELECT coalesce(sum(amount), 0) FROM psp_refunds`); n != 6000 {
 		t.Fatalf("the provider refunded %d", n)
 	}
-	if n := e.count(`SELECT count(*) FROM refunds WHERE client_id = $1 AND status = 'succeeded'`, e.client.ID); n != 3 {
+	if n := e.Count(`SELECT count(*) FROM refunds WHERE client_id = $1 AND status = 'succeeded'`, e.Client.ID); n != 3 {
 		t.Fatalf("%d refunds", n)
 	}
 }
@@ -461,15 +366,15 @@ func TestConcurrentReleasesSettleOnce(t *testing.T) {
 		{
 			name: "charge made, answer lost",
 			setup: func(e *actionEnv) func() (int, []byte, error) {
-				e.p.Set("lost")
-				e.order("k", "tok_visa", 9000)
-				e.needsAttention("k")
-				e.p.Set("")
+				e.Switch.Set("lost")
+				e.Order("k", "tok_visa", 9000)
+				e.NeedsAttention("k")
+				e.Switch.Set("")
 				in := checkout.OrderInput{Currency: "TRY", Amount: 9000, Payment: checkout.PaymentInput{CardToken: "tok_visa"},
 					Items: []checkout.Item{{SKU: "LATTE", Name: "Latte", Quantity: 1, UnitAmount: 9000}}}
 				body, _ := json.Marshal(in)
 				return func() (int, []byte, error) {
-					res, err := e.s.CreateOrder(context.Background(), checkout.Request{Client: e.client, Key: "k", Method: "POST", Path: "/v1/orders", Body: body}, checkout.Lookup{}, in)
+					res, err := e.Service.CreateOrder(context.Background(), checkout.Request{Client: e.Client, Key: "k", Method: "POST", Path: "/v1/orders", Body: body}, checkout.Lookup{}, in)
 					return answer(res, err)
 				}
 			},
@@ -478,15 +383,15 @@ func TestConcurrentReleasesSettleOnce(t *testing.T) {
 		{
 			name: "refund never sent",
 			setup: func(e *actionEnv) func() (int, []byte, error) {
-				id, _ := e.order("k-order", "tok_visa", 9000)
-				e.p.Set("down")
-				e.refund("k", id, 2500)
-				e.needsAttention("k")
-				e.p.Set("")
+				id, _ := e.Order("k-order", "tok_visa", 9000)
+				e.Switch.Set("down")
+				e.Refund("k", id, 2500)
+				e.NeedsAttention("k")
+				e.Switch.Set("")
 				in := checkout.RefundInput{Amount: 2500}
 				body, _ := json.Marshal(in)
 				return func() (int, []byte, error) {
-					res, err := e.s.CreateRefund(context.Background(), checkout.Request{Client: e.client, Key: "k", Method: "POST",
+					res, err := e.Service.CreateRefund(context.Background(), checkout.Request{Client: e.Client, Key: "k", Method: "POST",
 						Path: "/v1/orders/" + id + "/refunds", Body: body}, checkout.Lookup{}, id, in)
 					return answer(res, err)
 				}
@@ -511,7 +416,7 @@ func TestConcurrentReleasesSettleOnce(t *testing.T) {
 				wg.Go(func() {
 					<-start
 					if i < operators {
-						out[i].release, out[i].err = e.ops.ReleaseKey(context.Background(), e.client.ID, "k", e.record(false))
+						out[i].release, out[i].err = e.ops.ReleaseKey(context.Background(), e.Client.ID, "k", e.record(false))
 						return
 					}
 					out[i].status, out[i].body, out[i].err = retry()
@@ -538,22 +443,22 @@ func TestConcurrentReleasesSettleOnce(t *testing.T) {
 				t.Fatalf("%d releases settled the key, %d were recorded; want 1 and 1", done, len(e.recorded))
 			}
 			var stored []byte
-			if err := e.db.Get(&stored, `SELECT response_body FROM idempotency_keys WHERE key = 'k' AND state = 'completed'`); err != nil {
+			if err := e.DB.Get(&stored, `SELECT response_body FROM idempotency_keys WHERE key = 'k' AND state = 'completed'`); err != nil {
 				t.Fatalf("stored response: %v", err)
 			}
 			for i, r := range out[operators:] {
 				switch {
-				case problemCode(r.err) == "needs_attention":
+				case checkouttest.ProblemCode(r.err) == "needs_attention":
 					// before the release committed
 				case r.err == nil && r.status == http.StatusCreated && string(r.body) == string(stored):
 				default:
 					t.Fatalf("retry %d: %d %s %v", i, r.status, r.body, r.err)
 				}
 			}
-			if n := e.count(`SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != tc.charges {
+			if n := e.Count(`SELECT count(*) FROM psp_charges WHERE status <> 'canceled'`); n != tc.charges {
 				t.Fatalf("%d charges at the provider, want %d", n, tc.charges)
 			}
-			if n := e.count(`SELECT coalesce(sum(amount), 0) FROM psp_refunds`); n != tc.refund {
+			if n := e.Count(`SELECT coalesce(sum(amount), 0) FROM psp_refunds`); n != tc.refund {
 				t.Fatalf("provider refunded %d, want %d", n, tc.refund)
 			}
 		})

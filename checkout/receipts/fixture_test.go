@@ -15,6 +15,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/tekrar/tekrar/checkout/internal/checkouttest"
 	tdb "github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
@@ -42,11 +43,7 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) client(name string) int64 {
 	f.t.Helper()
-	var id int64
-	if err := f.db.Get(&id, `INSERT INTO clients (name, secret_hash) VALUES (CAST($1 AS text), sha256(convert_to(CAST($1 AS text), 'UTF8'))) RETURNING id`, name); err != nil {
-		f.t.Fatal(err)
-	}
-	return id
+	return checkouttest.ClientRow(f.t, f.db, name)
 }
 
 // paidOrder inserts a paid order of two lattes (90.00 TRY) by visa 4242 for email ("" for

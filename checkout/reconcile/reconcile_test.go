@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,102 +10,45 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/tekrar/tekrar/checkout"
-	"github.com/tekrar/tekrar/checkout/api"
-	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/internal/checkouttest"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/psp/psptest"
-	"github.com/tekrar/tekrar/internal/dbtest"
-	"github.com/tekrar/tekrar/internal/problem"
 )
 
-// actionEnv is a service on a fresh database with one client, over the sandbox behind a
+// actionEnv is the shared environment (checkouttest.Env) paying on the sandbox behind a
 // switch, and the reconcilers of its charges.
-type actionEnv struct {
-	t      *testing.T
-	db     *sqlx.DB
-	s      *checkout.Service
-	p      *psptest.Switched
-	client clients.Client
-	now    time.Time
-}
+type actionEnv struct{ *checkouttest.Env }
 
 func newActionEnv(t *testing.T) *actionEnv {
 	t.Helper()
-	db := dbtest.New(t)
-	// Microseconds, as Postgres keeps them: a frozen clock must compare equal to itself stored.
-	e := &actionEnv{t: t, db: db, now: time.Now().UTC().Truncate(time.Microsecond)}
-	e.p = &psptest.Switched{Provider: psp.NewSandbox(db, psp.SandboxOptions{})}
-	e.s = checkout.NewService(db, e.p, checkout.Config{Routes: api.Routes, Now: e.clock}, slog.New(slog.DiscardHandler))
-	t.Cleanup(e.s.Close)
-	var err error
-	if e.client, err = clients.Create(context.Background(), db, "shop", clients.NewSecret()); err != nil {
-		t.Fatal(err)
-	}
-	return e
+	return &actionEnv{checkouttest.New(t, checkouttest.Options{Switch: true})}
 }
-
-func (e *actionEnv) clock() time.Time { return e.now }
 
 // reconciler is a reconciler of e's charges, as the app makes it.
 func (e *actionEnv) reconciler(cfg Config) *Reconciler {
-	cfg.Now = e.clock
-	return New(e.db, e.p, e.s, cfg, slog.New(slog.DiscardHandler))
-}
-
-func (e *actionEnv) count(q string, args ...any) int64 {
-	e.t.Helper()
-	var n int64
-	if err := e.db.Get(&n, q, args...); err != nil {
-		e.t.Fatalf("%s: %v", q, err)
-	}
-	return n
-}
-
-// order pays amount with token under key; it returns the order's public id and the
-// answer's status.
-func (e *actionEnv) order(key, token string, amount int64) (string, int) {
-	e.t.Helper()
-	in := checkout.OrderInput{Currency: "TRY", Amount: amount, Payment: checkout.PaymentInput{CardToken: token},
-		Items: []checkout.Item{{SKU: "LATTE", Name: "Latte", Quantity: 1, UnitAmount: amount}}}
-	body, _ := json.Marshal(in)
-	res, err := e.s.CreateOrder(context.Background(), checkout.Request{Client: e.client, Key: key, Method: "POST", Path: "/v1/orders", Body: body},
-		checkout.Lookup{}, in)
-	status := res.Status
-	var p *problem.Problem
-	if errors.As(err, &p) {
-		status = p.Status
-	} else if err != nil {
-		e.t.Fatalf("order %s: %v", key, err)
-	}
-	var id string
-	if err := e.db.Get(&id, `SELECT coalesce((SELECT o.public_id FROM idempotency_keys k JOIN orders o ON o.id = k.order_id
-		 WHERE k.client_id = $1 AND k.key = $2), '')`, e.client.ID, key); err != nil {
-		e.t.Fatal(err)
-	}
-	return id, status
+	cfg.Now = e.Now
+	return New(e.DB, e.Switch, e.Service, cfg, slog.New(slog.DiscardHandler))
 }
 
 // canceledOrder leaves the order of key canceled before its charge was made (the provider
 // was unreachable, and the order was canceled meanwhile with no refund owed) and returns the
 // key row that created it.
 func (e *actionEnv) canceledOrder(key string) *checkout.Key {
-	e.t.Helper()
-	e.p.Set("down")
-	_, status := e.order(key, psp.TokenVisa, 2500)
-	e.p.Set("")
+	e.T.Helper()
+	e.Switch.Set("down")
+	_, status := e.Order(key, psp.TokenVisa, 2500)
+	e.Switch.Set("")
 	if status != http.StatusServiceUnavailable {
-		e.t.Fatalf("order %s with the provider down: %d", key, status)
+		e.T.Fatalf("order %s with the provider down: %d", key, status)
 	}
 	var k checkout.Key
-	if err := e.db.Get(&k, `SELECT id, client_id, key, order_id, created_at, intent FROM idempotency_keys
-		WHERE client_id = $1 AND key = $2`, e.client.ID, key); err != nil {
-		e.t.Fatal(err)
+	if err := e.DB.Get(&k, `SELECT id, client_id, key, order_id, created_at, intent FROM idempotency_keys
+		WHERE client_id = $1 AND key = $2`, e.Client.ID, key); err != nil {
+		e.T.Fatal(err)
 	}
-	if _, err := e.db.Exec(`UPDATE orders SET status = 'canceled' WHERE id = $1`, k.OrderID.Int64); err != nil {
-		e.t.Fatal(err)
+	if _, err := e.DB.Exec(`UPDATE orders SET status = 'canceled' WHERE id = $1`, k.OrderID.Int64); err != nil {
+		e.T.Fatal(err)
 	}
 	return &k
 }
@@ -114,17 +56,17 @@ func (e *actionEnv) canceledOrder(key string) *checkout.Key {
 // orphanCharge charges the sandbox directly under key, as a charge tekrar never completed
 // (psptest.Charge), and returns it.
 func (e *actionEnv) orphanCharge(key, description string, amount int64) psp.Charge {
-	e.t.Helper()
-	return psptest.Charge(e.t, e.p, key, description, amount)
+	e.T.Helper()
+	return psptest.Charge(e.T, e.Switch, key, description, amount)
 }
 
 // reconcile runs one reconciliation of the last hour, with small pages so that the walk
 // crosses pages.
 func (e *actionEnv) reconcile() Result {
-	e.t.Helper()
+	e.T.Helper()
 	res, err := e.reconciler(Config{PageSize: 2}).Run(context.Background(), time.Now().Add(-time.Hour), time.Now().Add(time.Minute))
 	if err != nil {
-		e.t.Fatalf("reconcile: %v", err)
+		e.T.Fatalf("reconcile: %v", err)
 	}
 	return res
 }
@@ -140,14 +82,14 @@ type ledgerOfOrphan struct {
 }
 
 func (e *actionEnv) orphanLedger(ch psp.Charge) ledgerOfOrphan {
-	e.t.Helper()
+	e.T.Helper()
 	return ledgerOfOrphan{
-		Refunds:       e.count(`SELECT count(*) FROM psp_refunds WHERE charge_id = $1`, ch.ID),
-		RefundedTotal: e.count(`SELECT coalesce(sum(amount), 0) FROM psp_refunds WHERE charge_id = $1`, ch.ID),
-		Compensations: e.count(`SELECT count(*) FROM compensations WHERE charge_key = $1 AND source = 'reconcile'`, ch.Key),
-		Refunded:      e.count(`SELECT count(*) FROM compensations WHERE charge_key = $1 AND state = 'refunded' AND refund_id IS NOT NULL`, ch.Key),
-		Audits:        e.count(`SELECT count(*) FROM audit_log WHERE target = $1 AND actor IS NOT NULL`, "charge:"+ch.ID),
-		Findings:      e.count(`SELECT count(*) FROM reconciliation_findings WHERE charge_id = $1 AND kind = 'orphan_charge'`, ch.ID),
+		Refunds:       e.Count(`SELECT count(*) FROM psp_refunds WHERE charge_id = $1`, ch.ID),
+		RefundedTotal: e.Count(`SELECT coalesce(sum(amount), 0) FROM psp_refunds WHERE charge_id = $1`, ch.ID),
+		Compensations: e.Count(`SELECT count(*) FROM compensations WHERE charge_key = $1 AND source = 'reconcile'`, ch.Key),
+		Refunded:      e.Count(`SELECT count(*) FROM compensations WHERE charge_key = $1 AND state = 'refunded' AND refund_id IS NOT NULL`, ch.Key),
+		Audits:        e.Count(`SELECT count(*) FROM audit_log WHERE target = $1 AND actor IS NOT NULL`, "charge:"+ch.ID),
+		Findings:      e.Count(`SELECT count(*) FROM reconciliation_findings WHERE charge_id = $1 AND kind = 'orphan_charge'`, ch.ID),
 	}
 }
 
@@ -157,15 +99,15 @@ func (e *actionEnv) orphanLedger(ch psp.Charge) ledgerOfOrphan {
 // records and audits it; the second adds no row and refunds nothing.
 func TestReconcileFindsWhatDisagrees(t *testing.T) {
 	e := newActionEnv(t)
-	if _, status := e.order("k-paid", "tok_visa", 2500); status != http.StatusCreated {
+	if _, status := e.Order("k-paid", "tok_visa", 2500); status != http.StatusCreated {
 		t.Fatalf("paid order: %d", status)
 	}
 	// A pending order whose charge was made but whose answer was lost: it can still complete.
-	e.p.Set("lost")
-	if _, status := e.order("k-pending", "tok_visa", 1500); status == http.StatusCreated {
+	e.Switch.Set("lost")
+	if _, status := e.Order("k-pending", "tok_visa", 1500); status == http.StatusCreated {
 		t.Fatalf("pending order: %d", status)
 	}
-	e.p.Set("")
+	e.Switch.Set("")
 
 	// Orphans: a charge made by hand at the provider; one naming an order tekrar does not
 	// have; and the late charge of an order canceled meanwhile, under the order's own key.
@@ -175,20 +117,20 @@ func TestReconcileFindsWhatDisagrees(t *testing.T) {
 	late := e.orphanCharge(checkout.ChargeKey(canceledKey), fmt.Sprint("order ", canceledKey.OrderID.Int64), 2500)
 
 	// An amount tekrar recorded differently from the provider.
-	mismatchID, status := e.order("k-mismatch", "tok_visa", 3000)
+	mismatchID, status := e.Order("k-mismatch", "tok_visa", 3000)
 	if status != http.StatusCreated {
 		t.Fatalf("mismatch order: %d", status)
 	}
-	if _, err := e.db.Exec(`UPDATE payments SET amount = 3001 WHERE order_id = (SELECT id FROM orders WHERE public_id = $1)`, mismatchID); err != nil {
+	if _, err := e.DB.Exec(`UPDATE payments SET amount = 3001 WHERE order_id = (SELECT id FROM orders WHERE public_id = $1)`, mismatchID); err != nil {
 		t.Fatal(err)
 	}
 	// An order recorded paid whose charge the provider does not have.
-	if _, err := e.db.Exec(`
+	if _, err := e.DB.Exec(`
 		WITH o AS (
 		    INSERT INTO orders (client_id, status, amount, currency, items, captured_amount, created_at, updated_at)
 		    VALUES ($1, 'paid', 900, 'TRY', '[]', 900, now(), now()) RETURNING id)
 		INSERT INTO payments (order_id, provider_charge_id, provider_key, amount, currency, status, created_at)
-		SELECT id, 'ch_nowhere', 'tekrar_ch_nowhere', 900, 'TRY', 'succeeded', now() FROM o`, e.client.ID); err != nil {
+		SELECT id, 'ch_nowhere', 'tekrar_ch_nowhere', 900, 'TRY', 'succeeded', now() FROM o`, e.Client.ID); err != nil {
 		t.Fatal(err)
 	}
 
@@ -205,35 +147,35 @@ func TestReconcileFindsWhatDisagrees(t *testing.T) {
 		}
 	}
 	// The late charge's compensation is its order's: the order's page shows it.
-	if n := e.count(`SELECT count(*) FROM compensations WHERE charge_key = $1 AND order_id = $2`, late.Key, canceledKey.OrderID.Int64); n != 1 {
+	if n := e.Count(`SELECT count(*) FROM compensations WHERE charge_key = $1 AND order_id = $2`, late.Key, canceledKey.OrderID.Int64); n != 1 {
 		t.Error("the late charge's compensation does not name its order")
 	}
 	// Its client is told, once (docs/outbox.md); charges of no order tell no one.
-	if n := e.count(`SELECT count(*) FROM outbox_events WHERE type = 'compensation.created' AND order_id = $1`, canceledKey.OrderID.Int64); n != 1 {
+	if n := e.Count(`SELECT count(*) FROM outbox_events WHERE type = 'compensation.created' AND order_id = $1`, canceledKey.OrderID.Int64); n != 1 {
 		t.Errorf("%d compensation.created events of the late charge's order, want 1", n)
 	}
-	if n := e.count(`SELECT count(*) FROM compensations WHERE charge_key IN ($1, $2) AND order_id IS NULL AND client_id IS NULL`, byHand.Key, noOrder.Key); n != 2 {
+	if n := e.Count(`SELECT count(*) FROM compensations WHERE charge_key IN ($1, $2) AND order_id IS NULL AND client_id IS NULL`, byHand.Key, noOrder.Key); n != 2 {
 		t.Errorf("%d compensations of charges with no order have none, want 2", n)
 	}
 	kinds := map[string]int64{}
 	for _, k := range []string{"orphan_charge", "amount_mismatch", "paid_without_charge"} {
-		kinds[k] = e.count(`SELECT count(*) FROM reconciliation_findings WHERE kind = $1`, k)
+		kinds[k] = e.Count(`SELECT count(*) FROM reconciliation_findings WHERE kind = $1`, k)
 	}
 	if kinds["orphan_charge"] != 3 || kinds["amount_mismatch"] != 1 || kinds["paid_without_charge"] != 1 {
 		t.Errorf("findings %v", kinds)
 	}
-	if n := e.count(`SELECT count(*) FROM reconciliation_findings WHERE kind = 'paid_without_charge' AND charge_id = 'ch_nowhere'`); n != 1 {
+	if n := e.Count(`SELECT count(*) FROM reconciliation_findings WHERE kind = 'paid_without_charge' AND charge_id = 'ch_nowhere'`); n != 1 {
 		t.Error("the order paid with no charge is not the finding")
 	}
-	if n := e.count(`SELECT count(*) FROM reconciliation_runs WHERE id = $1 AND finished_at IS NOT NULL AND error IS NULL
+	if n := e.Count(`SELECT count(*) FROM reconciliation_runs WHERE id = $1 AND finished_at IS NOT NULL AND error IS NULL
 		AND charges_seen = 6 AND orphans = 3 AND compensations_created = 3 AND refunds_made = 3`, res.RunID); n != 1 {
 		t.Error("the run is not recorded with its counts")
 	}
 
 	// A rerun: the same findings, nothing new written, nothing refunded again.
 	rows := func() [5]int64 {
-		return [5]int64{e.count(`SELECT count(*) FROM reconciliation_findings`), e.count(`SELECT count(*) FROM compensations`),
-			e.count(`SELECT count(*) FROM audit_log`), e.count(`SELECT count(*) FROM psp_refunds`), e.count(`SELECT count(*) FROM outbox_events`)}
+		return [5]int64{e.Count(`SELECT count(*) FROM reconciliation_findings`), e.Count(`SELECT count(*) FROM compensations`),
+			e.Count(`SELECT count(*) FROM audit_log`), e.Count(`SELECT count(*) FROM psp_refunds`), e.Count(`SELECT count(*) FROM outbox_events`)}
 	}
 	before := rows()
 	again := e.reconcile()
@@ -244,7 +186,7 @@ func TestReconcileFindsWhatDisagrees(t *testing.T) {
 	if after := rows(); after != before {
 		t.Errorf("the rerun wrote rows (findings, compensations, audit, provider refunds, events): %v, before %v", after, before)
 	}
-	if n := e.count(`SELECT count(*) FROM reconciliation_findings WHERE last_run_id = $1`, again.RunID); n != 5 {
+	if n := e.Count(`SELECT count(*) FROM reconciliation_findings WHERE last_run_id = $1`, again.RunID); n != 5 {
 		t.Errorf("the rerun saw %d findings again, want 5", n)
 	}
 }
@@ -298,14 +240,14 @@ func TestListAnswers(t *testing.T) {
 	}{{nil, false}, {psp.ErrNotFound, true}, {errors.New("connection reset"), true}} {
 		t.Run(fmt.Sprint("list ", tc.err), func(t *testing.T) {
 			e := newActionEnv(t)
-			ap := &psptest.Answering{Provider: e.p.Provider}
-			e.p.Provider = ap
+			ap := &psptest.Answering{Provider: e.Switch.Provider}
+			e.Switch.Provider = ap
 			ap.Force(psptest.OpListCharges, tc.err)
-			_, err := e.reconciler(Config{}).Run(context.Background(), e.now.Add(-time.Hour), e.now.Add(time.Minute))
+			_, err := e.reconciler(Config{}).Run(context.Background(), e.Now().Add(-time.Hour), e.Now().Add(time.Minute))
 			if (err != nil) != tc.fail {
 				t.Fatalf("reconcile: %v, want failed %v", err, tc.fail)
 			}
-			if n := e.count(`SELECT count(*) FROM reconciliation_runs WHERE finished_at IS NOT NULL AND (error IS NOT NULL) = $1`, tc.fail); n != 1 {
+			if n := e.Count(`SELECT count(*) FROM reconciliation_runs WHERE finished_at IS NOT NULL AND (error IS NOT NULL) = $1`, tc.fail); n != 1 {
 				t.Errorf("the run is not recorded as failed %v", tc.fail)
 			}
 		})
@@ -321,17 +263,17 @@ func TestAnOrphanChargeNamesOnlyItsOwnOrder(t *testing.T) {
 	// The late charge of an order canceled meanwhile, described as checkout describes it now.
 	canceledKey := e.canceledOrder("k-canceled")
 	var public string
-	if err := e.db.Get(&public, `SELECT public_id FROM orders WHERE id = $1`, canceledKey.OrderID.Int64); err != nil {
+	if err := e.DB.Get(&public, `SELECT public_id FROM orders WHERE id = $1`, canceledKey.OrderID.Int64); err != nil {
 		t.Fatal(err)
 	}
 	late := e.orphanCharge(checkout.ChargeKey(canceledKey), "order "+public, 2500)
 	// A paid order, and a charge of an order lost in a failover whose internal id it took.
-	paid, status := e.order("k-paid", "tok_visa", 900)
+	paid, status := e.Order("k-paid", "tok_visa", 900)
 	if status != http.StatusCreated {
 		t.Fatalf("paid order: %d", status)
 	}
 	var paidID int64
-	if err := e.db.Get(&paidID, `SELECT id FROM orders WHERE public_id = $1`, paid); err != nil {
+	if err := e.DB.Get(&paidID, `SELECT id FROM orders WHERE public_id = $1`, paid); err != nil {
 		t.Fatal(err)
 	}
 	stray := e.orphanCharge("tekrar_ch_00112233445566778899aabbccddeeff", fmt.Sprint("order ", paidID), 700)
@@ -339,16 +281,16 @@ func TestAnOrphanChargeNamesOnlyItsOwnOrder(t *testing.T) {
 	if res := e.reconcile(); res.Orphans != 2 || res.RefundsMade != 2 {
 		t.Fatalf("reconcile: %+v, want 2 orphans refunded", res)
 	}
-	if n := e.count(`SELECT count(*) FROM compensations WHERE charge_key = $1 AND order_id = $2`, late.Key, canceledKey.OrderID.Int64); n != 1 {
+	if n := e.Count(`SELECT count(*) FROM compensations WHERE charge_key = $1 AND order_id = $2`, late.Key, canceledKey.OrderID.Int64); n != 1 {
 		t.Error("the late charge, described by its order's public id, is not its order's compensation")
 	}
-	if n := e.count(`SELECT count(*) FROM reconciliation_findings WHERE charge_id = $1 AND order_id IS NULL`, stray.ID); n != 1 {
+	if n := e.Count(`SELECT count(*) FROM reconciliation_findings WHERE charge_id = $1 AND order_id IS NULL`, stray.ID); n != 1 {
 		t.Error("the stray charge's finding names the order that took the lost order's internal id")
 	}
-	if n := e.count(`SELECT count(*) FROM compensations WHERE charge_key = $1 AND order_id IS NULL AND client_id IS NULL`, stray.Key); n != 1 {
+	if n := e.Count(`SELECT count(*) FROM compensations WHERE charge_key = $1 AND order_id IS NULL AND client_id IS NULL`, stray.Key); n != 1 {
 		t.Error("the stray charge's compensation names an order or client")
 	}
-	if n := e.count(`SELECT count(*) FROM orders WHERE id = $1 AND status = 'paid' AND refunded_amount = 0`, paidID); n != 1 {
+	if n := e.Count(`SELECT count(*) FROM orders WHERE id = $1 AND status = 'paid' AND refunded_amount = 0`, paidID); n != 1 {
 		t.Error("the order that took the lost order's internal id was touched")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/internal/checkouttest"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
 
@@ -23,10 +24,7 @@ func TestEventCountsMatchTheEvents(t *testing.T) {
 	ctx := context.Background()
 	var clients [3]int64
 	for i := range clients {
-		if err := d.Get(&clients[i], `INSERT INTO clients (name, secret_hash) VALUES ($1::text, sha256(convert_to($1::text, 'UTF8'))) RETURNING id`,
-			fmt.Sprint("counts ", i)); err != nil {
-			t.Fatal(err)
-		}
+		clients[i] = checkouttest.ClientRow(t, d, fmt.Sprint("counts ", i))
 	}
 	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	span := 6 * time.Hour

@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/internal/checkouttest"
 )
 
 // at0 is the fixture's "now"; every row is placed relative to it.
@@ -169,9 +170,7 @@ func (f *consoleFixture) event(client int64, key, kind string, at time.Time, ext
 func seedConsole(t *testing.T, d *sqlx.DB) *consoleFixture {
 	t.Helper()
 	f := &consoleFixture{t: t, db: d, orders: map[string]int64{}, keys: map[string]int64{}}
-	client := func(name string) int64 {
-		return f.id(`INSERT INTO clients (name, secret_hash) VALUES ($1, $2) RETURNING id`, name, sha(name))
-	}
+	client := func(name string) int64 { return checkouttest.ClientRow(t, d, name) }
 	f.shop, f.pos, f.idle = client("shop app"), client("pos fleet"), client("idle")
 	h := time.Hour
 	shop, pos := f.shop, f.pos

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout/calendar"
 	"github.com/tekrar/tekrar/checkout/clients"
+	"github.com/tekrar/tekrar/checkout/internal/checkouttest"
 	"github.com/tekrar/tekrar/checkout/psp"
 )
 
@@ -21,96 +22,83 @@ type settleEnv struct {
 	zone    string
 	loc     *time.Location
 	settler *Settler
-	mu      sync.Mutex
-	now     time.Time // the settler's clock
+	settled checkouttest.Clock // the settler's clock
 }
 
 func newSettleEnv(t *testing.T, zone string) *settleEnv {
 	t.Helper()
-	e := &settleEnv{actionEnv: newActionEnv(t), zone: zone}
-	set := clients.DefaultSettings
-	set.TimeZone = zone
-	if err := clients.Update(context.Background(), e.db, e.client.ID, set); err != nil {
-		t.Fatal(err)
-	}
-	var err error
-	if e.loc, err = clients.Location(zone); err != nil {
-		t.Fatal(err)
-	}
+	e := &settleEnv{actionEnv: newActionEnv(checkouttest.New(t, checkouttest.Options{Zone: zone})), zone: zone}
+	e.loc = checkouttest.Location(t, zone)
 	// The client existed long before the days the tests settle.
-	if _, err := e.db.Exec(`UPDATE clients SET created_at = '2020-01-01' WHERE id = $1`, e.client.ID); err != nil {
+	if _, err := e.DB.Exec(`UPDATE clients SET created_at = '2020-01-01' WHERE id = $1`, e.Client.ID); err != nil {
 		t.Fatal(err)
 	}
-	e.settler = New(e.db, Config{Now: func() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }}, nil)
+	e.settler = New(e.DB, Config{Now: e.settled.Now}, nil)
 	return e
 }
 
 // at sets the service's clock (orders, refunds) to t.
-func (e *settleEnv) at(t time.Time) {
-	e.actionEnv.mu.Lock()
-	e.actionEnv.now = t.UTC()
-	e.actionEnv.mu.Unlock()
-}
+func (e *settleEnv) at(t time.Time) { e.Set(t.UTC()) }
 
 // settleAt sets the settler's clock to t.
-func (e *settleEnv) settleAt(t time.Time) { e.mu.Lock(); e.now = t; e.mu.Unlock() }
+func (e *settleEnv) settleAt(t time.Time) { e.settled.Set(t) }
 
 // paidAt pays an order of amount with the service's clock at t; it returns the order's
 // public id.
 func (e *settleEnv) paidAt(t time.Time, key string, amount int64) string {
-	e.t.Helper()
+	e.T.Helper()
 	e.at(t)
-	id, status := e.order(key, psp.TokenVisa, amount)
+	id, status := e.Order(key, psp.TokenVisa, amount)
 	if status != 201 {
-		e.t.Fatalf("order %s: %d", key, status)
+		e.T.Fatalf("order %s: %d", key, status)
 	}
 	return id
 }
 
 // refundAt refunds amount of order with the service's clock at t.
 func (e *settleEnv) refundAt(t time.Time, key, order string, amount int64) {
-	e.t.Helper()
+	e.T.Helper()
 	e.at(t)
-	if status := e.refund(key, order, amount); status != 201 {
-		e.t.Fatalf("refund %s: %d", key, status)
+	if status := e.Refund(key, order, amount); status != 201 {
+		e.T.Fatalf("refund %s: %d", key, status)
 	}
 }
 
 // disputeAt records a dispute of order opened at t, as the provider's webhook does.
 func (e *settleEnv) disputeAt(t time.Time, order string, amount int64) {
-	e.t.Helper()
-	if _, err := e.db.Exec(`
+	e.T.Helper()
+	if _, err := e.DB.Exec(`
 		INSERT INTO order_disputes (order_id, provider, dispute_id, amount, reason, status, opened_at)
 		SELECT id, 'psp', 'dp_' || md5(random()::text), $2, 'fraudulent', 'open', $3 FROM orders WHERE public_id = $1`,
 		order, amount, t); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 }
 
 // compensatedAt records a compensation of the client refunded at t.
 func (e *settleEnv) compensatedAt(t time.Time, amount int64) {
-	e.t.Helper()
-	if _, err := e.db.Exec(`
+	e.T.Helper()
+	if _, err := e.DB.Exec(`
 		WITH o AS (
 		    INSERT INTO orders (client_id, status, amount, currency, items, created_at, updated_at)
 		    VALUES ($1, 'canceled', $2, 'TRY', '[]', $3, $3) RETURNING id)
 		INSERT INTO compensations (client_id, order_id, charge_key, reason, state, charge_id, refund_id, amount, currency,
 		                           next_attempt_at, watch_until, created_at, settled_at)
 		SELECT $1, o.id, 'ck-' || o.id, 'test', 'refunded', 'ch_' || o.id, 're_' || o.id, $2, 'TRY', $3, $3, $3, $3 FROM o`,
-		e.client.ID, amount, t); err != nil {
-		e.t.Fatal(err)
+		e.Client.ID, amount, t); err != nil {
+		e.T.Fatal(err)
 	}
 }
 
 func (e *settleEnv) settle(day string) Settlement {
-	e.t.Helper()
+	e.T.Helper()
 	d, err := calendar.Parse(day)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	s, err := e.settler.Settle(context.Background(), e.client.ID, d)
+	s, err := e.settler.Settle(context.Background(), e.Client.ID, d)
 	if err != nil {
-		e.t.Fatalf("settle %s: %v", day, err)
+		e.T.Fatalf("settle %s: %v", day, err)
 	}
 	return s
 }
@@ -133,17 +121,17 @@ func totalsLine(s Settlement) string {
 func TestSettleADayOnce(t *testing.T) {
 	t.Parallel()
 	e := newSettleEnv(t, "Europe/Istanbul")
-	before := e.paidAt(utc("2026-03-09T20:59:59.999999Z"), "k-before", 100) // 9 March, 23:59:59 in Istanbul
-	first := e.paidAt(utc("2026-03-09T21:00:00Z"), "k-first", 1000)         // 10 March, 00:00
-	e.paidAt(utc("2026-03-10T12:00:00Z"), "k-noon", 2000)
-	e.refundAt(utc("2026-03-10T13:00:00Z"), "r-first", first, 300)
-	e.disputeAt(utc("2026-03-10T14:00:00Z"), before, 100)
-	e.compensatedAt(utc("2026-03-10T20:59:59Z"), 700)
-	last := e.paidAt(utc("2026-03-10T20:59:59.999999Z"), "k-last", 4000) // 10 March, 23:59:59
-	e.paidAt(utc("2026-03-10T21:00:00Z"), "k-next", 8000)                // 11 March
-	e.refundAt(utc("2026-03-10T21:00:00Z"), "r-next", last, 4000)        // 11 March
+	before := e.paidAt(checkouttest.UTC("2026-03-09T20:59:59.999999Z"), "k-before", 100) // 9 March, 23:59:59 in Istanbul
+	first := e.paidAt(checkouttest.UTC("2026-03-09T21:00:00Z"), "k-first", 1000)         // 10 March, 00:00
+	e.paidAt(checkouttest.UTC("2026-03-10T12:00:00Z"), "k-noon", 2000)
+	e.refundAt(checkouttest.UTC("2026-03-10T13:00:00Z"), "r-first", first, 300)
+	e.disputeAt(checkouttest.UTC("2026-03-10T14:00:00Z"), before, 100)
+	e.compensatedAt(checkouttest.UTC("2026-03-10T20:59:59Z"), 700)
+	last := e.paidAt(checkouttest.UTC("2026-03-10T20:59:59.999999Z"), "k-last", 4000) // 10 March, 23:59:59
+	e.paidAt(checkouttest.UTC("2026-03-10T21:00:00Z"), "k-next", 8000)                // 11 March
+	e.refundAt(checkouttest.UTC("2026-03-10T21:00:00Z"), "r-next", last, 4000)        // 11 March
 
-	e.settleAt(utc("2026-03-12T00:00:00Z"))
+	e.settleAt(checkouttest.UTC("2026-03-12T00:00:00Z"))
 	want := "TRY captured 7000/3 refunded 300/1 disputed 100/1 compensated 700/1; "
 	// Eight at once first (the day is not settled yet), then five more, one after another.
 	var got []Settlement
@@ -154,7 +142,7 @@ func TestSettleADayOnce(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			d, _ := calendar.Parse("2026-03-10")
-			s, err := e.settler.Settle(context.Background(), e.client.ID, d)
+			s, err := e.settler.Settle(context.Background(), e.Client.ID, d)
 			if err != nil {
 				t.Errorf("settle at once: %v", err)
 				return
@@ -177,22 +165,22 @@ func TestSettleADayOnce(t *testing.T) {
 		if l := totalsLine(s); l != want || s.ID != got[0].ID || s.Items != 6 || s.Adjusted != 0 {
 			t.Errorf("settlement %d: %s, %d items, %d adjusted; want %s, 6 items, settlement %d", s.ID, l, s.Items, s.Adjusted, want, got[0].ID)
 		}
-		if s.StartsAt != utc("2026-03-09T21:00:00Z") || s.EndsAt != utc("2026-03-10T21:00:00Z") {
+		if s.StartsAt != checkouttest.UTC("2026-03-09T21:00:00Z") || s.EndsAt != checkouttest.UTC("2026-03-10T21:00:00Z") {
 			t.Errorf("window %s to %s, want 21:00 UTC to 21:00 UTC", s.StartsAt, s.EndsAt)
 		}
 	}
 	if created != 1 {
 		t.Errorf("%d calls wrote the settlement, want 1", created)
 	}
-	if n := e.count(`SELECT count(*) FROM settlements WHERE client_id = $1 AND day = '2026-03-10'`, e.client.ID); n != 1 {
+	if n := e.Count(`SELECT count(*) FROM settlements WHERE client_id = $1 AND day = '2026-03-10'`, e.Client.ID); n != 1 {
 		t.Errorf("%d settlements of the day, want 1", n)
 	}
-	if n := e.count(`SELECT count(*) FROM settlement_items`); n != 6 {
+	if n := e.Count(`SELECT count(*) FROM settlement_items`); n != 6 {
 		t.Errorf("%d movements claimed, want the day's 6", n)
 	}
 
 	// More days, each settled by four goroutines at once: a race the lock must decide.
-	e.settleAt(utc("2026-04-01T00:00:00Z"))
+	e.settleAt(checkouttest.UTC("2026-04-01T00:00:00Z"))
 	nextDay, _ := calendar.Parse("2026-03-11")
 	for i := range 20 {
 		d := nextDay.AddDays(i)
@@ -201,7 +189,7 @@ func TestSettleADayOnce(t *testing.T) {
 		for range 4 {
 			wg.Go(func() {
 				<-start
-				s, err := e.settler.Settle(context.Background(), e.client.ID, d)
+				s, err := e.settler.Settle(context.Background(), e.Client.ID, d)
 				if err != nil {
 					t.Errorf("settle %s at once: %v", d, err)
 				} else if s.Created {
@@ -215,13 +203,13 @@ func TestSettleADayOnce(t *testing.T) {
 			t.Errorf("%s: %d calls wrote the settlement, want 1", d, wrote.Load())
 		}
 	}
-	if n := e.count(`SELECT count(*) FROM settlements WHERE client_id = $1`, e.client.ID); n != 21 {
+	if n := e.Count(`SELECT count(*) FROM settlements WHERE client_id = $1`, e.Client.ID); n != 21 {
 		t.Errorf("%d settlements of 21 days", n)
 	}
-	if n := e.count(`SELECT count(*) FROM settlement_items`); n != 8 {
+	if n := e.Count(`SELECT count(*) FROM settlement_items`); n != 8 {
 		t.Errorf("%d movements claimed, want 8 (11 March's two more)", n)
 	}
-	if n := e.count(`SELECT count(*) FROM settlement_totals WHERE settlement_id = $1`, got[0].ID); n != 1 {
+	if n := e.Count(`SELECT count(*) FROM settlement_totals WHERE settlement_id = $1`, got[0].ID); n != 1 {
 		t.Errorf("%d totals rows, want 1 (TRY)", n)
 	}
 }
@@ -234,18 +222,18 @@ func TestSettleADayOnce(t *testing.T) {
 func TestLateMovementsAreAdjustments(t *testing.T) {
 	t.Parallel()
 	e := newSettleEnv(t, "Europe/Istanbul")
-	o := e.paidAt(utc("2026-03-10T10:00:00Z"), "k-1", 5000)
-	e.settleAt(utc("2026-03-10T21:00:00Z")) // the instant the day ends
+	o := e.paidAt(checkouttest.UTC("2026-03-10T10:00:00Z"), "k-1", 5000)
+	e.settleAt(checkouttest.UTC("2026-03-10T21:00:00Z")) // the instant the day ends
 	day := e.settle("2026-03-10")
 	before := totalsLine(day)
 
 	// Recorded after the settlement, dated inside 10 March.
-	e.refundAt(utc("2026-03-10T20:59:30Z"), "r-late", o, 1200)
-	e.disputeAt(utc("2026-03-10T20:00:00Z"), o, 500)
+	e.refundAt(checkouttest.UTC("2026-03-10T20:59:30Z"), "r-late", o, 1200)
+	e.disputeAt(checkouttest.UTC("2026-03-10T20:00:00Z"), o, 500)
 	// Recorded on 11 March, dated 11 March: no adjustment.
-	e.refundAt(utc("2026-03-11T08:00:00Z"), "r-next", o, 800)
+	e.refundAt(checkouttest.UTC("2026-03-11T08:00:00Z"), "r-next", o, 800)
 
-	e.settleAt(utc("2026-03-12T00:00:00Z"))
+	e.settleAt(checkouttest.UTC("2026-03-12T00:00:00Z"))
 	for range 3 {
 		again := e.settle("2026-03-10")
 		if again.Created || totalsLine(again) != before || again.ID != day.ID || again.Waiting != 2 {
@@ -271,7 +259,7 @@ func TestLateMovementsAreAdjustments(t *testing.T) {
 		Settlement string `db:"settled_on"`
 		Amount     int64  `db:"amount"`
 	}
-	if err := e.db.Select(&adj, `
+	if err := e.DB.Select(&adj, `
 		SELECT i.kind, to_char(i.day, 'YYYY-MM-DD') AS day, to_char(s.day, 'YYYY-MM-DD') AS settled_on, i.amount
 		  FROM settlement_items i JOIN settlements s ON s.id = i.settlement_id
 		 WHERE i.adjusted ORDER BY i.kind`); err != nil {
@@ -282,15 +270,15 @@ func TestLateMovementsAreAdjustments(t *testing.T) {
 	}
 
 	// 13 March is not settled; a movement of it must wait for it, not ride on 14 March.
-	e.paidAt(utc("2026-03-13T09:00:00Z"), "k-13", 100)
-	e.settleAt(utc("2026-03-15T00:00:00Z"))
+	e.paidAt(checkouttest.UTC("2026-03-13T09:00:00Z"), "k-13", 100)
+	e.settleAt(checkouttest.UTC("2026-03-15T00:00:00Z"))
 	if s := e.settle("2026-03-14"); s.Adjusted != 0 || s.Items != 0 {
 		t.Fatalf("14 March counted %d items, %d adjustments; want none (13 March is not settled)", s.Items, s.Adjusted)
 	}
 	if s := e.settle("2026-03-13"); s.Items != 1 || s.Adjusted != 0 {
 		t.Fatalf("13 March counted %d items, %d adjustments; want its own order", s.Items, s.Adjusted)
 	}
-	if n := e.count(`SELECT count(*) FROM settlement_items`); n != 5 {
+	if n := e.Count(`SELECT count(*) FROM settlement_items`); n != 5 {
 		t.Fatalf("%d movements claimed, want 5, each once", n)
 	}
 }
@@ -304,14 +292,14 @@ func TestLateMovementsAreAdjustments(t *testing.T) {
 func TestADaySettledEarlyIsCountedByTheNextSettlement(t *testing.T) {
 	t.Parallel()
 	e := newSettleEnv(t, "America/New_York")
-	o := e.paidAt(utc("2024-03-31T11:00:00Z"), "k-1", 5000)
-	e.settleAt(utc("2026-12-04T19:00:00Z")) // the wall clock: the day is long over
+	o := e.paidAt(checkouttest.UTC("2024-03-31T11:00:00Z"), "k-1", 5000)
+	e.settleAt(checkouttest.UTC("2026-12-04T19:00:00Z")) // the wall clock: the day is long over
 	day := e.settle("2024-03-31")
 	if day.Items != 1 {
 		t.Fatalf("the early settlement counted %d movements, want the order paid before it", day.Items)
 	}
-	e.paidAt(utc("2024-03-31T11:00:01Z"), "k-2", 700)
-	e.refundAt(utc("2024-03-31T11:00:02Z"), "r-1", o, 1200)
+	e.paidAt(checkouttest.UTC("2024-03-31T11:00:01Z"), "k-2", 700)
+	e.refundAt(checkouttest.UTC("2024-03-31T11:00:02Z"), "r-1", o, 1200)
 	unsettled := `
 		SELECT (SELECT count(*) FROM payments p WHERE status = 'succeeded'
 		          AND NOT EXISTS (SELECT 1 FROM settlement_items i WHERE i.kind = 'capture' AND i.source_id = p.order_id))
@@ -321,7 +309,7 @@ func TestADaySettledEarlyIsCountedByTheNextSettlement(t *testing.T) {
 		t.Fatalf("rerun of the day: created %v, %d movements, %d waiting; want the row as written and 2 waiting",
 			again.Created, again.Items, again.Waiting)
 	}
-	if n := e.count(unsettled); n != 2 {
+	if n := e.Count(unsettled); n != 2 {
 		t.Fatalf("%d movements unsettled before the next settlement, want the 2 late ones", n)
 	}
 	next := e.settle("2024-04-01")
@@ -329,10 +317,10 @@ func TestADaySettledEarlyIsCountedByTheNextSettlement(t *testing.T) {
 		t.Fatalf("the next day: %d movements, %d adjustments, %s; want the 2 late ones as adjustments only",
 			next.Items, next.Adjusted, totalsLine(next))
 	}
-	if n := e.count(unsettled); n != 0 {
+	if n := e.Count(unsettled); n != 0 {
 		t.Fatalf("%d movements unsettled after the next settlement, want none", n)
 	}
-	if n := e.count(`SELECT count(*) FROM settlement_items WHERE adjusted AND day = '2024-03-31'`); n != 2 {
+	if n := e.Count(`SELECT count(*) FROM settlement_items WHERE adjusted AND day = '2024-03-31'`); n != 2 {
 		t.Fatalf("%d adjustments name 31 March, want 2", n)
 	}
 }
@@ -346,10 +334,10 @@ func TestADaySettledEarlyIsCountedByTheNextSettlement(t *testing.T) {
 func TestAnOldDisputeRecordedLateIsAnAdjustment(t *testing.T) {
 	t.Parallel()
 	e := newSettleEnv(t, "Europe/Istanbul")
-	o := e.paidAt(utc("2026-01-05T10:00:00Z"), "k-1", 5000)
-	e.settleAt(utc("2026-03-20T00:00:00Z"))
+	o := e.paidAt(checkouttest.UTC("2026-01-05T10:00:00Z"), "k-1", 5000)
+	e.settleAt(checkouttest.UTC("2026-03-20T00:00:00Z"))
 	jan5 := e.settle("2026-01-05")
-	e.disputeAt(utc("2026-01-05T12:00:00Z"), o, 900) // recorded on 19 March, 73 days later
+	e.disputeAt(checkouttest.UTC("2026-01-05T12:00:00Z"), o, 900) // recorded on 19 March, 73 days later
 	if again := e.settle("2026-01-05"); again.Waiting != 1 {
 		t.Fatalf("rerun of 5 January: %d waiting, want the dispute", again.Waiting)
 	}
@@ -357,7 +345,7 @@ func TestAnOldDisputeRecordedLateIsAnAdjustment(t *testing.T) {
 	if next.Adjusted != 1 || next.Items != 0 {
 		t.Fatalf("19 March: %d movements, %d adjustments; want the dispute of 5 January as its adjustment", next.Items, next.Adjusted)
 	}
-	if n := e.count(`SELECT count(*) FROM settlement_items WHERE kind = 'dispute' AND adjusted AND day = '2026-01-05'
+	if n := e.Count(`SELECT count(*) FROM settlement_items WHERE kind = 'dispute' AND adjusted AND day = '2026-01-05'
 	                    AND settlement_id = $1`, next.ID); n != 1 {
 		t.Fatalf("%d dispute adjustments of 5 January on 19 March's settlement, want 1", n)
 	}
@@ -376,7 +364,7 @@ func TestSettleDueFollowsTheClientsDay(t *testing.T) {
 	settledDays := func(clientID int64) string {
 		t.Helper()
 		var days []string
-		if err := e.db.Select(&days, `SELECT to_char(day, 'YYYY-MM-DD') FROM settlements WHERE client_id = $1 ORDER BY day`, clientID); err != nil {
+		if err := e.DB.Select(&days, `SELECT to_char(day, 'YYYY-MM-DD') FROM settlements WHERE client_id = $1 ORDER BY day`, clientID); err != nil {
 			t.Fatal(err)
 		}
 		return fmt.Sprint(days)
@@ -385,20 +373,20 @@ func TestSettleDueFollowsTheClientsDay(t *testing.T) {
 		t.Helper()
 		set := clients.DefaultSettings
 		set.TimeZone = zone
-		c, err := clients.CreateWith(ctx, e.db, name, clients.NewSecret(), set)
+		c, err := clients.CreateWith(ctx, e.DB, name, clients.NewSecret(), set)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.db.Exec(`UPDATE clients SET created_at = '2020-01-01' WHERE id = $1`, c.ID); err != nil {
+		if _, err := e.DB.Exec(`UPDATE clients SET created_at = '2020-01-01' WHERE id = $1`, c.ID); err != nil {
 			t.Fatal(err)
 		}
 		return c.ID
 	}
 	london, berlin := other("london", "UTC"), other("berlin", "Europe/Berlin")
-	s := New(e.db, Config{LookBack: 2}, nil)
+	s := New(e.DB, Config{LookBack: 2}, nil)
 	pass := func(now string) {
 		t.Helper()
-		if _, err := s.SettleDue(ctx, utc(now)); err != nil {
+		if _, err := s.SettleDue(ctx, checkouttest.UTC(now)); err != nil {
 			t.Fatalf("pass at %s: %v", now, err)
 		}
 	}
@@ -415,7 +403,7 @@ func TestSettleDueFollowsTheClientsDay(t *testing.T) {
 		{"2026-03-11T00:15:00Z", "[2026-03-08 2026-03-09 2026-03-10]", "[2026-03-08 2026-03-09 2026-03-10]", "[2026-03-08 2026-03-09 2026-03-10]"},
 	} {
 		pass(step.now)
-		if got := settledDays(e.client.ID); got != step.istanbul {
+		if got := settledDays(e.Client.ID); got != step.istanbul {
 			t.Errorf("at %s Istanbul has %s, want %s", step.now, got, step.istanbul)
 		}
 		if got := settledDays(london); got != step.utc {
@@ -466,7 +454,7 @@ func TestSettlementOnTheCalendarsEdges(t *testing.T) {
 				t.Fatalf("stored window %s to %s, want %s to %s", s.StartsAt, s.EndsAt, start, end)
 			}
 			e.settleAt(end.Add(-time.Microsecond))
-			if _, err := e.settler.Settle(context.Background(), e.client.ID, d.AddDays(1)); !errors.Is(err, ErrDayNotOver) {
+			if _, err := e.settler.Settle(context.Background(), e.Client.ID, d.AddDays(1)); !errors.Is(err, ErrDayNotOver) {
 				t.Fatalf("settling a day that has not ended: %v, want ErrDayNotOver", err)
 			}
 		})
@@ -479,23 +467,20 @@ func TestSettlementOnTheCalendarsEdges(t *testing.T) {
 // settlements add up to what the provider charged.
 func TestInstallmentsAreSettled(t *testing.T) {
 	t.Parallel()
-	e := newInstallmentEnv(t, "Europe/Istanbul", utc("2027-01-31T10:00:00Z")) // 13:00 in Istanbul
-	if _, err := e.db.Exec(`UPDATE clients SET created_at = '2020-01-01' WHERE id = $1`, e.client.ID); err != nil {
+	e := newInstallmentEnv(t, "Europe/Istanbul", checkouttest.UTC("2027-01-31T10:00:00Z")) // 13:00 in Istanbul
+	if _, err := e.DB.Exec(`UPDATE clients SET created_at = '2020-01-01' WHERE id = $1`, e.Client.ID); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	settledAt := time.Time{}
-	settler := New(e.db, Config{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return settledAt }}, nil)
+	var settledAt checkouttest.Clock
+	settler := New(e.DB, Config{Now: settledAt.Now}, nil)
 	settle := func(now, day string) Settlement {
 		t.Helper()
-		mu.Lock()
-		settledAt = utc(now)
-		mu.Unlock()
+		settledAt.Set(checkouttest.UTC(now))
 		d, err := calendar.Parse(day)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := settler.Settle(context.Background(), e.client.ID, d)
+		s, err := settler.Settle(context.Background(), e.Client.ID, d)
 		if err != nil {
 			t.Fatalf("settle %s: %v", day, err)
 		}
@@ -503,14 +488,12 @@ func TestInstallmentsAreSettled(t *testing.T) {
 	}
 	chargeAt := func(at string, want int) {
 		t.Helper()
-		e.actionEnv.mu.Lock()
-		e.now = utc(at) // the instant tekrar records the charge
-		e.actionEnv.mu.Unlock()
+		e.Set(checkouttest.UTC(at)) // the instant tekrar records the charge
 		if res := e.run(at); res.Charged != want {
 			t.Fatalf("installments at %s: %+v, want %d charged", at, res, want)
 		}
 	}
-	_, id := e.plan("k-sofa", 1000, 3) // 334 now, 333 on Feb 28 and on Mar 31
+	_, id := e.Plan("k-sofa", 1000, 3) // 334 now, 333 on Feb 28 and on Mar 31
 
 	check := func(s Settlement, name, want string, adjusted int) {
 		t.Helper()
@@ -539,7 +522,7 @@ func TestInstallmentsAreSettled(t *testing.T) {
 		Items    int64 `db:"items"`
 		Provider int64 `db:"provider"`
 	}
-	if err := e.db.Get(&got, `
+	if err := e.DB.Get(&got, `
 		SELECT (SELECT sum(amount) FROM settlement_items WHERE order_id = $1 AND kind IN ('capture', 'installment')) AS settled,
 		       (SELECT count(*) FROM settlement_items WHERE order_id = $1) AS items,
 		       (SELECT sum(c.amount) FROM psp_charges c, orders o WHERE o.id = $1 AND c.status = 'succeeded'
@@ -561,21 +544,21 @@ func TestInstallmentsAreSettled(t *testing.T) {
 func TestSettlementWhereMidnightIsSkipped(t *testing.T) {
 	t.Parallel()
 	e := newSettleEnv(t, "America/Havana")
-	o := e.paidAt(utc("2026-03-07T12:00:00Z"), "k-7", 10)         // 07:00 CST on the 7th
-	e.paidAt(utc("2026-03-08T04:30:00Z"), "k-7-late-evening", 20) // 23:30 CST on the 7th
-	e.settleAt(utc("2026-03-08T06:00:00Z"))
+	o := e.paidAt(checkouttest.UTC("2026-03-07T12:00:00Z"), "k-7", 10)         // 07:00 CST on the 7th
+	e.paidAt(checkouttest.UTC("2026-03-08T04:30:00Z"), "k-7-late-evening", 20) // 23:30 CST on the 7th
+	e.settleAt(checkouttest.UTC("2026-03-08T06:00:00Z"))
 	seventh := e.settle("2026-03-07")
-	if !seventh.StartsAt.Equal(utc("2026-03-07T05:00:00Z")) || !seventh.EndsAt.Equal(utc("2026-03-08T05:00:00Z")) ||
+	if !seventh.StartsAt.Equal(checkouttest.UTC("2026-03-07T05:00:00Z")) || !seventh.EndsAt.Equal(checkouttest.UTC("2026-03-08T05:00:00Z")) ||
 		seventh.Items != 2 {
 		t.Errorf("7 March: %s to %s with %d items; want 05:00 UTC to 05:00 UTC with both orders of the day",
 			seventh.StartsAt.UTC().Format(time.RFC3339), seventh.EndsAt.UTC().Format(time.RFC3339), seventh.Items)
 	}
-	e.refundAt(utc("2026-03-08T04:45:00Z"), "r-7", o, 5) // 23:45 CST on the 7th, recorded late
-	e.paidAt(utc("2026-03-08T12:00:00Z"), "k-8", 100)
-	e.paidAt(utc("2026-03-09T12:00:00Z"), "k-9", 1000)
-	e.settleAt(utc("2026-03-10T06:00:00Z"))
+	e.refundAt(checkouttest.UTC("2026-03-08T04:45:00Z"), "r-7", o, 5) // 23:45 CST on the 7th, recorded late
+	e.paidAt(checkouttest.UTC("2026-03-08T12:00:00Z"), "k-8", 100)
+	e.paidAt(checkouttest.UTC("2026-03-09T12:00:00Z"), "k-9", 1000)
+	e.settleAt(checkouttest.UTC("2026-03-10T06:00:00Z"))
 	eighth := e.settle("2026-03-08")
-	if !eighth.StartsAt.Equal(utc("2026-03-08T05:00:00Z")) || !eighth.EndsAt.Equal(utc("2026-03-09T04:00:00Z")) ||
+	if !eighth.StartsAt.Equal(checkouttest.UTC("2026-03-08T05:00:00Z")) || !eighth.EndsAt.Equal(checkouttest.UTC("2026-03-09T04:00:00Z")) ||
 		eighth.Items != 1 || eighth.Adjusted != 1 {
 		t.Errorf("8 March: %s to %s with %d items and %d adjustments; want 05:00 UTC to 04:00 UTC, 1 and 1",
 			eighth.StartsAt.UTC().Format(time.RFC3339), eighth.EndsAt.UTC().Format(time.RFC3339), eighth.Items, eighth.Adjusted)
@@ -590,7 +573,7 @@ func TestSettlementWhereMidnightIsSkipped(t *testing.T) {
 		StartsAt   time.Time `db:"starts_at"`
 		EndsAt     time.Time `db:"ends_at"`
 	}
-	if err := e.db.Select(&items, `
+	if err := e.DB.Select(&items, `
 		SELECT i.kind, i.day, i.occurred_at, s.starts_at, s.ends_at
 		  FROM settlement_items i JOIN settlements s ON s.client_id = i.client_id AND s.day = i.day
 		 ORDER BY i.occurred_at`); err != nil {
