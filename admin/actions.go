@@ -109,7 +109,7 @@ func (a *console) refundAdvice(ctx context.Context, id int64) (tapAdvice, error)
 	if err != nil {
 		return tapAdvice{}, fmt.Errorf("refund: %w", err)
 	}
-	_, group, err := a.doubleTapOf(ctx, d.OrderRow)
+	_, group, err := a.doubleTapOf(ctx, a.DB, d.OrderRow)
 	if err != nil {
 		return tapAdvice{}, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/inbox"
 	"github.com/tekrar/tekrar/checkout/operator"
+	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/problem"
 	"github.com/tekrar/tekrar/internal/schedule"
@@ -28,7 +29,14 @@ import (
 
 // Deps is what the console needs from the process that serves it.
 type Deps struct {
-	DB     *sqlx.DB
+	// DB is the primary: every write, every read made in order to write (an action's form
+	// and the action), the sign-in, sessions and CSRF, and the audit log.
+	DB *sqlx.DB
+	// Read is what the pages that only read (the key history, orders, charges, the lists and
+	// searches of package report) read through: a standby when TEKRAR_READ_DATABASE_URL names
+	// one, and then each such page says how far behind it is. Zero: the primary, DB. Only
+	// handlers mounted on Register's reads group may use it (TestOnlyReadPagesUseTheReader).
+	Read   report.Reader
 	Logger *slog.Logger
 	// SecureCookies marks cookies Secure even when the request did not arrive over TLS
 	// (TLS ended at a proxy in front).
@@ -71,6 +79,9 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	if d.DoubleTapWindow == 0 {
 		d.DoubleTapWindow = defaultDoubleTapWindow
 	}
+	if d.Read == (report.Reader{}) {
+		d.Read = report.PrimaryReader(d.DB)
+	}
 	c := &console{Deps: d}
 	go dummyHash() // made now, so that the first sign-in of an unknown email does not wait for it
 	g.Use(securityHeaders, sameOrigin, formsOnly, server.PlainText(nil))
@@ -80,31 +91,35 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	authed := g.Group("", h(c.requireSession), h(c.checkCSRF))
 	authed.Use(flash, zone)
 	authed.POST("/logout", h(c.logout))
-	authed.GET("", h(c.overview))
-	authed.GET("/", h(c.overview))
-	authed.GET("/keys", h(c.keys))
-	authed.GET("/keys/:client/:key", h(c.key))
-	authed.GET("/replays", h(c.replays))
-	authed.GET("/conflicts", h(c.conflicts))
-	authed.GET("/expirations", h(c.expirations))
-	authed.GET("/orders", h(c.orders))
-	authed.GET("/orders/pair", h(c.orderPair))
-	authed.GET("/orders/:id", h(c.order))
+	// The pages that only read, through Read (a standby, when one is set), each with the
+	// standby's lag in its header. What reads in order to write is in acts, on the primary.
+	reads := authed.Group("", h(c.readFrom))
+	reads.GET("", h(c.overview))
+	reads.GET("/", h(c.overview))
+	reads.GET("/keys", h(c.keys))
+	reads.GET("/keys/:client/:key", h(c.key))
+	reads.GET("/replays", h(c.replays))
+	reads.GET("/conflicts", h(c.conflicts))
+	reads.GET("/expirations", h(c.expirations))
+	reads.GET("/orders", h(c.orders))
+	reads.GET("/orders/pair", h(c.orderPair))
+	reads.GET("/orders/:id", h(c.order))
+	reads.GET("/inbox", h(c.inbox))
+	reads.GET("/disputes", h(c.disputes))
+	reads.GET("/compensations", h(c.compensations))
+	reads.GET("/reconciliation", h(c.reconciliation))
+	reads.GET("/settlements", h(c.settlements))
+	reads.GET("/settlements.csv", h(c.settlementsCSV))
+	reads.GET("/settlements/adjustments.csv", h(c.adjustmentsCSV))
+	reads.GET("/products", h(c.products))
+	reads.GET("/products/:client/:sku", h(c.product))
+	reads.GET("/registers", h(c.registers))
+	reads.GET("/events", h(c.outboxEvents))
+	// Read on the primary: the console's own tables, the scheduler's and the deliveries'.
 	authed.GET("/audit", h(c.audit))
-	authed.GET("/inbox", h(c.inbox))
-	authed.GET("/disputes", h(c.disputes))
-	authed.GET("/compensations", h(c.compensations))
-	authed.GET("/reconciliation", h(c.reconciliation))
 	authed.GET("/schedule", h(c.schedulePage))
-	authed.GET("/settlements", h(c.settlements))
-	authed.GET("/settlements.csv", h(c.settlementsCSV))
-	authed.GET("/settlements/adjustments.csv", h(c.adjustmentsCSV))
-	authed.GET("/products", h(c.products))
-	authed.GET("/products/:client/:sku", h(c.product))
-	authed.GET("/registers", h(c.registers))
 	authed.GET("/webhooks", h(c.webhooks))
 	authed.GET("/webhooks/:id", h(c.webhookEndpoint))
-	authed.GET("/events", h(c.outboxEvents))
 	authed.GET("/receipts", h(c.receiptsPage))
 	authed.GET("/receipts/:event", h(c.receiptPage))
 	authed.GET("/receipts/:event/html", h(c.receiptPreview))

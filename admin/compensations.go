@@ -33,7 +33,7 @@ func (a *console) compensations(c *gin.Context) error {
 	ctx := c.Request.Context()
 	f := caseFilterForm(c, "state", report.StatusAll)
 	p := views.CompensationsPage{Nav: nav(c, "Compensations"), Filter: f, States: compensationStates}
-	counts, err := report.CountCompensations(ctx, a.DB)
+	counts, err := report.CountCompensations(ctx, a.Read)
 	if err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func (a *console) compensations(c *gin.Context) error {
 	if err == nil {
 		var rows []report.CompensationRow
 		var next report.Page
-		rows, next, err = report.ListCompensations(ctx, a.DB, report.CompensationFilter{State: f.Status, ClientID: client, OrderID: order},
+		rows, next, err = report.ListCompensations(ctx, a.Read, report.CompensationFilter{State: f.Status, ClientID: client, OrderID: order},
 			report.Page{After: c.Query("after")})
 		for _, r := range rows {
 			p.Rows = append(p.Rows, compensationLine(r))

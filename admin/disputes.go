@@ -35,7 +35,7 @@ func (a *console) disputes(c *gin.Context) error {
 	ctx := c.Request.Context()
 	f := caseFilterForm(c, "status", report.DisputeOpen)
 	p := views.DisputesPage{Nav: nav(c, "Disputes"), Filter: f, Statuses: disputeStatuses}
-	open, err := report.CountOpenDisputes(ctx, a.DB)
+	open, err := report.CountOpenDisputes(ctx, a.Read)
 	if err != nil {
 		return err
 	}
@@ -44,7 +44,7 @@ func (a *console) disputes(c *gin.Context) error {
 	if err == nil {
 		var rows []report.DisputeRow
 		var next report.Page
-		rows, next, err = report.ListDisputes(ctx, a.DB, report.DisputeFilter{Status: f.Status, ClientID: client, OrderID: order},
+		rows, next, err = report.ListDisputes(ctx, a.Read, report.DisputeFilter{Status: f.Status, ClientID: client, OrderID: order},
 			report.Page{After: c.Query("after")})
 		now := a.Now()
 		for _, r := range rows {

@@ -30,7 +30,7 @@ func (a *console) expirations(c *gin.Context) error {
 		return false
 	}
 	now := a.Now()
-	keys, next, err := report.ExpiringKeys(ctx, a.DB, now, now.Add(time.Hour), report.Page{After: c.Query("expiring_after")})
+	keys, next, err := report.ExpiringKeys(ctx, a.Read, now, now.Add(time.Hour), report.Page{After: c.Query("expiring_after")})
 	if err != nil && !invalid(err) {
 		return err
 	}
@@ -39,7 +39,7 @@ func (a *console) expirations(c *gin.Context) error {
 	}
 	p.ExpiringNext = nextHref(c, "/admin/expirations", "expiring_after", next)
 
-	sweeps, err := report.RecentSweeps(ctx, a.DB, recentSweeps)
+	sweeps, err := report.RecentSweeps(ctx, a.Read, recentSweeps)
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func (a *console) expirations(c *gin.Context) error {
 			Took: s.FinishedAt.Sub(s.StartedAt).Round(time.Millisecond).String(), Error: s.Error})
 	}
 
-	late, next, err := report.ListHistory(ctx, a.DB, report.HistoryFilter{Kinds: []string{checkout.KindLateRetry}},
+	late, next, err := report.ListHistory(ctx, a.Read, report.HistoryFilter{Kinds: []string{checkout.KindLateRetry}},
 		report.Page{After: c.Query("late_after")})
 	if err != nil && !invalid(err) {
 		return err

@@ -43,7 +43,7 @@ func (a *console) keyFilter(ctx context.Context, f views.KeyFilter, loc *time.Lo
 		}
 	}
 	if f.Order != "" {
-		kf.OrderID, err = report.OrderIDOf(ctx, a.DB, f.Order)
+		kf.OrderID, err = report.OrderIDOf(ctx, a.Read, f.Order)
 		if errors.Is(err, checkout.ErrOrderNotFound) {
 			return kf, errors.New("order must be the id of an order, like ord_ and 32 hex digits")
 		}
@@ -103,7 +103,7 @@ func (a *console) caseNarrowing(ctx context.Context, f views.CaseFilter) (client
 		}
 	}
 	if f.Order != "" {
-		order, err = report.OrderIDOf(ctx, a.DB, f.Order)
+		order, err = report.OrderIDOf(ctx, a.Read, f.Order)
 		if errors.Is(err, checkout.ErrOrderNotFound) {
 			return 0, 0, filterError("order must be the id of an order, like ord_ and 32 hex digits")
 		}

@@ -28,7 +28,7 @@ func (a *console) historyList(c *gin.Context, p views.HistoryPage, kinds []strin
 	}
 	f := report.HistoryFilter{Kinds: kinds, ClientID: kf.ClientID, Key: kf.Key, CustomerID: kf.CustomerID,
 		OrderID: kf.OrderID, From: kf.From, To: kf.To}
-	rows, next, err := report.ListHistory(c.Request.Context(), a.DB, f, report.Page{After: c.Query("after")})
+	rows, next, err := report.ListHistory(c.Request.Context(), a.Read, f, report.Page{After: c.Query("after")})
 	if errors.Is(err, report.ErrInvalidQuery) {
 		p.Error = err.Error()
 		return a.render(c, http.StatusBadRequest, views.HistoryList(p))

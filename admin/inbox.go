@@ -18,16 +18,16 @@ import (
 // lists only those).
 func (a *console) inbox(c *gin.Context) error {
 	charge := strings.TrimSpace(c.Query("charge"))
-	rows, counts, err := report.Inbox(c.Request.Context(), a.DB, charge)
+	rows, counts, err := report.Inbox(c.Request.Context(), a.Read, charge)
 	if err != nil {
 		return err
 	}
 	now := a.Now()
-	refusals, err := report.Refusals(c.Request.Context(), a.DB, now)
+	refusals, err := report.Refusals(c.Request.Context(), a.Read, now)
 	if err != nil {
 		return err
 	}
-	dead, waiting, err := report.DeadLetters(c.Request.Context(), a.DB)
+	dead, waiting, err := report.DeadLetters(c.Request.Context(), a.Read)
 	if err != nil {
 		return err
 	}

@@ -17,12 +17,12 @@ import (
 // key is one key's page: what arrived with it and what each request was answered, the
 // order it made, its stored response, and what an admin may do to it.
 func (a *console) key(c *gin.Context) error {
-	d, err := a.keyParams(c)
+	d, err := a.keyParams(c, a.Read)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request.Context()
-	history, err := report.KeyTimeline(ctx, a.DB, d.ClientID, d.Key)
+	history, err := report.KeyTimeline(ctx, a.Read, d.ClientID, d.Key)
 	if err != nil {
 		return err
 	}
@@ -54,7 +54,7 @@ func (a *console) key(c *gin.Context) error {
 		}
 		// What the provider reported against the order's charge, linked to its row in the
 		// disputes queue or the compensations list.
-		disputes, comp, err := report.OrderCases(ctx, a.DB, o.ID)
+		disputes, comp, err := report.OrderCases(ctx, a.Read, o.ID)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/a-h/templ"
 	"github.com/gin-gonic/gin"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/money"
@@ -16,14 +17,15 @@ import (
 	"github.com/tekrar/tekrar/views"
 )
 
-// keyParams reads /keys/:client/:key and the key's details: checkout.ErrKeyNotFound (a
-// 404) if there is no such key.
-func (a *console) keyParams(c *gin.Context) (report.KeyDetail, error) {
+// keyParams reads /keys/:client/:key and the key's details through q (the reader on the
+// key's page, the primary for an action): checkout.ErrKeyNotFound (a 404) if there is no
+// such key.
+func (a *console) keyParams(c *gin.Context, q sqlx.QueryerContext) (report.KeyDetail, error) {
 	clientID, err := strconv.ParseInt(c.Param("client"), 10, 64)
 	if err != nil {
 		return report.KeyDetail{}, checkout.ErrKeyNotFound
 	}
-	d, err := report.GetKey(c.Request.Context(), a.DB, clientID, c.Param("key"))
+	d, err := report.GetKey(c.Request.Context(), q, clientID, c.Param("key"))
 	if err != nil {
 		return report.KeyDetail{}, fmt.Errorf("key %d/%q: %w", clientID, c.Param("key"), err)
 	}
@@ -51,7 +53,7 @@ func keySubject(d report.KeyDetail) []views.Field {
 }
 
 func (a *console) releaseForm(c *gin.Context) error {
-	d, err := a.keyParams(c)
+	d, err := a.keyParams(c, a.DB)
 	if err != nil {
 		return err
 	}
@@ -86,7 +88,7 @@ func releasePage(c *gin.Context, d report.KeyDetail, errText string) templ.Compo
 }
 
 func (a *console) release(c *gin.Context) error {
-	d, err := a.keyParams(c)
+	d, err := a.keyParams(c, a.DB)
 	if err != nil {
 		return err
 	}
@@ -113,7 +115,7 @@ func (a *console) release(c *gin.Context) error {
 }
 
 func (a *console) expireForm(c *gin.Context) error {
-	d, err := a.keyParams(c)
+	d, err := a.keyParams(c, a.DB)
 	if err != nil {
 		return err
 	}
@@ -147,7 +149,7 @@ func expirePage(c *gin.Context, d report.KeyDetail, errText string, live bool) t
 }
 
 func (a *console) expire(c *gin.Context) error {
-	d, err := a.keyParams(c)
+	d, err := a.keyParams(c, a.DB)
 	if err != nil {
 		return err
 	}

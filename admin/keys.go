@@ -21,7 +21,7 @@ func (a *console) keys(c *gin.Context) error {
 		p.Error = err.Error()
 		return a.render(c, http.StatusBadRequest, views.KeysList(p))
 	}
-	rows, next, err := report.ListKeys(c.Request.Context(), a.DB, kf, report.Page{After: c.Query("after")})
+	rows, next, err := report.ListKeys(c.Request.Context(), a.Read, kf, report.Page{After: c.Query("after")})
 	if errors.Is(err, report.ErrInvalidQuery) {
 		p.Error = err.Error()
 		return a.render(c, http.StatusBadRequest, views.KeysList(p))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/money"
@@ -29,7 +30,7 @@ func (a *console) order(c *gin.Context) error {
 		return err // checkout.ErrOrderNotFound: a 404
 	}
 	v := orderVerdict(s)
-	g, group, err := a.doubleTapOf(c.Request.Context(), s.d.OrderRow)
+	g, group, err := a.doubleTapOf(c.Request.Context(), a.Read, s.d.OrderRow)
 	if err != nil {
 		return err
 	}
@@ -42,9 +43,10 @@ func (a *console) order(c *gin.Context) error {
 
 // doubleTapOf returns the suspected double tap order o is part of (see
 // report.DoubleTapsOf), with what each of its orders was charged and refunded for
-// adviseTap; none when there is none.
-func (a *console) doubleTapOf(ctx context.Context, o report.OrderRow) (report.DoubleTap, []tapOrder, error) {
-	g, ok, err := report.DoubleTapsOf(ctx, a.DB, o, a.DoubleTapWindow)
+// adviseTap; none when there is none. q is the console's reader on its page, the primary
+// for the refund form's advice.
+func (a *console) doubleTapOf(ctx context.Context, q sqlx.QueryerContext, o report.OrderRow) (report.DoubleTap, []tapOrder, error) {
+	g, ok, err := report.DoubleTapsOf(ctx, q, o, a.DoubleTapWindow)
 	if err != nil || !ok {
 		return g, nil, err
 	}
@@ -52,7 +54,7 @@ func (a *console) doubleTapOf(ctx context.Context, o report.OrderRow) (report.Do
 	for i, x := range g.Orders {
 		ids[i] = x.ID
 	}
-	charges, err := report.ChargesOf(ctx, a.DB, ids)
+	charges, err := report.ChargesOf(ctx, q, ids)
 	if err != nil {
 		return g, nil, fmt.Errorf("double tap of order %s: %w", o.PublicID, err)
 	}
@@ -153,7 +155,7 @@ func (a *console) orderPair(c *gin.Context) error {
 	if s[1].d.CreatedAt.Before(s[0].d.CreatedAt) {
 		s[0], s[1] = s[1], s[0]
 	}
-	_, group, err := a.doubleTapOf(c.Request.Context(), s[0].d.OrderRow)
+	_, group, err := a.doubleTapOf(c.Request.Context(), a.Read, s[0].d.OrderRow)
 	if err != nil {
 		return err
 	}
@@ -200,21 +202,21 @@ func incarnation(history []report.HistoryRow, since time.Time) []report.HistoryR
 
 // loadOrder reads the order whose public id is publicID; ErrOrderNotFound if there is none.
 func (a *console) loadOrder(ctx context.Context, publicID string) (orderStory, error) {
-	id, err := report.OrderIDOf(ctx, a.DB, publicID)
+	id, err := report.OrderIDOf(ctx, a.Read, publicID)
 	if err != nil {
 		return orderStory{}, err
 	}
-	d, err := report.GetOrderDetail(ctx, a.DB, id)
+	d, err := report.GetOrderDetail(ctx, a.Read, id)
 	if err != nil {
 		return orderStory{}, err
 	}
-	charges, err := report.ChargesOf(ctx, a.DB, []int64{id})
+	charges, err := report.ChargesOf(ctx, a.Read, []int64{id})
 	if err != nil {
 		return orderStory{}, err
 	}
 	s := orderStory{d: d, charges: charges[id]}
 	s.card = orderCard(d, s.charges)
-	plan, err := checkout.OrderInstallments(ctx, a.DB, id)
+	plan, err := checkout.OrderInstallments(ctx, a.Read, id)
 	if err != nil {
 		return orderStory{}, err
 	}
@@ -224,7 +226,7 @@ func (a *console) loadOrder(ctx context.Context, publicID string) (orderStory, e
 			Attempts: strconv.Itoa(in.Attempts), Decline: in.DeclineCode, ChargeID: in.ChargeID, Next: in.NextAttempt})
 	}
 	for _, k := range d.Keys {
-		history, err := report.KeyTimeline(ctx, a.DB, k.ClientID, k.Key)
+		history, err := report.KeyTimeline(ctx, a.Read, k.ClientID, k.Key)
 		if err != nil {
 			return orderStory{}, err
 		}

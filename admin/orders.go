@@ -44,7 +44,7 @@ func (a *console) orders(c *gin.Context) error {
 		return a.render(c, http.StatusBadRequest, views.OrdersList(p))
 	}
 	ctx := c.Request.Context()
-	rows, next, err := report.FindOrders(ctx, a.DB, of, report.Page{After: after})
+	rows, next, err := report.FindOrders(ctx, a.Read, of, report.Page{After: after})
 	if errors.Is(err, report.ErrInvalidQuery) {
 		p.Error = err.Error()
 		return a.render(c, http.StatusBadRequest, views.OrdersList(p))
@@ -56,7 +56,7 @@ func (a *console) orders(c *gin.Context) error {
 	for i, o := range rows {
 		ids[i] = o.ID
 	}
-	refunds, err := report.OrderRefunds(ctx, a.DB, ids)
+	refunds, err := report.OrderRefunds(ctx, a.Read, ids)
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func (a *console) orders(c *gin.Context) error {
 
 // doubleTaps fills the page's suspected double taps, each side with the request that made it.
 func (a *console) doubleTaps(ctx context.Context, p *views.OrdersPage, f report.OrderFilter, window time.Duration) error {
-	taps, err := report.SuspectedDoubleTaps(ctx, a.DB, f, window)
+	taps, err := report.SuspectedDoubleTaps(ctx, a.Read, f, window)
 	if errors.Is(err, report.ErrInvalidQuery) {
 		// The window is checked already: what is missing is a time range or a customer,
 		// without which the detector would read every order.
@@ -89,7 +89,7 @@ func (a *console) doubleTaps(ctx context.Context, p *views.OrdersPage, f report.
 	for _, t := range taps {
 		orders = append(orders, t.Orders...)
 	}
-	arrivals, err := report.OrderArrivals(ctx, a.DB, orders)
+	arrivals, err := report.OrderArrivals(ctx, a.Read, orders)
 	if err != nil {
 		return err
 	}

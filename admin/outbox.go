@@ -37,7 +37,7 @@ func (a *console) outboxEvents(c *gin.Context) error {
 		return a.render(c, http.StatusBadRequest, views.Outbox(p))
 	}
 	f.Type, f.Order = p.Type, p.Order
-	rows, err := report.Outbox(c.Request.Context(), a.DB, f)
+	rows, err := report.Outbox(c.Request.Context(), a.Read, f)
 	if err != nil {
 		return err
 	}

@@ -29,25 +29,25 @@ func (a *console) overview(c *gin.Context) error {
 	ctx := c.Request.Context()
 	to := a.Now()
 	from := to.Add(-span)
-	counts, err := report.HistoryCounts(ctx, a.DB, from, to, 0)
+	counts, err := report.HistoryCounts(ctx, a.Read, from, to, 0)
 	if err != nil {
 		return err
 	}
-	attention, err := report.NeedsAttention(ctx, a.DB)
+	attention, err := report.NeedsAttention(ctx, a.Read)
 	if err != nil {
 		return err
 	}
-	disputes, err := report.CountOpenDisputes(ctx, a.DB)
+	disputes, err := report.CountOpenDisputes(ctx, a.Read)
 	if err != nil {
 		return err
 	}
-	comps, err := report.CountCompensations(ctx, a.DB)
+	comps, err := report.CountCompensations(ctx, a.Read)
 	if err != nil {
 		return err
 	}
 	// The chart ends with the current minute, so that its bars start on whole minutes.
 	end := to.Truncate(time.Minute).Add(time.Minute)
-	rate, err := report.ReplayRate(ctx, a.DB, end.Add(-span), end, chartBuckets[window])
+	rate, err := report.ReplayRate(ctx, a.Read, end.Add(-span), end, chartBuckets[window])
 	if err != nil {
 		return err
 	}

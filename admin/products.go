@@ -29,7 +29,7 @@ func (a *console) products(c *gin.Context) error {
 		}
 		clientID = n
 	}
-	rows, err := report.Products(c.Request.Context(), a.DB, clientID)
+	rows, err := report.Products(c.Request.Context(), a.Read, clientID)
 	if err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func (a *console) product(c *gin.Context) error {
 		return notFound("There is no such product.")
 	}
 	sku := c.Param("sku")
-	pr, ms, err := report.ProductMovements(c.Request.Context(), a.DB, clientID, sku)
+	pr, ms, err := report.ProductMovements(c.Request.Context(), a.Read, clientID, sku)
 	if errors.Is(err, report.ErrProductNotFound) {
 		return notFound("There is no product " + sku + " for client " + strconv.FormatInt(clientID, 10) + ".")
 	}

@@ -13,7 +13,7 @@ import (
 // reconciliation lists the runs of reconciliation and what they found, with the refund of
 // each orphan charge (which may belong to no order).
 func (a *console) reconciliation(c *gin.Context) error {
-	runs, findings, err := report.Reconciliation(c.Request.Context(), a.DB)
+	runs, findings, err := report.Reconciliation(c.Request.Context(), a.Read)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ func (a *console) registers(c *gin.Context) error {
 		}
 		clientID = n
 	}
-	rows, err := report.Registers(c.Request.Context(), a.DB, clientID)
+	rows, err := report.Registers(c.Request.Context(), a.Read, clientID)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ func (a *console) settlements(c *gin.Context) error {
 		p.Error = err.Error()
 		return a.render(c, http.StatusBadRequest, views.Settlements(p))
 	}
-	rows, err := report.Settlements(ctx, a.DB, f, report.SettlementLimit)
+	rows, err := report.Settlements(ctx, a.Read, f, report.SettlementLimit)
 	if err != nil {
 		return err
 	}
@@ -35,7 +35,7 @@ func (a *console) settlements(c *gin.Context) error {
 	for _, r := range rows {
 		p.Rows = append(p.Rows, settlementLine(r, zone))
 	}
-	adjs, err := report.Adjustments(ctx, a.DB, f, report.SettlementLimit)
+	adjs, err := report.Adjustments(ctx, a.Read, f, report.SettlementLimit)
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func (a *console) settlementsCSV(c *gin.Context) error {
 	if err != nil {
 		return badRequest(err.Error())
 	}
-	rows, err := report.Settlements(c.Request.Context(), a.DB, f, report.SettlementExportLimit)
+	rows, err := report.Settlements(c.Request.Context(), a.Read, f, report.SettlementExportLimit)
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func (a *console) adjustmentsCSV(c *gin.Context) error {
 	if err != nil {
 		return badRequest(err.Error())
 	}
-	rows, err := report.Adjustments(c.Request.Context(), a.DB, f, report.SettlementExportLimit)
+	rows, err := report.Adjustments(c.Request.Context(), a.Read, f, report.SettlementExportLimit)
 	if err != nil {
 		return err
 	}

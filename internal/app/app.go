@@ -66,6 +66,8 @@ type App struct {
 
 	engine *gin.Engine
 	logger *slog.Logger
+	// closeRead closes the console's read pool, when it has one of its own.
+	closeRead func()
 }
 
 // Routes lists every route the app serves, for tests that walk them all.
@@ -178,7 +180,11 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		return nil, err
 	}
 	m.ScheduledTasks(taskNames(sched))
-	consoleNotFound := admin.Register(e.Group("/admin"), admin.Deps{DB: db, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now,
+	read, closeRead, err := openReader(cfg, db)
+	if err != nil {
+		return nil, err
+	}
+	consoleNotFound := admin.Register(e.Group("/admin"), admin.Deps{DB: db, Read: read, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now,
 		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc, Operator: operator.New(db, svc), Inbox: in, Tasks: sched.Tasks(),
 		Redeliver: func(ctx context.Context, tx *sql.Tx, id int64, nonce string) error {
 			return deliveries.Redeliver(ctx, tx, rc, id, nonce)
@@ -193,10 +199,11 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	e.NoRoute(notFound(consoleNotFound))
 	rc, err = newRiver(cfg, db.DB, logger, append(append(consumers(cfg, db.DB, logger), outgoing, scheduleConsumer(sched)), o.consumers...))
 	if err != nil {
+		closeRead()
 		return nil, err
 	}
 	return &App{Handler: server.HeadAsGet(e), Service: svc, Inbox: in, Sweeper: sw, Completer: comp,
-		Scheduler: sched, Installments: charger, Settler: settler, River: rc, Metrics: m, engine: e, logger: logger}, nil
+		Scheduler: sched, Installments: charger, Settler: settler, River: rc, Metrics: m, engine: e, logger: logger, closeRead: closeRead}, nil
 }
 
 // readyTimeout is how long /readyz waits for the database to say it takes writes.
@@ -316,6 +323,9 @@ func InstallmentsConfig(cfg config.Server, now func() time.Time, crash func(poin
 func (a *App) Close() {
 	a.Inbox.Close()
 	a.Service.Close()
+	if a.closeRead != nil {
+		a.closeRead()
+	}
 }
 
 // NewLogger returns the process logger: JSON for machines, text for people.

@@ -66,6 +66,7 @@ func TestLoadServerRejectsBadValues(t *testing.T) {
 		{"int range", nil, []string{"TEKRAR_DB_MAX_CONNS", "0"}, "TEKRAR_DB_MAX_CONNS"},
 		{"bool", nil, []string{"TEKRAR_AUTO_MIGRATE", "perhaps"}, "TEKRAR_AUTO_MIGRATE"},
 		{"database url", nil, []string{"DATABASE_URL", "mysql://x"}, "DATABASE_URL"},
+		{"read database url", nil, []string{"TEKRAR_READ_DATABASE_URL", "mysql://x"}, "TEKRAR_READ_DATABASE_URL"},
 		{"psp url", nil, []string{"TEKRAR_PSP_URL", "ftp://x"}, "TEKRAR_PSP_URL"},
 		{"flag", []string{"--max-body-bytes=1"}, nil, "max-body-bytes"},
 	}

@@ -81,6 +81,10 @@ type Server struct {
 	// out days other than today with real processes; testing only.
 	ClockShift time.Duration
 
+	// ReadDatabaseURL is where the console's and the reports' read-only pages read (a
+	// standby); empty: DATABASE_URL. Nothing that writes, or reads in order to write, uses it.
+	ReadDatabaseURL string
+
 	// Dev only: where the private Postgres keeps its data and which TCP port it opens.
 	DevDir    string
 	DevPGPort int
@@ -109,6 +113,7 @@ func BindServer(s *Set, command string, c *Server) {
 		addr, format = "127.0.0.1:8080", "text"
 	}
 	s.DatabaseURL(&c.DatabaseURL, "Postgres connection string"+map[bool]string{true: "; unset: start a private Postgres", false: " (required)"}[dev])
+	s.ReadDatabaseURL(&c.ReadDatabaseURL)
 	s.Addr(&c.Addr, "addr", "TEKRAR_ADDR", addr, "HTTP listen address")
 	s.Addr(&c.MetricsAddr, "metrics-addr", "TEKRAR_METRICS_ADDR", "", "listen address of the Prometheus metrics (/metrics), apart from the API so that it need not face the internet (e.g. 127.0.0.1:9464); unset: not served")
 	bindLog(s, c, format)

@@ -49,6 +49,8 @@ type Options struct {
 	Dir  string    // kept data directory; empty means ephemeral (RAM-backed, removed on Stop)
 	Port int       // >0: also listen on 127.0.0.1:Port (dev mode, for psql and load tools)
 	Log  io.Writer // where server output goes; nil: a file postgres.log in the directory
+
+	standbyOf *Server // set by StartStandby: copy this server's cluster instead of initdb
 }
 
 // Server is a running private PostgreSQL server. Its methods are safe for concurrent use.
@@ -113,7 +115,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 
 	if _, err := os.Stat(filepath.Join(s.data, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
-		if err := s.initdb(ctx); err != nil {
+		if err := s.makeCluster(ctx, opts.standbyOf); err != nil {
 			return nil, err
 		}
 	} else if err != nil {
