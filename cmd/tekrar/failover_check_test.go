@@ -82,6 +82,32 @@ type providerLedger struct {
 	Refunds []ledgerRefund
 }
 
+// of is the part of l made for intents: the charges of their payments' amounts and the
+// refunds of their refunds' reasons.
+func (l providerLedger) of(intents []*historyIntent) providerLedger {
+	amounts, reasons := map[int64]bool{}, map[string]bool{}
+	for _, in := range intents {
+		switch in.Kind {
+		case payIntent:
+			amounts[in.Amount] = true
+		case refundIntent:
+			reasons[refundReason(in.Key)] = true
+		}
+	}
+	var out providerLedger
+	for _, c := range l.Charges {
+		if amounts[c.Amount] {
+			out.Charges = append(out.Charges, c)
+		}
+	}
+	for _, rf := range l.Refunds {
+		if reasons[rf.Reason] {
+			out.Refunds = append(out.Refunds, rf)
+		}
+	}
+	return out
+}
+
 // readLedger reads the provider's charges (a canceled key holds no charge and is left out)
 // and refunds.
 func readLedger(ctx context.Context, db *sqlx.DB) (providerLedger, error) {

@@ -130,3 +130,33 @@ func replayed(a answer) answer {
 	a.Replayed = "true"
 	return a
 }
+
+// TestLedgerOfAGroup: a group of clients is checked against its own part of the ledger, so
+// that another group's charges are neither its double charges nor charges of no payment.
+func TestLedgerOfAGroup(t *testing.T) {
+	pay := &historyIntent{Kind: payIntent, Key: "a1", Amount: 10001, Answers: []answer{paid("ord_1")}}
+	refund := &historyIntent{Kind: refundIntent, Key: "a1-refund", Amount: 2500, Order: pay, OrderID: "ord_1", Answers: []answer{refunded("rf_1")}}
+	l := providerLedger{
+		Charges: []ledgerCharge{
+			{ID: "ch_1", Amount: 10001, Status: "succeeded", Refunded: 2500},
+			{ID: "ch_2", Amount: 10002, Status: "succeeded"}, // another group's, charged twice
+			{ID: "ch_3", Amount: 10002, Status: "succeeded"},
+		},
+		Refunds: []ledgerRefund{
+			{ID: "re_1", ChargeID: "ch_1", Amount: 2500, Reason: refundReason("a1-refund")},
+			{ID: "re_2", ChargeID: "ch_2", Amount: 2500, Reason: refundReason("b1-refund")},
+		},
+	}
+	mine := []*historyIntent{pay, refund}
+	part := l.of(mine)
+	if len(part.Charges) != 1 || part.Charges[0].ID != "ch_1" || len(part.Refunds) != 1 || part.Refunds[0].ID != "re_1" {
+		t.Fatalf("the group's ledger: %+v", part)
+	}
+	s := storeAfter{Orders: map[string]string{"ord_1": "partially_refunded"}, Refunds: map[string]string{"rf_1": "succeeded"}}
+	if r := checkHistory(mine, part, s); !r.clean() {
+		t.Errorf("the group is blamed for another's charges: %v", r)
+	}
+	if r := checkHistory(mine, l, s); r.UnmatchedCharges != 2 {
+		t.Errorf("the whole ledger against one group: %v, want the other group's 2 charges unmatched", r)
+	}
+}
