@@ -224,7 +224,9 @@ func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
 			case i%3 == 2:
 				kind, inject = "switchover", switchover
 			}
-			err := inject(ctx, cl, &counts)
+			fctx, fcancel := context.WithTimeout(ctx, 3*time.Minute)
+			err := inject(fctx, cl, &counts)
+			fcancel()
 			healed := time.Now()
 			if err == nil {
 				err = waitHealthy(ctx, cl)
@@ -331,18 +333,22 @@ func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
 		statuses = append(statuses, fmt.Sprintf("%s: %d", s, byStatus[s]))
 	}
 	slices.Sort(statuses)
-	t.Logf("failover harness (%s): failovers %d (leader killed %d, frozen past its TTL %d, switched over %d, rows lost on purpose %d), "+
-		"writes acknowledged by a thawed old leader %d; %d clients, load %v, whole run %v\n  answers: %s",
-		mode.name, counts.kills.Load()+counts.freezes.Load()+counts.switchovers.Load()+counts.losses.Load(),
+	// One line per group that the closing note can quote, then the details.
+	injected := fmt.Sprintf("failovers %d (leader killed %d, frozen past its TTL %d, switched over %d, rows lost on purpose %d), "+
+		"writes acknowledged by a thawed old leader %d",
+		counts.kills.Load()+counts.freezes.Load()+counts.switchovers.Load()+counts.losses.Load(),
 		counts.kills.Load(), counts.freezes.Load(), counts.switchovers.Load(), counts.losses.Load(),
-		counts.secondPrimaryWrites.Load(), workers, loadDone.Sub(start).Round(time.Second),
-		time.Since(start).Round(time.Second), strings.Join(statuses, ", "))
+		counts.secondPrimaryWrites.Load())
 	for _, g := range []string{oldKeys, intentKeys} {
 		if rep, ok := reps[g]; ok {
-			t.Logf("  %s: %v", g, rep)
-			for _, f := range rep.Findings {
-				t.Logf("    %s", f)
-			}
+			t.Logf("failover harness (%s, %s): %s; %v", mode.name, g, injected, rep)
+		}
+	}
+	t.Logf("  %d clients, load %v, whole run %v; answers: %s", workers, loadDone.Sub(start).Round(time.Second),
+		time.Since(start).Round(time.Second), strings.Join(statuses, ", "))
+	for _, g := range []string{oldKeys, intentKeys} {
+		for _, f := range reps[g].Findings {
+			t.Logf("  %s: %s", g, f)
 		}
 	}
 	if unplaced > 0 {
