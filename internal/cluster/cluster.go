@@ -43,6 +43,11 @@ type Options struct {
 	TTL, LoopWait, RetryTimeout time.Duration // defaults 10s, 2s, 5s; whole seconds
 	MaximumLagOnFailover        int64         // bytes; 0 = Patroni's default
 	Log                         io.Writer     // patroni/etcd/postgres output, each line prefixed with its process; nil = discarded (kept in files under Dir either way)
+
+	// EtcdV3 makes Patroni use etcd's v3 API (the etcd3 section) instead of the v2 API.
+	// Patroni 3.0.2 can then lose acknowledged writes when a frozen leader wakes (see
+	// patroniYAML): for showing that, or for a Patroni of 3.0.3 or later.
+	EtcdV3 bool
 }
 
 func (o *Options) defaults() {
@@ -299,7 +304,7 @@ func (c *Cluster) writeNode(n *node) error {
 		Name: n.name, Dir: n.dir, Data: n.data, BinDir: c.binDir,
 		PGPort: c.ports.Postgres[n.index], RESTPort: c.ports.REST[n.index], EtcdPort: c.ports.EtcdClient,
 		TTL: seconds(c.opts.TTL), LoopWait: seconds(c.opts.LoopWait), RetryTimeout: seconds(c.opts.RetryTimeout),
-		MaxLag: c.opts.MaximumLagOnFailover, Sync: !c.opts.Async, Ephemeral: c.ephemeral,
+		EtcdV3: c.opts.EtcdV3, MaxLag: c.opts.MaximumLagOnFailover, Sync: !c.opts.Async, Ephemeral: c.ephemeral,
 	}
 	b, err := cfg.yaml()
 	if err != nil {

@@ -18,6 +18,7 @@ type nodeConfig struct {
 	PGPort       int
 	RESTPort     int
 	EtcdPort     int
+	EtcdV3       bool
 	TTL          int
 	LoopWait     int
 	RetryTimeout int
@@ -28,8 +29,16 @@ type nodeConfig struct {
 
 // patroniYAML is one node's Patroni configuration. The reasons for each setting:
 //
-//   - etcd3, the v3 API of etcd 3.4: the v2 API (the `etcd:` section) is off by default in
-//     etcd 3.4 (--enable-v2) and deprecated, and an operator's etcd is a v3 one.
+//   - etcd, through its v2 API (etcd 3.4 started with --enable-v2), not the etcd3 section:
+//     Patroni 3.0.2's etcd3 code renews the leader key unconditionally. A leader that was
+//     frozen past its TTL wakes with its cached view of the cluster (itself leading), finds its
+//     lease gone, takes a new one and writes the leader key over the one the node promoted
+//     meanwhile holds; that node then sees another owner and demotes itself, its timeline
+//     discarded with every write acknowledged on it (docs/ha.md, "The frozen leader that took
+//     the lock back"). Patroni 3.0.3 made that write conditional (patroni/patroni#2689). The v2
+//     code renews with a compare-and-swap on the key's value (prevValue=<own name>), so the
+//     woken leader's write fails and it demotes. Options.EtcdV3 writes the etcd3 section, to
+//     show the failure or for a Patroni that has the fix.
 //   - ttl/loop_wait/retry_timeout default to 10/2/5 s, against Patroni's 30/10/10: a dead
 //     leader is replaced in seconds, which a test can wait for. loop_wait + 2*retry_timeout
 //     stays at or under ttl, so that one slow etcd call cannot cost a healthy leader its lock.
@@ -59,7 +68,11 @@ log:
 restapi:
   listen: 127.0.0.1:{{.RESTPort}}
   connect_address: 127.0.0.1:{{.RESTPort}}
+{{- if .EtcdV3}}
 etcd3:
+{{- else}}
+etcd:
+{{- end}}
   hosts: 127.0.0.1:{{.EtcdPort}}
 bootstrap:
   dcs:

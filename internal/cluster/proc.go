@@ -164,7 +164,8 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 		"--initial-cluster", "etcd0="+peer, "--initial-cluster-state", "new",
-		"--initial-cluster-token", "tekrar-"+filepath.Base(c.dir))
+		"--initial-cluster-token", "tekrar-"+filepath.Base(c.dir),
+		"--enable-v2=true") // Patroni's etcd section speaks v2 (see patroniYAML)
 	if err != nil {
 		return err
 	}

@@ -42,12 +42,19 @@ func (c *Cluster) Leader(ctx context.Context) (int, error) {
 	return -1, fmt.Errorf("leader: the lock names %q, not a node of this cluster", name)
 }
 
-// etcdGet reads one key through etcd's v3 JSON gateway; "" when it does not exist.
+// etcdGet reads one key of Patroni's, through the API Patroni writes it with; "" when it
+// does not exist.
 func (c *Cluster) etcdGet(ctx context.Context, key string) (string, error) {
-	body, _ := json.Marshal(map[string]string{"key": base64.StdEncoding.EncodeToString([]byte(key))})
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.EtcdURL()+"/v3/kv/range", bytes.NewReader(body))
+	var req *http.Request
+	var err error
+	if c.opts.EtcdV3 {
+		body, _ := json.Marshal(map[string]string{"key": base64.StdEncoding.EncodeToString([]byte(key))})
+		req, err = http.NewRequestWithContext(ctx, http.MethodPost, c.EtcdURL()+"/v3/kv/range", bytes.NewReader(body))
+	} else {
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, c.EtcdURL()+"/v2/keys"+key+"?quorum=true", nil)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -56,17 +63,26 @@ func (c *Cluster) etcdGet(ctx context.Context, key string) (string, error) {
 		return "", fmt.Errorf("etcd: %w", err)
 	}
 	defer resp.Body.Close()
-	var out struct {
-		Kvs []struct {
-			Value string `json:"value"`
-		} `json:"kvs"`
+	if !c.opts.EtcdV3 && resp.StatusCode == http.StatusNotFound {
+		return "", nil
 	}
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return "", fmt.Errorf("etcd: %s: %s", resp.Status, b)
 	}
+	var out struct {
+		Kvs []struct {
+			Value string `json:"value"`
+		} `json:"kvs"`
+		Node struct {
+			Value string `json:"value"`
+		} `json:"node"`
+	}
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		return "", fmt.Errorf("etcd: %w", err)
+	}
+	if !c.opts.EtcdV3 {
+		return out.Node.Value, nil
 	}
 	if len(out.Kvs) == 0 {
 		return "", nil
