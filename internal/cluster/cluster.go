@@ -20,8 +20,8 @@ import (
 )
 
 // Defaults of Options: Patroni's own (30 s, 10 s, 10 s) make a test wait half a minute for
-// each failover; these fail over in seconds on one machine and keep
-// loop_wait + 2*retry_timeout within the TTL (see patroniYAML).
+// each failover; these fail over in seconds on one machine (see patroniYAML for what they
+// trade).
 const (
 	NodesDefault        = 3
 	TTLDefault          = 10 * time.Second

@@ -40,8 +40,10 @@ type nodeConfig struct {
 //     woken leader's write fails and it demotes. Options.EtcdV3 writes the etcd3 section, to
 //     show the failure or for a Patroni that has the fix.
 //   - ttl/loop_wait/retry_timeout default to 10/2/5 s, against Patroni's 30/10/10: a dead
-//     leader is replaced in seconds, which a test can wait for. loop_wait + 2*retry_timeout
-//     stays at or under ttl, so that one slow etcd call cannot cost a healthy leader its lock.
+//     leader is replaced in seconds, which a test can wait for. They exceed Patroni's rule
+//     loop_wait + 2*retry_timeout <= ttl by two seconds: a leader whose etcd calls each took
+//     most of retry_timeout could lose its lock while alive, a needless failover but no lost
+//     commit, and the one local etcd answers in milliseconds. ops/cluster keeps 30/10/10.
 //   - synchronous_mode with synchronous_mode_strict: a commit is acknowledged only once the
 //     synchronous standby has it, and with no standby left commits wait rather than quietly
 //     going asynchronous; Patroni promotes only the standby named in its /sync key, so no

@@ -10,42 +10,52 @@ import (
 	"time"
 )
 
-// writer inserts notes through the several-host URL, one connection each, until stopped, and
-// remembers those whose INSERT was acknowledged: under synchronous replication every one of
-// them must survive any failover.
+// writer inserts notes through the several-host URL, a new connection each, from a few
+// goroutines until stopped, and remembers those whose INSERT was acknowledged: under
+// synchronous replication every one of them must survive any failover. An INSERT has no
+// deadline: lib/pq cancels a statement whose context ends, and a COMMIT cancelled while it
+// waits for the synchronous standby is reported as done though it was committed on the
+// primary alone (a write stuck on a frozen leader would then count as acknowledged and be
+// lost by the rewind, a fault of the client, not of the cluster). A stuck INSERT ends when
+// its node is demoted, with an error.
 type writer struct {
 	mu    sync.Mutex
+	next  int
 	acked []string
 	tried int
 	stop  chan struct{}
-	done  chan struct{}
+	wg    sync.WaitGroup
 }
 
 func startWriter(t *testing.T, c *Cluster) *writer {
 	t.Helper()
 	db := open(t, c.URL(Database))
 	db.SetMaxIdleConns(0) // a new connection each time finds the primary anew
-	w := &writer{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		for i := 0; ; i++ {
-			select {
-			case <-w.stop:
-				return
-			case <-time.After(50 * time.Millisecond):
+	w := &writer{stop: make(chan struct{})}
+	for range 4 {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			for {
+				select {
+				case <-w.stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				w.mu.Lock()
+				note := "w" + strconv.Itoa(w.next)
+				w.next++
+				w.mu.Unlock()
+				_, err := db.Exec(`INSERT INTO notes (note) VALUES ($1)`, note)
+				w.mu.Lock()
+				w.tried++
+				if err == nil {
+					w.acked = append(w.acked, note)
+				}
+				w.mu.Unlock()
 			}
-			note := "w" + strconv.Itoa(i)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err := db.ExecContext(ctx, `INSERT INTO notes (note) VALUES ($1)`, note)
-			cancel()
-			w.mu.Lock()
-			w.tried++
-			if err == nil {
-				w.acked = append(w.acked, note)
-			}
-			w.mu.Unlock()
-		}
-	}()
+		}()
+	}
 	t.Cleanup(w.halt)
 	return w
 }
@@ -56,7 +66,7 @@ func (w *writer) halt() {
 	default:
 		close(w.stop)
 	}
-	<-w.done
+	w.wg.Wait()
 }
 
 // lost returns the acknowledged notes that node does not hold.
