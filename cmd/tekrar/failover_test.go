@@ -49,6 +49,12 @@ func TestFailover(t *testing.T) {
 		}
 		t.Skipf("no local cluster can run here (set TEKRAR_CLUSTER_REQUIRED=1 to fail instead): %v", err)
 	}
+	// Both runs take 3 to 5 minutes on a loaded two-core machine: a binary that would be
+	// killed by its -timeout half-way says so instead of leaving a panic.
+	if deadline, ok := t.Deadline(); ok && time.Until(deadline) < 6*time.Minute {
+		t.Fatalf("TestFailover needs about 5 minutes and the test binary has %v left: run go test with a longer -timeout (30m)",
+			time.Until(deadline).Round(time.Second))
+	}
 	t.Run("Synchronous", func(t *testing.T) {
 		r := runFailover(t, failoverMode{name: "synchronous"})[intentKeys]
 		if !r.clean() {
