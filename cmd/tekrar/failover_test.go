@@ -121,7 +121,8 @@ func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
 		faults = crashSize(t, "TEKRAR_FAILOVER_LOSSES", 1)
 	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	// Every fault is bounded at three minutes; so are the start and the last healthy wait.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(faults+2)*3*time.Minute)
 	defer cancel()
 
 	// TEKRAR_CLUSTER_ETCD3=1 runs Patroni on etcd's v3 API, whose leader key a leader
