@@ -77,6 +77,7 @@ func TestHelpExitsZeroAndListsOnlyItsSettings(t *testing.T) {
 		{[]string{"serve"}, "tekrar serve [flags]", serverSettings("serve")},
 		{[]string{"dev"}, "tekrar dev [flags]", serverSettings("dev")},
 		{[]string{"dev", "reset"}, "tekrar dev reset [flags]", []string{"dev-dir"}},
+		{[]string{"cluster"}, "tekrar cluster [flags]", []string{"cluster-dir"}},
 		{[]string{"sweep"}, "tekrar sweep [flags]", []string{"database-url", "log-format", "log-level", "sweep-batch", "sweep-pause", "sweep-settle", "event-retention"}},
 		{[]string{"reconcile"}, "tekrar reconcile [flags]", []string{"database-url", "log-format", "log-level", "psp-url", "provider-timeout", "provider-horizon", "lease", "since", "until", "crash-at", "crash-rate", "clock-shift"}},
 		{[]string{"installments"}, "tekrar installments [command]", nil},

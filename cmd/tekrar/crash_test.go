@@ -68,14 +68,6 @@ type crashMode struct {
 	dbRestart bool // the database server restarts under load
 }
 
-// answer is what one attempt of a key got; Err is set when there was no HTTP answer.
-type answer struct {
-	Status int
-	Code   string // the problem code, if the body is a problem
-	Body   []byte
-	Err    string
-}
-
 // crashIntent is one payment a client wants made, with every answer it got.
 type crashIntent struct {
 	key     string
@@ -245,12 +237,7 @@ func runCrash(t *testing.T, mode crashMode) {
 					base := r.slots[rng.IntN(len(r.slots))].base
 					res, err := send(c, "POST", base+"/v1/orders", secret, body,
 						"Idempotency-Key", in.key, "Prefer", "wait=3")
-					a := answer{Status: res.Status, Body: res.Body}
-					if err != nil {
-						a.Err = err.Error()
-					} else {
-						a.Code = problemCode(res.Body)
-					}
+					a := record(res, err)
 					in.answers = append(in.answers, a)
 					if err == nil && !retryable(a) {
 						break
@@ -300,12 +287,7 @@ func runCrash(t *testing.T, mode crashMode) {
 					base := r.slots[rand.IntN(len(r.slots))].base
 					res, err := send(c, "POST", base+"/v1/orders", secret, orderJSONBody(in.amount, in.token),
 						"Idempotency-Key", in.key, "Prefer", "wait=3")
-					a = answer{Status: res.Status, Body: res.Body}
-					if err != nil {
-						a.Err = err.Error()
-					} else {
-						a.Code = problemCode(res.Body)
-					}
+					a = record(res, err)
 					in.answers = append(in.answers, a)
 					lateReplays.Add(1)
 					if final(a) {
@@ -628,34 +610,22 @@ func checkCrashInvariants(t *testing.T, db *sqlx.DB, intents []*crashIntent) {
 	bad := 0
 	for _, in := range intents {
 		s, ok := byKey[in.key]
-		var first *answer
-		for i := range in.answers {
-			a := &in.answers[i]
-			if a.Err != "" || !final(*a) {
-				continue
+		first, other := disagreement(in.answers, final)
+		switch {
+		case first == nil:
+		case !ok:
+			bad++
+			t.Errorf("INVARIANT VIOLATED: key %s answered %d but has no row", in.key, first.Status)
+		case other != nil:
+			bad++
+			t.Errorf("INVARIANT VIOLATED: key %s got two answers:\n%d %s\n%d %s", in.key, first.Status, first.Body, other.Status, other.Body)
+		case s.Status == nil || *s.Status != first.Status || !bytes.Equal(s.Body, first.Body):
+			bad++
+			st := 0
+			if s.Status != nil {
+				st = *s.Status
 			}
-			if !ok {
-				bad++
-				t.Errorf("INVARIANT VIOLATED: key %s answered %d but has no row", in.key, a.Status)
-				break
-			}
-			if first == nil {
-				first = a
-			}
-			if a.Status != first.Status || !bytes.Equal(a.Body, first.Body) {
-				bad++
-				t.Errorf("INVARIANT VIOLATED: key %s got two answers:\n%d %s\n%d %s", in.key, first.Status, first.Body, a.Status, a.Body)
-				break
-			}
-			if s.Status == nil || *s.Status != a.Status || !bytes.Equal(s.Body, a.Body) {
-				bad++
-				st := 0
-				if s.Status != nil {
-					st = *s.Status
-				}
-				t.Errorf("INVARIANT VIOLATED: key %s answered %d %s, stored %s %d %s", in.key, a.Status, a.Body, s.State, st, s.Body)
-				break
-			}
+			t.Errorf("INVARIANT VIOLATED: key %s answered %d %s, stored %s %d %s", in.key, first.Status, first.Body, s.State, st, s.Body)
 		}
 		if bad > 10 {
 			t.Fatal("too many violations")
@@ -665,29 +635,6 @@ func checkCrashInvariants(t *testing.T, db *sqlx.DB, intents []*crashIntent) {
 			t.Errorf("INVARIANT VIOLATED: key %s paid with %s got %d %s", in.key, in.token, first.Status, first.Body)
 		}
 	}
-}
-
-// final reports whether a is an outcome of its key, which every retry must see again.
-func final(a answer) bool {
-	return a.Status == 201 || a.Status == 402 || (a.Status == 409 && a.Code == "payment_abandoned")
-}
-
-// retryable reports whether a client should send the same key again after a.
-func retryable(a answer) bool {
-	return a.Err != "" || a.Status == 503 || (a.Status == 409 && a.Code != "payment_abandoned")
-}
-
-// expectedStatus: anything else is a bug (a 500, a 422 for a byte-identical retry...).
-func expectedStatus(status int) bool {
-	return status == 201 || status == 402 || status == 409 || status == 503
-}
-
-func problemCode(body []byte) string {
-	var p struct {
-		Code string `json:"code"`
-	}
-	_ = json.Unmarshal(body, &p)
-	return p.Code
 }
 
 func ready(base string) bool {

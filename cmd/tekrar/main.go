@@ -82,6 +82,7 @@ a flag wins over the environment, which wins over the default.`,
 	root.AddCommand(
 		serveCmd(e),
 		devCmd(e),
+		clusterCmd(e),
 		group("migrate", "apply, roll back one, or list migrations on DATABASE_URL", migrateCmds(e)...),
 		group("clients", "create an API client, or change its key retention", clientsCreateCmd(e), clientsUpdateCmd(e)),
 		group("operators", "set a console operator's password and role", operatorsCreateCmd(e)),

@@ -154,3 +154,24 @@ func zombie(pid int) bool {
 	}
 	return b[i+2] == 'Z' || b[i+2] == 'X'
 }
+
+// ServerUser is the OS identity the server processes run under, for a package that starts
+// postgres through another program: internal/cluster runs Patroni, which runs postgres, and
+// both refuse root the same way. The zero value means the current user.
+type ServerUser struct{ as *runAs }
+
+// LookupServerUser returns the "postgres" OS user when running as root, else the current user.
+func LookupServerUser() (ServerUser, error) {
+	as, err := serverUser()
+	return ServerUser{as}, err
+}
+
+// SysProcAttr is the child's SysProcAttr: its own process group, SIGKILL when this process
+// dies (start it with StartChild), and the server user's credential when running as root.
+func (u ServerUser) SysProcAttr() *syscall.SysProcAttr { return u.as.sysProcAttr() }
+
+// Chown gives path to the server user; a no-op when not running as root.
+func (u ServerUser) Chown(path string) error { return u.as.chown(path) }
+
+// CheckReachable fails, saying what to change, when the server user cannot reach dir.
+func (u ServerUser) CheckReachable(dir string) error { return u.as.checkReachable(dir) }
