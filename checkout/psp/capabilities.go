@@ -13,9 +13,9 @@ import (
 // and how a charge whose answer was lost can be found again. The sandbox promises the most
 // (keys kept for ever, a cancel by key, a look-up by key); real providers promise less, and
 // each differently. A Capability is one provider's promises as its public documentation
-// states them, and the functions below (MayResend, MustLookUpFirst, CanFence, LookUpBy) are
-// the decisions the recovery reads from it, so that a rule such as "never re-send past the
-// window" is written once, in one place.
+// states them, and the functions below (MayResend, MustLookUpFirst, CanFence, LookUpBy,
+// LookUpComplete) are the decisions the recovery reads from it, so that a rule such as
+// "never re-send past the window" is written once, in one place.
 //
 // docs/providers.md ("What each provider promises") lists the same rows, with the pages
 // they were checked against; TestProviderCapabilities keeps the two equal. A promise the
@@ -140,7 +140,10 @@ type Capability struct {
 	// How a charge whose answer was lost can be found: by its key, by the merchant's
 	// reference (order id, conversationId), or by listing the charges of a window.
 	FindByKey, FindByReference, FindByListing Support
-	Webhook                                   WebhookSignature
+	// FindLag is how long after a charge LookUpBy's way may still miss it (a search that is
+	// eventually consistent): 0 when a look-up reads what was written, DurationNotDocumented.
+	FindLag time.Duration
+	Webhook WebhookSignature
 	// WebhookRetries is how long a failed delivery is retried, so how late an event may
 	// arrive; WebhookSchedule is the schedule as documented.
 	WebhookRetries  time.Duration
@@ -183,6 +186,7 @@ var capabilities = []Capability{
 		KeysReplay: SupportYes, KeyWindow: DurationForever, KeyStores: StoresOnly2xx,
 		Fence:     FenceCancelByKey,
 		FindByKey: SupportYes, FindByReference: SupportNo, FindByListing: SupportYes,
+		FindLag:         0,
 		Webhook:         WebhookSignature{SignedStandardWebhooks, "webhook-signature"},
 		WebhookRetries:  DurationForever,
 		WebhookSchedule: "until acknowledged: 100 ms doubling, capped at MaxBackoff (1 min)",
@@ -195,6 +199,7 @@ var capabilities = []Capability{
 		KeysReplay: SupportYes, KeyWindow: DurationForever, KeyStores: StoresOnly2xx,
 		Fence:     FenceNone,
 		FindByKey: SupportYes, FindByReference: SupportNo, FindByListing: SupportYes,
+		FindLag:         0,
 		Webhook:         WebhookSignature{SignedStandardWebhooks, "webhook-signature"},
 		WebhookRetries:  DurationForever,
 		WebhookSchedule: "until acknowledged: 100 ms doubling, capped at MaxBackoff (1 min)",
@@ -204,11 +209,12 @@ var capabilities = []Capability{
 	{
 		// Keys "can be removed once at least 24 hours old"; the first answer is saved once
 		// the endpoint began, 500s included, so a repeat replays a 500 rather than settle it.
-		// Search is eventually consistent (under a minute, up to an hour in outages).
+		// Search is eventually consistent: "less than a minute", "up to an hour" during outages.
 		Provider:   ProviderStripe,
 		KeysReplay: SupportYes, KeyWindow: 24 * time.Hour, KeyStores: StoresEveryAnswer,
 		Fence:     FenceCancelByID,
 		FindByKey: SupportNo, FindByReference: SupportYes, FindByListing: SupportYes,
+		FindLag:         time.Hour,
 		Webhook:         WebhookSignature{SignedHMACSHA256, "Stripe-Signature"},
 		WebhookRetries:  3 * day,
 		WebhookSchedule: "live mode: exponential backoff for up to 3 days; test mode: 3 times over a few hours",
@@ -237,6 +243,7 @@ var capabilities = []Capability{
 		KeysReplay: SupportYes, KeyWindow: 31 * day, KeyStores: StoresNotDocumented,
 		Fence:     FenceVoidByReference,
 		FindByKey: SupportNo, FindByReference: SupportNotDocumented, FindByListing: SupportNotDocumented,
+		FindLag:         DurationNotDocumented,
 		Webhook:         WebhookSignature{SignedHMACSHA256, "hmacSignature"},
 		WebhookRetries:  30 * day,
 		WebhookSchedule: "3 at once, then queued up to 30 days: 2, 5, 10, 15, 30 min, 1, 2, 4, 8 h",
@@ -263,6 +270,7 @@ var capabilities = []Capability{
 		KeysReplay: SupportYes, KeyWindow: 6 * time.Hour, KeyStores: StoresCurrentState,
 		Fence:     FenceNotDocumented,
 		FindByKey: SupportNo, FindByReference: SupportNotDocumented, FindByListing: SupportNotDocumented,
+		FindLag:         DurationNotDocumented,
 		Webhook:         WebhookSignature{SignedRSASHA256, "PAYPAL-TRANSMISSION-SIG"},
 		WebhookRetries:  3 * day,
 		WebhookSchedule: "up to 25 times over 3 days",
@@ -288,6 +296,7 @@ var capabilities = []Capability{
 		KeysReplay: SupportYes, KeyWindow: DurationNotDocumented, KeyStores: StoresNotDocumented,
 		Fence:     FenceVoidByKey,
 		FindByKey: SupportNo, FindByReference: SupportNotDocumented, FindByListing: SupportYes,
+		FindLag:         DurationNotDocumented,
 		Webhook:         WebhookSignature{SignedHMACSHA256, "x-square-hmacsha256-signature"},
 		WebhookRetries:  3 * day,
 		WebhookSchedule: "retried for up to 72 hours (an older page: 24 hours)",
@@ -311,9 +320,10 @@ var capabilities = []Capability{
 		KeysReplay: SupportYes, KeyWindow: 30 * day, KeyStores: StoresCurrentState,
 		Fence:     FenceVoidByID,
 		FindByKey: SupportNo, FindByReference: SupportNotDocumented, FindByListing: SupportYes,
+		FindLag:         DurationNotDocumented,
 		Webhook:         WebhookSignature{SignedSDK, "bt_signature"},
 		WebhookRetries:  DurationNotDocumented,
-		WebhookSchedule: "not documented",
+		WebhookSchedule: "no schedule on the pages checked",
 		Errors: []ErrorRule{
 			{"processor response 2000-2999 (declined)", nil, DecisionDecline},
 			{"processor response 3000-3999 (processing network)", nil, DecisionDecline},
@@ -335,9 +345,10 @@ var capabilities = []Capability{
 		KeysReplay: SupportYes, KeyWindow: 24 * time.Hour, KeyStores: StoresOnly2xx,
 		Fence:     FenceVoidByID,
 		FindByKey: SupportNo, FindByReference: SupportYes, FindByListing: SupportNotDocumented,
+		FindLag:         DurationNotDocumented,
 		Webhook:         WebhookSignature{SignedHMACSHA256, "Cko-Signature"},
 		WebhookRetries:  DurationNotDocumented,
-		WebhookSchedule: "not documented",
+		WebhookSchedule: "no schedule on the pages checked",
 		Errors: []ErrorRule{
 			{"response_code 20xxx (soft decline)", nil, DecisionDecline},
 			{"response_code 30xxx (hard decline)", nil, DecisionDecline},
@@ -361,6 +372,7 @@ var capabilities = []Capability{
 		KeysReplay: SupportNo, KeyWindow: 0, KeyStores: StoresNothing,
 		Fence:     FenceVoidByID,
 		FindByKey: SupportNo, FindByReference: SupportYes, FindByListing: SupportNotDocumented,
+		FindLag:         DurationNotDocumented,
 		Webhook:         WebhookSignature{SignedHMACSHA256, "X-IYZ-SIGNATURE-V3"},
 		WebhookRetries:  45 * time.Minute,
 		WebhookSchedule: "first after 10-15 s, then every 15 min, stopping after 3 attempts",
@@ -446,4 +458,12 @@ func LookUpBy(c Capability) LookUp {
 		return LookUpByListing
 	}
 	return LookUpNone
+}
+
+// LookUpComplete reports whether a look-up made since after a charge was sent sees it if it
+// was made: the provider's look-up reads what was written, or its documented lag has passed.
+// Until then "not found" is not even "not yet", and with a lag that is not documented it
+// never is: only a fence, or the provider's horizon, settles such a charge.
+func LookUpComplete(c Capability, since time.Duration) bool {
+	return LookUpBy(c) != LookUpNone && c.FindLag >= 0 && since >= c.FindLag
 }

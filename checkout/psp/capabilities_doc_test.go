@@ -29,9 +29,9 @@ func durationCell(d time.Duration) string {
 
 // capabilityLine is c's row of the table "What each provider promises".
 func capabilityLine(c Capability) string {
-	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s, `%s` | %s: %s |",
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s, `%s` | %s: %s |",
 		c.Provider, c.KeysReplay, durationCell(c.KeyWindow), c.KeyStores, c.Fence,
-		c.FindByKey, c.FindByReference, c.FindByListing, c.Webhook.Scheme, c.Webhook.Where,
+		c.FindByKey, c.FindByReference, c.FindByListing, durationCell(c.FindLag), c.Webhook.Scheme, c.Webhook.Where,
 		durationCell(c.WebhookRetries), c.WebhookSchedule)
 }
 
@@ -74,7 +74,7 @@ func TestProviderCapabilities(t *testing.T) {
 	rows := 0
 	for _, line := range strings.Split(doc, "\n") {
 		for _, c := range capabilities {
-			if strings.HasPrefix(line, "| "+c.Provider+" | ") && strings.Count(line, "|") == 11 {
+			if strings.HasPrefix(line, "| "+c.Provider+" | ") && strings.Count(line, "|") == 12 {
 				rows++
 			}
 		}

@@ -30,7 +30,7 @@ func TestCapabilityRows(t *testing.T) {
 		if (c.KeysReplay == SupportNo) != (c.KeyWindow == 0) || (c.KeysReplay == SupportNo) != (c.KeyStores == StoresNothing) {
 			t.Errorf("%s: keys replay %s, window %v, stores %s disagree", c.Provider, c.KeysReplay, c.KeyWindow, c.KeyStores)
 		}
-		if c.KeyWindow < DurationNotDocumented || c.WebhookRetries < DurationNotDocumented {
+		if c.KeyWindow < DurationNotDocumented || c.WebhookRetries < DurationNotDocumented || c.FindLag < DurationNotDocumented {
 			t.Errorf("%s: a negative duration other than DurationNotDocumented", c.Provider)
 		}
 		if !slices.ContainsFunc(c.Errors, func(r ErrorRule) bool { return r.Decision == DecisionDecline }) {
@@ -109,17 +109,18 @@ func TestDecisionsOfTheTable(t *testing.T) {
 		fresh, late  bool // MayResend a minute after the first send, and two days after
 		fence        bool
 		lookUp       LookUp
+		complete     bool          // LookUpComplete two hours after the charge
 		webhooksLate time.Duration // at least this late an event may still arrive
 	}{
-		{ProviderSandbox, true, true, true, LookUpByKey, DurationForever},
-		{ProviderSandboxNoCancel, true, true, false, LookUpByKey, DurationForever},
-		{ProviderStripe, true, false, true, LookUpByReference, 3 * day},
-		{ProviderAdyen, true, true, false, LookUpNone, 30 * day},
-		{ProviderPayPal, true, false, false, LookUpNone, 3 * day},
-		{ProviderSquare, false, false, false, LookUpByListing, 3 * day},
-		{ProviderBraintree, true, true, false, LookUpByListing, DurationNotDocumented},
-		{ProviderCheckoutCom, true, false, false, LookUpByReference, DurationNotDocumented},
-		{ProviderIyzico, false, false, false, LookUpByReference, 45 * time.Minute},
+		{ProviderSandbox, true, true, true, LookUpByKey, true, DurationForever},
+		{ProviderSandboxNoCancel, true, true, false, LookUpByKey, true, DurationForever},
+		{ProviderStripe, true, false, true, LookUpByReference, true, 3 * day},
+		{ProviderAdyen, true, true, false, LookUpNone, false, 30 * day},
+		{ProviderPayPal, true, false, false, LookUpNone, false, 3 * day},
+		{ProviderSquare, false, false, false, LookUpByListing, false, 3 * day},
+		{ProviderBraintree, true, true, false, LookUpByListing, false, DurationNotDocumented},
+		{ProviderCheckoutCom, true, false, false, LookUpByReference, false, DurationNotDocumented},
+		{ProviderIyzico, false, false, false, LookUpByReference, false, 45 * time.Minute},
 	} {
 		t.Run(tc.provider, func(t *testing.T) {
 			c, ok := CapabilityOf(tc.provider)
@@ -137,6 +138,9 @@ func TestDecisionsOfTheTable(t *testing.T) {
 			}
 			if got := LookUpBy(c); got != tc.lookUp {
 				t.Errorf("LookUpBy = %s, want %s", got, tc.lookUp)
+			}
+			if got := LookUpComplete(c, 2*time.Hour); got != tc.complete {
+				t.Errorf("LookUpComplete after two hours = %v, want %v", got, tc.complete)
 			}
 			if c.WebhookRetries != tc.webhooksLate {
 				t.Errorf("webhook retries %v, want %v", c.WebhookRetries, tc.webhooksLate)
@@ -176,5 +180,32 @@ func TestLookUpBy(t *testing.T) {
 		if got := LookUpBy(c); got != tc.want {
 			t.Errorf("LookUpBy(key %s, reference %s, listing %s) = %s, want %s", tc.key, tc.ref, tc.list, got, tc.want)
 		}
+	}
+}
+
+// TestLookUpComplete: "not found" is believed only once the provider's look-up has caught up
+// with what was written, and never when how long that takes is not documented, or when there
+// is no way to look.
+func TestLookUpComplete(t *testing.T) {
+	byRef := func(lag time.Duration) Capability {
+		return Capability{FindByKey: SupportNo, FindByReference: SupportYes, FindLag: lag}
+	}
+	for _, tc := range []struct {
+		name  string
+		c     Capability
+		since time.Duration
+		want  bool
+	}{
+		{"reads what was written, at once", byRef(0), 0, true},
+		{"an hour's lag, a minute after", byRef(time.Hour), time.Minute, false},
+		{"an hour's lag, an hour after", byRef(time.Hour), time.Hour, true},
+		{"lag not documented, a day after", byRef(DurationNotDocumented), day, false},
+		{"no way to look", Capability{FindByKey: SupportNo, FindByReference: SupportNotDocumented, FindByListing: SupportNo}, day, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := LookUpComplete(tc.c, tc.since); got != tc.want {
+				t.Errorf("LookUpComplete = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -27,7 +27,7 @@
 // The sandbox keeps keys for ever, fences by key and finds a charge by its key; real
 // providers promise less. Capabilities (capabilities.go, listed in docs/providers.md) is
 // each provider's promises as its public docs state them, and MayResend, MustLookUpFirst,
-// CanFence and LookUpBy are the decisions recovery reads from a row.
+// CanFence, LookUpBy and LookUpComplete are the decisions recovery reads from a row.
 package psp
 
 import (
