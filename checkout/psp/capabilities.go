@@ -230,6 +230,7 @@ var capabilities = []Capability{
 			"https://docs.stripe.com/api/idempotent_requests",
 			"https://docs.stripe.com/error-low-level",
 			"https://docs.stripe.com/api/errors",
+			"https://github.com/stripe/stripe-python/pull/621",
 			"https://docs.stripe.com/api/payment_intents/search",
 			"https://docs.stripe.com/api/payment_intents/list",
 			"https://docs.stripe.com/webhooks",
@@ -244,7 +245,7 @@ var capabilities = []Capability{
 		Fence:     FenceVoidByReference,
 		FindByKey: SupportNo, FindByReference: SupportNotDocumented, FindByListing: SupportNotDocumented,
 		FindLag:         DurationNotDocumented,
-		Webhook:         WebhookSignature{SignedHMACSHA256, "hmacSignature"},
+		Webhook:         WebhookSignature{SignedHMACSHA256, "additionalData.hmacSignature"},
 		WebhookRetries:  30 * day,
 		WebhookSchedule: "3 at once, then queued up to 30 days: 2, 5, 10, 15, 30 min, 1, 2, 4, 8 h",
 		Errors: []ErrorRule{
@@ -261,6 +262,7 @@ var capabilities = []Capability{
 			"https://docs.adyen.com/online-payments/classic-integrations/modify-payments/cancel",
 			"https://docs.adyen.com/development-resources/overview-response-handling",
 			"https://docs.adyen.com/development-resources/webhooks/troubleshoot",
+			"https://docs.adyen.com/development-resources/webhooks/verify-hmac-signatures",
 		},
 	},
 	{
@@ -302,10 +304,11 @@ var capabilities = []Capability{
 		WebhookSchedule: "retried for up to 72 hours (an older page: 24 hours)",
 		Errors: []ErrorRule{
 			{"PAYMENT_METHOD_ERROR: CARD_DECLINED, GENERIC_DECLINE", nil, DecisionDecline},
-			{"IDEMPOTENCY_KEY_REUSED (other request data)", ErrKeyReused, DecisionRefused},
+			{"key used already, with other request data", ErrKeyReused, DecisionRefused},
 			{"500 INTERNAL_SERVER_ERROR, or no answer", errUnknownAnswer, DecisionUnknown},
 		},
 		Sources: []string{
+			"https://developer.squareup.com/docs/working-with-apis/idempotency",
 			"https://developer.squareup.com/explorer/square/payments-api/CancelPaymentByIdempotencyKey",
 			"https://developer.squareup.com/forums/t/how-long-are-idempotency-keys-retained-for-the-createpayment-endpoint/28303",
 			"https://developer.squareup.com/reference/square/payments/ListPayments",
