@@ -14,12 +14,20 @@
 //     answered and nothing happened;
 //   - any other error, including a cancelled or expired context: the OUTCOME IS UNKNOWN. The
 //     charge may have happened. Look the key up (LookupCharge, LookupRefund) before charging
-//     again, or repeat the call with the same key, which is always safe.
+//     again, or repeat the call with the same key, which is always safe with the sandbox
+//     (a real provider's key window ends: see What providers promise).
 //
 // IsOutcomeUnknown tells the last case from the others. Which answers of each operation are
 // final is one table per operation (answers.go, listed in docs/providers.md): the code that
 // calls a provider asks AnswerOf what an answer settles, rather than testing errors one by
 // one.
+//
+// # What providers promise
+//
+// The sandbox keeps keys for ever, fences by key and finds a charge by its key; real
+// providers promise less. Capabilities (capabilities.go, listed in docs/providers.md) is
+// each provider's promises as its public docs state them, and MayResend, MustLookUpFirst,
+// CanFence, LookUpBy and LookUpComplete are the decisions recovery reads from a row.
 package psp
 
 import (
