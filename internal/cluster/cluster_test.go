@@ -137,13 +137,13 @@ func refusesWrites(t *testing.T, c *Cluster, node int) {
 	}
 }
 
-// TestFailover drives one synchronous cluster through each fault in turn, while a client
+// TestClusterFailsOver drives one synchronous cluster through each fault in turn, while a client
 // writes through the several-host URL: the leader killed, brought back, switched over, and
 // frozen past its TTL then woken, a few times. After each, a new leader accepts writes and
 // holds every write acknowledged before. TEKRAR_CLUSTER_FREEZES=N sets the number of freezes
 // (2); TEKRAR_CLUSTER_ETCD3=1 runs Patroni on etcd's v3 API, where Patroni 3.0.2 lets a woken
 // leader take the lock back (docs/ha.md).
-func TestFailover(t *testing.T) {
+func TestClusterFailsOver(t *testing.T) {
 	c := start(t, Options{EtcdV3: os.Getenv("TEKRAR_CLUSTER_ETCD3") == "1"})
 	ctx := context.Background()
 	if _, err := open(t, c.URL(Database)).Exec(`CREATE TABLE notes (id bigserial PRIMARY KEY, note text NOT NULL)`); err != nil {
