@@ -78,27 +78,39 @@ func demoted(err error) bool {
 	return lost(err) || pq.As(err, pqerror.ReadOnlySQLTransaction) != nil
 }
 
-// connector opens lib/pq connections wrapped in conn.
-type connector struct{ pq driver.Connector }
+// connector opens lib/pq connections wrapped in conn. Its epoch counts the errors that said
+// a node was demoted or gone: a connection opened in an earlier epoch is dropped when the
+// pool next looks at it, so that after a failover the pool does not hand out, one failure
+// at a time, every connection it kept to the former primary; and dropIdle, called once
+// per epoch, closes the idle ones at once.
+type connector struct {
+	pq       driver.Connector
+	epoch    atomic.Int64
+	dropIdle func()
+}
 
-func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
+func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
+	born := c.epoch.Load()
 	cn, err := c.pq.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &conn{pq: cn}, nil
+	return &conn{pq: cn, owner: c, born: born}, nil
 }
 
-func (c connector) Driver() driver.Driver { return c.pq.Driver() }
+func (c *connector) Driver() driver.Driver { return c.pq.Driver() }
 
 // conn is a lib/pq connection that adds two things lib/pq lacks. It is dropped from the pool
 // after an error saying its node was demoted: lib/pq marks a connection bad when it is
 // lost or the server ends the session, but not after 25006 read_only_sql_transaction, so a
-// pooled connection to a former primary kept failing. And a statement on a detached context
+// pooled connection to a former primary kept failing; and the pool's other connections
+// opened before that error go with it (connector's epoch). And a statement on a detached context
 // (Detach) whose connection is lost answers ErrCommitUnknown instead of driver.ErrBadConn.
 type conn struct {
-	pq  driver.Conn // lib/pq's, which implements every interface used below
-	bad atomic.Bool
+	pq    driver.Conn // lib/pq's, which implements every interface used below
+	bad   atomic.Bool
+	owner *connector
+	born  int64 // the owner's epoch when the connection was opened
 }
 
 var (
@@ -114,10 +126,13 @@ var (
 	_ driver.StmtQueryContext   = (*stmt)(nil)
 )
 
-// valid is whether the connection may be used: not dropped by conn, nor marked bad by lib/pq.
-// A statement on a connection that was not valid is never sent (lib/pq answers
-// driver.ErrBadConn at once), so database/sql may retry it elsewhere.
-func (c *conn) valid() bool { return !c.bad.Load() && c.pq.(driver.Validator).IsValid() }
+// sends is whether lib/pq will send what it is given: a connection it marked bad answers
+// driver.ErrBadConn at once, sending nothing, and database/sql may retry that elsewhere.
+func (c *conn) sends() bool { return c.pq.(driver.Validator).IsValid() }
+
+// valid is whether the pool may keep the connection: lib/pq sends on it, and neither it nor
+// any connection opened before or with it saw its node demoted or gone.
+func (c *conn) valid() bool { return !c.bad.Load() && c.born == c.owner.epoch.Load() && c.sends() }
 
 // observe notes err of a call that was sent on c: a demoted node's connection is dropped,
 // and when the call may have committed (unknown), a lost connection is ErrCommitUnknown.
@@ -127,6 +142,10 @@ func (c *conn) observe(unknown bool, err error) error {
 	}
 	if demoted(err) {
 		c.bad.Store(true)
+		// Once per epoch, however many connections see it.
+		if c.owner.epoch.CompareAndSwap(c.born, c.born+1) && c.owner.dropIdle != nil {
+			go c.owner.dropIdle()
+		}
 	}
 	if unknown && lost(err) {
 		return unknownError{err}
@@ -137,7 +156,7 @@ func (c *conn) observe(unknown bool, err error) error {
 func (c *conn) IsValid() bool { return c.valid() }
 
 func (c *conn) ResetSession(ctx context.Context) error {
-	if c.bad.Load() {
+	if !c.valid() {
 		return driver.ErrBadConn
 	}
 	return c.pq.(driver.SessionResetter).ResetSession(ctx)
@@ -178,13 +197,13 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 }
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	sent := c.valid()
+	sent := c.sends()
 	r, err := c.pq.(driver.ExecerContext).ExecContext(ctx, query, args)
 	return r, c.observe(sent && detached(ctx), err)
 }
 
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	sent := c.valid()
+	sent := c.sends()
 	r, err := c.pq.(driver.QueryerContext).QueryContext(ctx, query, args)
 	if err != nil {
 		return nil, c.observe(sent && detached(ctx), err)
@@ -200,7 +219,7 @@ type tx struct {
 }
 
 func (t *tx) Commit() error {
-	sent := t.c.valid()
+	sent := t.c.sends()
 	return t.c.observe(sent, t.pq.Commit())
 }
 
@@ -224,7 +243,7 @@ func (s *stmt) Query(args []driver.Value) (driver.Rows, error) {
 }
 
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	sent := s.c.valid()
+	sent := s.c.sends()
 	var r driver.Result
 	var err error
 	if se, ok := s.pq.(driver.StmtExecContext); ok {
@@ -236,7 +255,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 }
 
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	sent := s.c.valid()
+	sent := s.c.sends()
 	var r driver.Rows
 	var err error
 	if sq, ok := s.pq.(driver.StmtQueryContext); ok {

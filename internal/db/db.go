@@ -47,9 +47,14 @@ func Open(ctx context.Context, url string, maxConns int, opts ...Option) (*sqlx.
 	if o.stall > 0 {
 		pc.Dialer(stallDialer{timeout: o.stall})
 	}
-	d := sqlx.NewDb(sql.OpenDB(connector{pq: pc}), "postgres")
+	c := &connector{pq: pc}
+	d := sqlx.NewDb(sql.OpenDB(c), "postgres")
 	d.SetMaxOpenConns(maxConns)
 	d.SetMaxIdleConns(maxConns)
+	c.dropIdle = func() { // database/sql closes the idle connections past the limit
+		d.SetMaxIdleConns(0)
+		d.SetMaxIdleConns(maxConns)
+	}
 	// Recycle connections now and then so that a failover or a pgbouncer restart is
 	// picked up without a restart of tekrar.
 	d.SetConnMaxLifetime(30 * time.Minute)

@@ -53,6 +53,10 @@ type Options struct {
 	// pglocal's own, which they override: a test's synchronous_commit=on, say. A setting
 	// given here cannot be changed by ALTER SYSTEM, which the command line outranks.
 	Settings []string
+	// StandbyOf, if set, starts a new cluster as a streaming standby of that server, copied
+	// from it by pg_basebackup, instead of an empty one (tests of failover: promote it with
+	// SELECT pg_promote()).
+	StandbyOf *Server
 }
 
 // Server is a running private PostgreSQL server. Its methods are safe for concurrent use.
@@ -117,7 +121,11 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 
-	if _, err := os.Stat(filepath.Join(s.data, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(s.data, "PG_VERSION")); errors.Is(err, os.ErrNotExist) && opts.StandbyOf != nil {
+		if err := s.basebackup(ctx, opts.StandbyOf); err != nil {
+			return nil, err
+		}
+	} else if errors.Is(err, os.ErrNotExist) {
 		if err := s.initdb(ctx); err != nil {
 			return nil, err
 		}

@@ -1,12 +1,9 @@
 package pglocal
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,31 +12,10 @@ import (
 	"github.com/tekrar/tekrar/internal/server"
 )
 
-// startStandby makes a streaming standby of primary: pg_basebackup -R copies the primary's
-// cluster into a kept directory and writes standby.signal and primary_conninfo there, and Start
-// runs it (a data directory that exists is started, not initialised) on port.
+// startStandby makes a streaming standby of primary (Options.StandbyOf) listening on port.
 func startStandby(t *testing.T, primary *Server, port int) *Server {
 	t.Helper()
-	dir := keptDir(t)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := primary.as.chown(dir); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := primary.command(ctx, "pg_basebackup", "-D", filepath.Join(dir, "data"), "-R", "-X", "stream", "-c", "fast",
-		"-h", primary.Dir(), "-p", strconv.Itoa(primary.socketPort()), "-U", "postgres")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := StartChild(cmd); err != nil {
-		t.Fatalf("pg_basebackup: %v", err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("pg_basebackup: %v: %s", err, out.String())
-	}
-	return startServer(t, Options{Dir: dir, Port: port})
+	return startServer(t, Options{Port: port, StandbyOf: primary})
 }
 
 // hostsURL is a DATABASE_URL naming several local servers the way lib/pq reads them: the
