@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout/operator"
+	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/views"
 )
 
@@ -89,7 +90,7 @@ func (a *console) endSessions(c *gin.Context) error {
 		return a.render(c, http.StatusBadRequest, endSessionsPage(c, op, "The form was incomplete; confirm again."))
 	}
 	ctx := c.Request.Context()
-	tx, err := a.DB.BeginTxx(ctx, nil)
+	tx, err := a.DB.BeginTxx(db.Detach(ctx), nil)
 	if err != nil {
 		return fmt.Errorf("end sessions: %w", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"golang.org/x/crypto/bcrypt"
 
+	tdb "github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/pgtext"
 )
 
@@ -170,7 +171,7 @@ func throttleAddress(addr string) string {
 // Each count is an upsert that returns the new count, under the row's lock, so that
 // concurrent attempts are counted one after the other before any password is checked.
 func takeSlots(ctx context.Context, db *sqlx.DB, slots []throttleSlot, now time.Time) (bool, error) {
-	tx, err := db.BeginTxx(ctx, nil)
+	tx, err := db.BeginTxx(tdb.Detach(ctx), nil)
 	if err != nil {
 		return false, fmt.Errorf("throttle: %w", err)
 	}

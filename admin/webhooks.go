@@ -14,6 +14,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/checkout/operator"
+	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/views"
 )
 
@@ -183,7 +184,7 @@ func (a *console) redeliver(c *gin.Context) error {
 		return a.render(c, http.StatusBadRequest, redeliverPage(c, d, "The form was incomplete; confirm again.", a.Redeliver != nil))
 	}
 	ctx := c.Request.Context()
-	tx, err := a.DB.BeginTxx(ctx, nil)
+	tx, err := a.DB.BeginTxx(db.Detach(ctx), nil)
 	if err != nil {
 		return fmt.Errorf("redeliver: %w", err)
 	}

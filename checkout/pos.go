@@ -16,6 +16,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/internal/keyed"
 	"github.com/tekrar/tekrar/checkout/psp"
+	tdb "github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/pgtext"
 	"github.com/tekrar/tekrar/internal/problem"
 )
@@ -188,7 +189,8 @@ func (s *Service) SellBatch(ctx context.Context, b SaleBatch) ([]SaleOutcome, er
 	var lost []*saleWork
 	for start := 0; start < len(cash); start += saleChunk {
 		chunk := cash[start:min(start+saleChunk, len(cash))]
-		claimed, err := s.claimSalesRetry(ctx, b.Client, registerID, chunk, now)
+		// Detached: a cash sale's claim records its payment, and commits on its own.
+		claimed, err := s.claimSalesRetry(tdb.Detach(ctx), b.Client, registerID, chunk, now)
 		if err != nil {
 			return nil, err
 		}

@@ -18,6 +18,16 @@ func StoreUnavailable() *problem.Problem {
 	return problem.Of(problem.CodeStoreUnavailable).WithDetail("retry with the same Idempotency-Key").Advised()
 }
 
+// CommitUnknown answers a request whose COMMIT's outcome is unknown (db.ErrCommitUnknown):
+// the connection was lost before Postgres answered, so the key, the order or the charge's
+// record may stand or not. It is not store_unavailable, which says nothing was executed: a
+// new key could pay twice, and the same key is safe (its retry, or the completer, finds
+// what stands and finishes it once).
+func CommitUnknown() *problem.Problem {
+	return problem.Of(problem.CodeCommitUnknown).
+		WithDetail("the database did not confirm what was done; retry with the same Idempotency-Key, never a new one").Advised()
+}
+
 // ValidationFailed lists every invalid field at once.
 func ValidationFailed(errs []FieldError) *problem.Problem {
 	return problem.Of(problem.CodeValidationFailed).

@@ -84,12 +84,15 @@ func (a *handlers) fail(c *gin.Context, k keyed, err error) {
 	server.Abort(c, p.Advised()) // Retry-After comes with the code, from problem.Codes
 }
 
-// problemOf is the problem that answers err: the domain's own, store_unavailable, or
-// internal_error for a bug (logged).
+// problemOf is the problem that answers err: the domain's own, commit_unknown,
+// store_unavailable, or internal_error for a bug (logged).
 func (a *handlers) problemOf(c *gin.Context, err error) *problem.Problem {
 	var p *problem.Problem
 	switch {
 	case errors.As(err, &p):
+	case errors.Is(err, db.ErrCommitUnknown):
+		a.logger.Warn("commit outcome unknown", "err", err, "request_id", server.RequestID(c))
+		p = checkout.CommitUnknown()
 	case db.IsUnavailable(err):
 		a.logger.Warn("store unavailable", "err", err, "request_id", server.RequestID(c))
 		p = checkout.StoreUnavailable()

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/internal/db"
 )
 
 // Event types the sandbox sends, as a card processor's webhooks name them.
@@ -221,7 +223,7 @@ func (s *Sandbox) DashboardRefund(ctx context.Context, chargeID string, amount i
 
 // inChargeTx runs f in a transaction holding charge chargeID's row lock.
 func (s *Sandbox) inChargeTx(ctx context.Context, chargeID string, f func(tx *sqlx.Tx, status string, amount int64) error) error {
-	tx, err := s.db.BeginTxx(ctx, nil)
+	tx, err := s.db.BeginTxx(db.Detach(ctx), nil)
 	if err != nil {
 		return fmt.Errorf("psp sandbox: begin: %w", err)
 	}

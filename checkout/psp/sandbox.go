@@ -449,7 +449,7 @@ func (s *Sandbox) Refund(ctx context.Context, req RefundRequest) (Refund, error)
 		return Refund{}, err
 	}
 
-	tx, err := s.db.BeginTxx(ctx, nil)
+	tx, err := s.db.BeginTxx(db.Detach(ctx), nil)
 	if err != nil {
 		return Refund{}, fmt.Errorf("psp sandbox: refund: %w", err)
 	}

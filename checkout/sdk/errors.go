@@ -107,6 +107,7 @@ const (
 	CodeTransferEncodingNotSupported  Code = "transfer_encoding_not_supported"
 	CodePaymentPending                Code = "payment_pending"
 	CodeStoreUnavailable              Code = "store_unavailable"
+	CodeCommitUnknown                 Code = "commit_unknown"
 	CodeNeedsAttention                Code = "needs_attention"
 	CodeHTTPVersionNotSupported       Code = "http_version_not_supported"
 	CodeWebhookSignatureInvalid       Code = "webhook_signature_invalid"
@@ -153,6 +154,7 @@ var (
 	ErrTransferEncodingNotSupported  = sentinel(CodeTransferEncodingNotSupported)
 	ErrPaymentPending                = sentinel(CodePaymentPending)
 	ErrStoreUnavailable              = sentinel(CodeStoreUnavailable)
+	ErrCommitUnknown                 = sentinel(CodeCommitUnknown)
 	ErrNeedsAttention                = sentinel(CodeNeedsAttention)
 	ErrHTTPVersionNotSupported       = sentinel(CodeHTTPVersionNotSupported)
 	ErrWebhookSignatureInvalid       = sentinel(CodeWebhookSignatureInvalid)

@@ -32,22 +32,29 @@ type options struct{ stall time.Duration }
 // build an index for minutes, run so.
 func StallTimeout(d time.Duration) Option { return func(o *options) { o.stall = d } }
 
-// Open returns a pool on url and checks that the server answers within the context.
+// Open returns a pool on url and checks that the server answers within the context. Its
+// connections are dropped after an error saying their node was demoted, and a detached
+// statement's lost connection is ErrCommitUnknown (conn.go).
 func Open(ctx context.Context, url string, maxConns int, opts ...Option) (*sqlx.DB, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	connector, err := pq.NewConnector(DSN(url))
+	pc, err := pq.NewConnector(DSN(url))
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	if o.stall > 0 {
-		connector.Dialer(stallDialer{timeout: o.stall})
+		pc.Dialer(stallDialer{timeout: o.stall})
 	}
-	d := sqlx.NewDb(sql.OpenDB(connector), "postgres")
+	c := &connector{pq: pc}
+	d := sqlx.NewDb(sql.OpenDB(c), "postgres")
 	d.SetMaxOpenConns(maxConns)
 	d.SetMaxIdleConns(maxConns)
+	c.dropIdle = func() { // database/sql closes the idle connections past the limit
+		d.SetMaxIdleConns(0)
+		d.SetMaxIdleConns(maxConns)
+	}
 	// Recycle connections now and then so that a failover or a pgbouncer restart is
 	// picked up without a restart of tekrar.
 	d.SetConnMaxLifetime(30 * time.Minute)
@@ -89,12 +96,17 @@ func IsCheckViolation(err error, constraint string) bool {
 	return e != nil && (constraint == "" || e.Constraint == constraint)
 }
 
-// IsUnavailable reports whether err means the database could not be reached or is going
-// away, as opposed to a query that the database refused. Callers fail closed on it: the
-// client is told to retry, and nothing is executed without its record.
+// IsUnavailable reports whether err means the database could not be reached, is going
+// away or can no longer write (a demoted primary: 25006), as opposed to a query that the
+// database refused. Callers fail closed on it: the client is told to retry, and nothing is
+// executed without its record. A commit whose outcome is unknown is one too; callers that
+// answer it apart test ErrCommitUnknown first.
 func IsUnavailable(err error) bool {
 	if err == nil {
 		return false
+	}
+	if errors.Is(err, ErrCommitUnknown) || pq.As(err, pqerror.ReadOnlySQLTransaction) != nil {
+		return true
 	}
 	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||

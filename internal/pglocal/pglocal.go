@@ -49,6 +49,10 @@ type Options struct {
 	Dir  string    // kept data directory; empty means ephemeral (RAM-backed, removed on Stop)
 	Port int       // >0: also listen on 127.0.0.1:Port (dev mode, for psql and load tools)
 	Log  io.Writer // where server output goes; nil: a file postgres.log in the directory
+	// Settings are extra server settings, "name=value", passed on the command line after
+	// pglocal's own, which they override: a test's synchronous_commit=on, say. A setting
+	// given here cannot be changed by ALTER SYSTEM, which the command line outranks.
+	Settings []string
 
 	standbyOf *Server // set by StartStandby: copy this server's cluster instead of initdb
 }
@@ -59,6 +63,7 @@ type Server struct {
 	data      string
 	port      int // 0 when unix-only
 	ephemeral bool
+	settings  []string
 	binDir    string
 	as        *runAs
 
@@ -92,7 +97,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{port: opts.Port, ephemeral: opts.Dir == "", binDir: binDir, as: as}
+	s := &Server{port: opts.Port, ephemeral: opts.Dir == "", settings: opts.Settings, binDir: binDir, as: as}
 	defer func() {
 		if err != nil {
 			s.cleanupFailedStart()
@@ -261,7 +266,7 @@ func (s *Server) postgresArgs() []string {
 			"dynamic_shared_memory_type=mmap",
 		)
 	}
-	for _, kv := range settings {
+	for _, kv := range append(settings, s.settings...) {
 		args = append(args, "-c", kv)
 	}
 	return args

@@ -38,6 +38,7 @@ const (
 	CodeTransferEncodingNotSupported  Code = "transfer_encoding_not_supported"
 	CodePaymentPending                Code = "payment_pending"
 	CodeStoreUnavailable              Code = "store_unavailable"
+	CodeCommitUnknown                 Code = "commit_unknown"
 	CodeNeedsAttention                Code = "needs_attention"
 	CodeHTTPVersionNotSupported       Code = "http_version_not_supported"
 	CodeWebhookSignatureInvalid       Code = "webhook_signature_invalid"
@@ -212,6 +213,9 @@ var Codes = []Spec{
 	{Code: CodeStoreUnavailable, Status: http.StatusServiceUnavailable, Title: "Database unavailable",
 		Retryable: true, SafeNewKey: false, PerOccurrence: false, RetryAfter: 2,
 		Doc: "the database is unreachable; tekrar failed closed and executed nothing it could not record"},
+	{Code: CodeCommitUnknown, Status: http.StatusServiceUnavailable, Title: "Outcome not known yet",
+		Retryable: true, SafeNewKey: false, PerOccurrence: false, RetryAfter: 2,
+		Doc: "the database connection was lost while tekrar committed what it had done: it may stand or not (under synchronous replication, on the primary alone). The key is left as it is, for a retry with the same key or the completer to finish it once; a new key could pay twice"},
 	{Code: CodeCardIdentityUnavailable, Status: http.StatusServiceUnavailable, Title: "Card could not be identified",
 		Retryable: true, SafeNewKey: false, PerOccurrence: true, RetryAfter: 2,
 		Doc: "`POST /v1/orders`: the payment provider could not say which card `payment.card_token` is, which tekrar needs to tell a new token of the same card from another card (docs/fingerprints.md); nothing was executed. Retry with the same key. `safe_new_key` is true for a first request (nothing was stored), false for a retry of a stored key"},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	tdb "github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/problem"
 )
 
@@ -157,7 +158,9 @@ func (e *Engine) Execute(ctx context.Context, req Request, lk Lookup, op Operati
 			if err := e.claimScope(ctx, req, in, nk); err != nil {
 				return Result{}, err
 			}
-			k, claimed, err = op.Claim(ctx, nk)
+			// The claim commits on its own: detached, so that the request's end cannot
+			// cancel its COMMIT, and a lost connection is tdb.ErrCommitUnknown.
+			k, claimed, err = op.Claim(tdb.Detach(ctx), nk)
 		}
 		switch {
 		case errors.Is(err, ErrNoKey):
@@ -185,7 +188,7 @@ func (e *Engine) Execute(ctx context.Context, req Request, lk Lookup, op Operati
 			poll = min(2*poll, 250*time.Millisecond)
 			continue
 		}
-		taken, err := TakeOver(ctx, e.db, k, now, e.cfg.Lease)
+		taken, err := TakeOver(tdb.Detach(ctx), e.db, k, now, e.cfg.Lease)
 		if errors.Is(err, ErrNoKey) {
 			continue // someone else resumed it; look again
 		}
@@ -311,9 +314,12 @@ func (e *Engine) record(req Request, k *Key, kind string, status int, fp []byte,
 
 // finish runs a claimed key to its response. Once a key is claimed the work must not be
 // abandoned because the client hung up, so it runs on a context that the request's
-// cancellation does not reach.
+// cancellation does not reach (tdb.Detach): its completion's COMMIT runs to its answer. A
+// completion whose COMMIT's outcome is unknown (tdb.ErrCommitUnknown) is returned as it is:
+// nothing here releases the key, which stays for its lease to run out and the client's
+// retry or the completer to finish it, looking first at what the provider and the key say.
 func (e *Engine) finish(ctx context.Context, k *Key, op Operation, resumed bool) (Result, error) {
-	ctx = context.WithoutCancel(ctx)
+	ctx = tdb.Detach(ctx)
 	if !resumed {
 		e.crash(CrashAfterClaim)
 	}
