@@ -22,6 +22,8 @@ var routeOwners = map[string]string{
 		"(docs/problems.md); its instance is an example, not a route the code serves",
 	"checkout/internal/plantest/": "test support only: it seeds millions of rows as the API would have " +
 		"stored them, for the query-plan tests and the console's scale benchmark",
+	"checkout/internal/checkouttest/": "test support only: the shared fixture of checkout's sub-packages' " +
+		"tests places orders and refunds through the service with the requests the API's handlers make",
 }
 
 // TestNoRouteOutsideTheAPI keeps the routes where they are named once: the domain, the
