@@ -15,7 +15,7 @@ func TestContractCatchesDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const client = `{"id":1,"name":"app","key_ttl_seconds":86400}`
+	const client = `{"id":1,"name":"app","key_ttl_seconds":86400,"provider_customer_prefix":"cl_3f9a0c7e51d2b8a4c6e0f1d2_"}`
 	const order = `{"currency":"TRY","items":[{"sku":"A","name":"A","quantity":1,"unit_amount":5}],"amount":5,"payment":{"card_token":"tok_visa"}}`
 	const created = `{"id":"ord_0123456789abcdef0123456789abcdef","status":"paid","amount":5,"currency":"TRY",` +
 		`"items":[{"sku":"A","name":"A","quantity":1,"unit_amount":5}],"metadata":{"device_id":"A1"},"refunded_amount":0,"created_at":"2026-12-02T14:00:00Z"}`
