@@ -126,6 +126,8 @@ func TestTheDatabaseRefusesImpossibleRows(t *testing.T) {
 		{"psp_charges", map[string]string{"status": "'canceled'", "card_token_fingerprint": "NULL"}},
 		{"psp_charges", map[string]string{"card_token_fingerprint": "NULL", "amount": "NULL", "currency": "NULL"}},
 		{"psp_charges", map[string]string{"status": "'canceled'", "card_token_fingerprint": "NULL", "amount": "NULL"}},
+		// a canceled key is a fence, which a key-less charge (a key as reference only) never has
+		{"psp_charges", map[string]string{"keyed": "false", "status": "'canceled'", "card_token_fingerprint": "NULL", "amount": "NULL", "currency": "NULL"}},
 		{"compensations", map[string]string{"state": "'lost'"}},
 		{"compensations", map[string]string{"state": "'refunded'"}},
 		{"compensations", map[string]string{"state": "'refunded'", "settled_at": "now()"}},

@@ -158,6 +158,7 @@ type Capability struct {
 const (
 	ProviderSandbox         = "sandbox"
 	ProviderSandboxNoCancel = "sandbox --no-cancel"
+	ProviderSandboxKeyLess  = "sandbox --keyless"
 	ProviderStripe          = "stripe"
 	ProviderAdyen           = "adyen"
 	ProviderPayPal          = "paypal (orders v2)"
@@ -174,6 +175,14 @@ var sandboxErrors = []ErrorRule{
 	{"200, status declined (card_declined, invalid_card)", nil, DecisionDecline},
 	{"409 key_canceled", ErrKeyCanceled, DecisionDecline},
 	{"409 key_reused", ErrKeyReused, DecisionRefused},
+	{"400 bad_request", ErrInvalidRequest, DecisionRefused},
+	{"502 provider_error, 504 provider_timeout, no answer", errUnknownAnswer, DecisionUnknown},
+}
+
+// sandboxKeyLessErrors are the key-less sandbox's answers to a charge: it keeps no key, so
+// none is refused as canceled or reused.
+var sandboxKeyLessErrors = []ErrorRule{
+	{"200, status declined (card_declined, invalid_card)", nil, DecisionDecline},
 	{"400 bad_request", ErrInvalidRequest, DecisionRefused},
 	{"502 provider_error, 504 provider_timeout, no answer", errUnknownAnswer, DecisionUnknown},
 }
@@ -205,6 +214,24 @@ var capabilities = []Capability{
 		WebhookSchedule: "until acknowledged: 100 ms doubling, capped at MaxBackoff (1 min)",
 		Errors:          sandboxErrors,
 		Sources:         []string{"checkout/psp/sandbox.go (SandboxOptions.NoCancel)"},
+	},
+	{
+		// `tekrar psp --keyless`: the sandbox as iyzico documents its services. A repeated
+		// charge is a new charge; a charge is found by its reference (ChargesByReference)
+		// or by listing, never by key; nothing can be canceled.
+		Provider:   ProviderSandboxKeyLess,
+		KeysReplay: SupportNo, KeyWindow: 0, KeyStores: StoresNothing,
+		Fence:     FenceNone,
+		FindByKey: SupportNo, FindByReference: SupportYes, FindByListing: SupportYes,
+		FindLag:         0,
+		Webhook:         WebhookSignature{SignedStandardWebhooks, "webhook-signature"},
+		WebhookRetries:  KeyLessWebhookFirstAfter + (KeyLessWebhookMaxAttempts-1)*KeyLessWebhookRetryEvery,
+		WebhookSchedule: "first after 10 s, then every 15 min, at most 3 attempts",
+		Errors:          sandboxKeyLessErrors,
+		Sources: []string{
+			"checkout/psp/sandbox.go (SandboxOptions.KeyLess)",
+			"https://docs.iyzico.com/en/getting-started/preliminaries/idempotency",
+		},
 	},
 	{
 		// Keys "can be removed once at least 24 hours old"; the first answer is saved once

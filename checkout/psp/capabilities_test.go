@@ -9,7 +9,7 @@ import (
 // TestCapabilityRows: every provider the issue names has a row, and each row is whole and
 // consistent with itself.
 func TestCapabilityRows(t *testing.T) {
-	for _, p := range []string{ProviderSandbox, ProviderSandboxNoCancel, ProviderStripe, ProviderAdyen, ProviderPayPal,
+	for _, p := range []string{ProviderSandbox, ProviderSandboxNoCancel, ProviderSandboxKeyLess, ProviderStripe, ProviderAdyen, ProviderPayPal,
 		ProviderSquare, ProviderBraintree, ProviderCheckoutCom, ProviderIyzico} {
 		if _, ok := CapabilityOf(p); !ok {
 			t.Errorf("no row for %s", p)
@@ -114,6 +114,7 @@ func TestDecisionsOfTheTable(t *testing.T) {
 	}{
 		{ProviderSandbox, true, true, true, LookUpByKey, true, DurationForever},
 		{ProviderSandboxNoCancel, true, true, false, LookUpByKey, true, DurationForever},
+		{ProviderSandboxKeyLess, false, false, false, LookUpByReference, true, 30*time.Minute + 10*time.Second},
 		{ProviderStripe, true, false, true, LookUpByReference, true, 3 * day},
 		{ProviderAdyen, true, true, false, LookUpNone, false, 30 * day},
 		{ProviderPayPal, true, false, false, LookUpNone, false, 3 * day},

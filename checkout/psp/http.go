@@ -25,6 +25,8 @@ import (
 //	POST /charges/{key}/cancel                        -> 200 Charge (canceled, or the charge made first)
 //	GET  /charges?since=&until=&after=&limit=         -> 200 ChargePage (RFC 3339 times; after
 //	                                                     and limit optional)
+//	GET  /charges?reference=                          -> 200 ChargePage (every charge whose
+//	                                                     description is reference; ReferenceFinder)
 //	POST /cards/fingerprint  {"card_token":"..."}     -> 200 {"fingerprint":"fp_..."}
 //
 // The sandbox adds its dashboard, for tests and demos (the Dashboard interface: the Sandbox
@@ -47,6 +49,7 @@ import (
 //	not_refundable         422  ErrNotRefundable
 //	key_canceled           409  ErrKeyCanceled (a charge under a canceled key)
 //	cancel_unsupported     501  ErrCancelUnsupported
+//	lookup_unsupported     501  ErrLookupUnsupported (a charge looked up by key at a key-less sandbox)
 //	provider_error         502  outcome unknown (tok_fail, the provider's own store failing)
 //	provider_timeout       504  outcome unknown (the handler's deadline passed)
 //	unknown_route          404  no such route; deliberately not not_found, so that a wrong
@@ -64,6 +67,7 @@ const (
 	CodeNotRefundable       = "not_refundable"
 	CodeKeyCanceled         = "key_canceled"
 	CodeCancelUnsupported   = "cancel_unsupported"
+	CodeLookupUnsupported   = "lookup_unsupported"
 	CodeProviderError       = "provider_error"
 	CodeProviderTimeout     = "provider_timeout"
 	CodeUnknownRoute        = "unknown_route"
@@ -91,6 +95,7 @@ var definitive = []struct {
 	{ErrNotRefundable, http.StatusUnprocessableEntity, CodeNotRefundable, "Charge is not refundable"},
 	{ErrKeyCanceled, http.StatusConflict, CodeKeyCanceled, "Charge key was canceled"},
 	{ErrCancelUnsupported, http.StatusNotImplemented, CodeCancelUnsupported, "Cancel is not supported"},
+	{ErrLookupUnsupported, http.StatusNotImplemented, CodeLookupUnsupported, "Look-up is not supported this way"},
 }
 
 // ErrorCode is the problem code of the provider's API for a definitive error (one of the
@@ -180,6 +185,10 @@ func (h *handler) cancelCharge(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) listCharges(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Has("reference") {
+		h.chargesByReference(w, r)
+		return
+	}
 	q, err := parseListQuery(r.URL.Query())
 	if err != nil {
 		h.answer(w, r, nil, err)
@@ -189,6 +198,20 @@ func (h *handler) listCharges(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	page, err := h.p.ListCharges(ctx, q)
 	h.answer(w, r, page, err)
+}
+
+// chargesByReference answers a look-up by reference; a provider that is no ReferenceFinder
+// answers it as one that finds no charge this way.
+func (h *handler) chargesByReference(w http.ResponseWriter, r *http.Request) {
+	f, ok := h.p.(ReferenceFinder)
+	if !ok {
+		h.answer(w, r, nil, fmt.Errorf("%w: the provider finds no charge by reference", ErrLookupUnsupported))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), handlerTimeout)
+	defer cancel()
+	charges, err := f.ChargesByReference(ctx, r.URL.Query().Get("reference"))
+	h.answer(w, r, ChargePage{Charges: charges}, err)
 }
 
 func (h *handler) cardFingerprint(w http.ResponseWriter, r *http.Request) {
@@ -401,6 +424,26 @@ func (c *Client) ListCharges(ctx context.Context, q ChargeListQuery) (ChargePage
 		return ChargePage{}, errors.New("psp: GET /charges: the provider answered an unreadable page")
 	}
 	return page, nil
+}
+
+var _ ReferenceFinder = (*Client)(nil)
+
+// ChargesByReference implements ReferenceFinder: the provider's answer, or
+// ErrLookupUnsupported if it finds no charge by reference.
+func (c *Client) ChargesByReference(ctx context.Context, reference string) ([]Charge, error) {
+	if reference == "" || len(reference) > maxTextLen {
+		return nil, fmt.Errorf("%w: reference must be 1 to %d characters", ErrInvalidRequest, maxTextLen)
+	}
+	var page ChargePage
+	if err := c.do(ctx, http.MethodGet, "/charges?"+url.Values{"reference": {reference}}.Encode(), nil, &page, true); err != nil {
+		return nil, err
+	}
+	for _, ch := range page.Charges {
+		if !validCharge(ch) || ch.Description != reference {
+			return nil, fmt.Errorf("psp: GET /charges: the provider answered a charge of another reference or an unreadable one (status %q)", ch.Status)
+		}
+	}
+	return page.Charges, nil
 }
 
 // CardFingerprint implements Provider.

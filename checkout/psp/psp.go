@@ -239,6 +239,10 @@ var (
 	ErrKeyCanceled = errors.New("psp: charge key was canceled")
 	// ErrCancelUnsupported: this provider cannot fence a charge key. Nothing happened.
 	ErrCancelUnsupported = errors.New("psp: the provider cannot cancel a charge key")
+	// ErrLookupUnsupported: this provider cannot find a charge that way (by key at a
+	// provider without keys, by reference at one that finds charges by key). It says
+	// nothing of whether a charge was made.
+	ErrLookupUnsupported = errors.New("psp: the provider cannot look a charge up this way")
 )
 
 // IsOutcomeUnknown reports whether err leaves the outcome of a Charge or Refund unknown: it
@@ -249,7 +253,7 @@ func IsOutcomeUnknown(err error) bool {
 		return false
 	}
 	for _, d := range []error{ErrNotFound, ErrKeyReused, ErrRefundExceedsCharge, ErrNotRefundable, ErrInvalidRequest,
-		ErrKeyCanceled, ErrCancelUnsupported} {
+		ErrKeyCanceled, ErrCancelUnsupported, ErrLookupUnsupported} {
 		if errors.Is(err, d) {
 			return false
 		}

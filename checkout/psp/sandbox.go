@@ -34,6 +34,15 @@ type SandboxOptions struct {
 	// NoCancel makes the sandbox a processor that cannot fence a charge key: CancelCharge
 	// answers ErrCancelUnsupported. Tests use it to prove the refund tekrar then owes.
 	NoCancel bool
+	// KeyLess makes the sandbox a processor that deduplicates nothing, as iyzico documents
+	// its services ("non-idempotent"): every Charge is a new charge, the key it carries kept
+	// as a reference only; a charge is found by the merchant's reference (its description,
+	// as iyzico's conversationId) through ChargesByReference, never by key (LookupCharge
+	// answers ErrLookupUnsupported); no key can be canceled (ErrCancelUnsupported); and its
+	// webhooks are sent late and at most three times (the KeyLessWebhook constants fill the
+	// schedule fields Webhooks leaves zero). Its row of the capability table is
+	// ProviderSandboxKeyLess.
+	KeyLess bool
 }
 
 // Sandbox is a card processor with its own ledger in Postgres (tables psp_charges and
@@ -48,6 +57,7 @@ type Sandbox struct {
 	slow     time.Duration
 	now      func() time.Time
 	noCancel bool
+	keyLess  bool
 	logger   *slog.Logger
 	hooks    *webhookSender // nil: no events are recorded
 }
@@ -56,12 +66,16 @@ var _ Provider = (*Sandbox)(nil)
 
 // NewSandbox returns a sandbox over db, whose migrations must have been applied.
 func NewSandbox(d *sqlx.DB, opts SandboxOptions) *Sandbox {
-	s := &Sandbox{db: d, q: db.NewPrepared(d), slow: opts.SlowDelay, now: opts.Now, noCancel: opts.NoCancel, logger: opts.Logger}
+	s := &Sandbox{db: d, q: db.NewPrepared(d), slow: opts.SlowDelay, now: opts.Now, noCancel: opts.NoCancel, keyLess: opts.KeyLess, logger: opts.Logger}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Webhooks != nil {
-		s.hooks = newWebhookSender(*opts.Webhooks)
+		o := *opts.Webhooks
+		if opts.KeyLess {
+			o = keyLessWebhooks(o)
+		}
+		s.hooks = newWebhookSender(o)
 	}
 	if s.slow <= 0 {
 		s.slow = 2 * time.Second
@@ -70,6 +84,29 @@ func NewSandbox(d *sqlx.DB, opts SandboxOptions) *Sandbox {
 		s.now = time.Now
 	}
 	return s
+}
+
+// The webhook schedule of a key-less sandbox, as iyzico documents its notifications: the
+// first some seconds after the payment, then every 15 minutes, stopping after three.
+const (
+	KeyLessWebhookFirstAfter  = 10 * time.Second
+	KeyLessWebhookRetryEvery  = 15 * time.Minute
+	KeyLessWebhookMaxAttempts = 3
+)
+
+// keyLessWebhooks fills the schedule fields o leaves zero with the key-less schedule; a test
+// shortens them by setting its own.
+func keyLessWebhooks(o WebhookOptions) WebhookOptions {
+	if o.FirstAfter == 0 {
+		o.FirstAfter = KeyLessWebhookFirstAfter
+	}
+	if o.RetryEvery == 0 {
+		o.RetryEvery = KeyLessWebhookRetryEvery
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = KeyLessWebhookMaxAttempts
+	}
+	return o
 }
 
 // recordTimeout bounds the work of a tok_timeout charge, which goes on after the caller's
@@ -185,7 +222,9 @@ func (r chargeRow) replay(req ChargeRequest, fp []byte) (Charge, error) {
 }
 
 // Charge implements Provider. A key that already has a charge is answered at once from the
-// ledger, whatever the token; only a new key meets the token's behaviour.
+// ledger, whatever the token; only a new key meets the token's behaviour. A key-less sandbox
+// (SandboxOptions.KeyLess) answers nothing from the ledger: every call meets the token's
+// behaviour and makes a new charge.
 func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error) {
 	if err := req.validate(); err != nil {
 		return Charge{}, err
@@ -209,7 +248,7 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 	}
 	// A repeated key is answered from the ledger before a token's special behaviour could
 	// apply. Ordinary cards skip this look-up: their insert below answers a repeat anyway.
-	if special(req.CardToken) {
+	if special(req.CardToken) && !s.keyLess {
 		existing, err := s.chargeByKey(pctx, req.Key)
 		switch {
 		case err == nil:
@@ -246,7 +285,8 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 }
 
 // insertCharge records a new charge of card c under req.Key, or answers the charge a
-// concurrent call with the same key recorded first.
+// concurrent call with the same key recorded first. A key-less sandbox records a new charge
+// whatever the key holds already.
 func (s *Sandbox) insertCharge(ctx, pctx context.Context, req ChargeRequest, fp []byte, c card) (Charge, error) {
 	status := StatusSucceeded
 	if !c.approve {
@@ -257,6 +297,9 @@ func (s *Sandbox) insertCharge(ctx, pctx context.Context, req ChargeRequest, fp 
 	args := []any{id, req.Key, req.Amount, req.Currency, fp, status,
 		c.declineCode, c.brand, c.last4, req.Description, now}
 	insert := chargeInsert
+	if s.keyLess {
+		insert = chargeInsertKeyLess
+	}
 	if s.hooks != nil {
 		// The charge's first event commits with it, or neither does.
 		typ := EventChargeSucceeded
@@ -268,7 +311,7 @@ func (s *Sandbox) insertCharge(ctx, pctx context.Context, req ChargeRequest, fp 
 		if err != nil {
 			return Charge{}, err
 		}
-		insert = chargeInsertWithEvent
+		insert = withFirstEvent(insert)
 		args = append(args, e.ID, e.Type, string(body))
 	}
 	err := sqlx.GetContext(pctx, s.q, &row, insert, args...)
@@ -294,25 +337,36 @@ func (s *Sandbox) insertCharge(ctx, pctx context.Context, req ChargeRequest, fp 
 	return row.charge(), nil
 }
 
-// chargeInsert records a new charge. $5::bytea: the column is a domain (sha256_digest), and
-// without binary parameters lib/pq sends a []byte as raw text to any parameter not typed
-// bytea.
+// chargeInsert records a new charge under its key, or nothing if the key holds a charge or
+// a cancel already (the partial unique index psp_charges_key_keyed_uq). $5::bytea: the
+// column is a domain (sha256_digest), and without binary parameters lib/pq sends a []byte as
+// raw text to any parameter not typed bytea.
 const chargeInsert = `
 	INSERT INTO psp_charges (id, key, amount, currency, card_token_fingerprint, status,
 	                         decline_code, card_brand, card_last4, description, created_at)
 	VALUES ($1, $2, $3, $4, $5::bytea, $6, $7, $8, $9, $10, $11)
-	ON CONFLICT (key) DO NOTHING
+	ON CONFLICT (key) WHERE keyed DO NOTHING
 	RETURNING ` + chargeColumns
 
-// chargeInsertWithEvent is chargeInsert with the charge's first event ($12 id, $13 type,
-// $14 body), written only if the charge is.
-const chargeInsertWithEvent = `
-	WITH c AS (` + chargeInsert + `
+// chargeInsertKeyLess records a new charge of a key-less sandbox: its key is a reference
+// only (keyed false), which any number of charges may hold.
+const chargeInsertKeyLess = `
+	INSERT INTO psp_charges (id, key, amount, currency, card_token_fingerprint, status,
+	                         decline_code, card_brand, card_last4, description, created_at, keyed)
+	VALUES ($1, $2, $3, $4, $5::bytea, $6, $7, $8, $9, $10, $11, false)
+	RETURNING ` + chargeColumns
+
+// withFirstEvent is a charge insert with the charge's first event ($12 id, $13 type, $14
+// body), written only if the charge is.
+func withFirstEvent(insert string) string {
+	return `
+	WITH c AS (` + insert + `
 	), e AS (
 	    INSERT INTO psp_events (id, type, charge_id, seq, body, created_at, next_attempt_at)
 	    SELECT $12, $13, c.id, 1, $14, $11, $11 FROM c
 	)
 	SELECT * FROM c`
+}
 
 // special reports whether a token behaves other than approving or declining at once.
 func special(token string) bool {
@@ -348,11 +402,14 @@ func (s *Sandbox) CancelCharge(ctx context.Context, key string) (Charge, error) 
 	if s.noCancel {
 		return Charge{}, fmt.Errorf("%w (this sandbox runs without cancel)", ErrCancelUnsupported)
 	}
+	if s.keyLess {
+		return Charge{}, fmt.Errorf("%w (this sandbox keeps no keys)", ErrCancelUnsupported)
+	}
 	var row chargeRow
 	err := sqlx.GetContext(ctx, s.db, &row, `
 		INSERT INTO psp_charges (id, key, status, created_at)
 		VALUES ($1, $2, 'canceled', $3)
-		ON CONFLICT (key) DO NOTHING
+		ON CONFLICT (key) WHERE keyed DO NOTHING
 		RETURNING `+chargeColumns,
 		newID("ch_"), key, s.now())
 	if errors.Is(err, sql.ErrNoRows) {
@@ -371,7 +428,7 @@ func (s *Sandbox) CancelCharge(ctx context.Context, key string) (Charge, error) 
 
 func (s *Sandbox) chargeByKey(ctx context.Context, key string) (chargeRow, error) {
 	var row chargeRow
-	err := sqlx.GetContext(ctx, s.q, &row, `SELECT `+chargeColumns+` FROM psp_charges WHERE key = $1`, key)
+	err := sqlx.GetContext(ctx, s.q, &row, `SELECT `+chargeColumns+` FROM psp_charges WHERE key = $1 AND keyed`, key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return chargeRow{}, fmt.Errorf("%w: no charge has key %q", ErrNotFound, key)
 	}
@@ -381,10 +438,14 @@ func (s *Sandbox) chargeByKey(ctx context.Context, key string) (chargeRow, error
 	return row, nil
 }
 
-// LookupCharge implements Provider.
+// LookupCharge implements Provider. A key-less sandbox finds no charge by key
+// (ErrLookupUnsupported): see ChargesByReference.
 func (s *Sandbox) LookupCharge(ctx context.Context, key string) (Charge, error) {
 	if err := checkKey(key); err != nil {
 		return Charge{}, err
+	}
+	if s.keyLess {
+		return Charge{}, fmt.Errorf("%w: this sandbox keeps no keys; look the charge up by reference", ErrLookupUnsupported)
 	}
 	row, err := s.chargeByKey(ctx, key)
 	if err != nil {
@@ -590,4 +651,44 @@ func (s *Sandbox) ListCharges(ctx context.Context, q ChargeListQuery) (ChargePag
 		page.Charges[i] = r.charge()
 	}
 	return page, nil
+}
+
+// ReferenceFinder is a provider that finds charges by the merchant's reference: the way a
+// charge whose answer was lost is found at a provider without keys (iyzico retrieves a
+// payment by its conversationId). tekrar's reference is the charge's description, which
+// names the order.
+type ReferenceFinder interface {
+	// ChargesByReference returns every charge whose description is reference, oldest
+	// first: none, one, or several if the charge was sent more than once. A provider that
+	// finds no charge this way answers ErrLookupUnsupported.
+	ChargesByReference(ctx context.Context, reference string) ([]Charge, error)
+}
+
+var _ ReferenceFinder = (*Sandbox)(nil)
+
+// ChargesByReference implements ReferenceFinder for a key-less sandbox; a sandbox with keys
+// finds charges by key (LookupCharge), as its capability row says, and answers
+// ErrLookupUnsupported.
+func (s *Sandbox) ChargesByReference(ctx context.Context, reference string) ([]Charge, error) {
+	if reference == "" || len(reference) > maxTextLen {
+		return nil, fmt.Errorf("%w: reference must be 1 to %d characters", ErrInvalidRequest, maxTextLen)
+	}
+	if err := checkText("reference", reference); err != nil {
+		return nil, err
+	}
+	if !s.keyLess {
+		return nil, fmt.Errorf("%w: this sandbox finds a charge by its key", ErrLookupUnsupported)
+	}
+	var rows []chargeRow
+	if err := sqlx.SelectContext(ctx, s.q, &rows, `
+		SELECT `+chargeColumns+` FROM psp_charges
+		 WHERE description = $1 AND NOT keyed
+		 ORDER BY created_at, seq`, reference); err != nil {
+		return nil, fmt.Errorf("psp sandbox: look up charges by reference: %w", err)
+	}
+	out := make([]Charge, len(rows))
+	for i, r := range rows {
+		out[i] = r.charge()
+	}
+	return out, nil
 }

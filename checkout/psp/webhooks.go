@@ -36,6 +36,17 @@ type WebhookOptions struct {
 	Timeout time.Duration
 	// MaxBackoff caps the wait between two deliveries of an event that failed; 0 means 1m.
 	MaxBackoff time.Duration
+	// FirstAfter holds every event back this long after it happened before its first
+	// delivery, as a processor that sends its notifications late does; 0 sends at once.
+	FirstAfter time.Duration
+	// RetryEvery, if set, spaces the deliveries of an event that failed evenly instead of
+	// the doubling backoff.
+	RetryEvery time.Duration
+	// MaxAttempts, if set, is how many times an event is taken for delivery (a hold of
+	// Delay counts as one): once the last delivery fails the sandbox gives up on the event,
+	// which is never sent again, as a processor whose retries stop does. 0: retried until
+	// acknowledged.
+	MaxAttempts int
 	// Client sends the deliveries; nil means a client with Timeout.
 	Client *http.Client
 }
@@ -47,6 +58,7 @@ type WebhookStats struct {
 	Failed     int64 // POSTs that got no 2xx (retried later)
 	Duplicates int64 // second POSTs of an event already acknowledged
 	Delayed    int64 // events held back before their first delivery
+	GaveUp     int64 // events never to be sent again (MaxAttempts)
 }
 
 type webhookSender struct {
@@ -54,7 +66,7 @@ type webhookSender struct {
 	key  stdwebhook.Key
 	err  error // a bad secret: every delivery fails with it
 
-	attempts, delivered, failed, duplicates, delayed atomic.Int64
+	attempts, delivered, failed, duplicates, delayed, gaveUp atomic.Int64
 }
 
 func newWebhookSender(o WebhookOptions) *webhookSender {
@@ -82,7 +94,7 @@ func (s *Sandbox) WebhookStats() WebhookStats {
 	}
 	h := s.hooks
 	return WebhookStats{Attempts: h.attempts.Load(), Delivered: h.delivered.Load(), Failed: h.failed.Load(),
-		Duplicates: h.duplicates.Load(), Delayed: h.delayed.Load()}
+		Duplicates: h.duplicates.Load(), Delayed: h.delayed.Load(), GaveUp: h.gaveUp.Load()}
 }
 
 // RunWebhooks delivers due events until ctx ends. Several processes may run it on one
@@ -124,8 +136,9 @@ func (s *Sandbox) DeliverWebhooks(ctx context.Context) (int, error) {
 		UPDATE psp_events SET next_attempt_at = $2, attempts = attempts + 1
 		 WHERE id IN (SELECT id FROM psp_events
 		               WHERE delivered_at IS NULL AND next_attempt_at <= $1
+		                 AND (attempts > 0 OR created_at <= $3)
 		               ORDER BY next_attempt_at LIMIT 100 FOR UPDATE SKIP LOCKED)
-		RETURNING id, body, attempts`, now, now.Add(2*h.opts.Timeout))
+		RETURNING id, body, attempts`, now, now.Add(2*h.opts.Timeout), now.Add(-h.opts.FirstAfter))
 	if err != nil {
 		return 0, fmt.Errorf("psp sandbox: take due events: %w", err)
 	}
@@ -141,8 +154,18 @@ func (s *Sandbox) DeliverWebhooks(ctx context.Context) (int, error) {
 		}
 		if err := h.post(ctx, e); err != nil {
 			h.failed.Add(1)
+			if h.opts.MaxAttempts > 0 && e.Attempts >= h.opts.MaxAttempts {
+				h.gaveUp.Add(1)
+				if err := s.giveUpEvent(ctx, e.ID, err.Error()); err != nil {
+					return delivered, err
+				}
+				continue
+			}
 			backoff := min(time.Duration(1<<min(e.Attempts, 20))*100*time.Millisecond, h.opts.MaxBackoff)
 			backoff = backoff/2 + rand.N(backoff/2+1) // jitter
+			if h.opts.RetryEvery > 0 {
+				backoff = h.opts.RetryEvery
+			}
 			if err := s.retryEvent(ctx, e.ID, now.Add(backoff), err.Error()); err != nil {
 				return delivered, err
 			}
@@ -172,6 +195,16 @@ func (s *Sandbox) retryEvent(ctx context.Context, id string, at time.Time, lastE
 		UPDATE psp_events SET next_attempt_at = $2, last_error = coalesce($3, last_error)
 		 WHERE id = $1 AND delivered_at IS NULL`, id, at, le); err != nil {
 		return fmt.Errorf("psp sandbox: schedule event %s: %w", id, err)
+	}
+	return nil
+}
+
+// giveUpEvent leaves an event undelivered for ever: its next attempt is never due.
+func (s *Sandbox) giveUpEvent(ctx context.Context, id, lastErr string) error {
+	if _, err := s.db.ExecContext(ctx, `
+		UPDATE psp_events SET next_attempt_at = 'infinity', last_error = $2
+		 WHERE id = $1 AND delivered_at IS NULL`, id, lastErr); err != nil {
+		return fmt.Errorf("psp sandbox: give up event %s: %w", id, err)
 	}
 	return nil
 }
