@@ -83,7 +83,7 @@ func TestHelpExitsZeroAndListsOnlyItsSettings(t *testing.T) {
 		{[]string{"installments"}, "tekrar installments [command]", nil},
 		{[]string{"installments", "run"}, "tekrar installments run [flags]", []string{"database-url", "log-format", "log-level", "psp-url", "provider-timeout", "lease", "at", "crash-at", "crash-rate", "clock-shift"}},
 		{[]string{"settle"}, "tekrar settle [flags]", []string{"database-url", "log-format", "log-level", "date", "client"}},
-		{[]string{"psp"}, "tekrar psp [flags]", []string{"database-url", "addr", "slow-delay", "no-cancel", "webhook-url", "webhook-secret", "webhook-duplicate", "webhook-delay", "webhook-delay-for", "shutdown-timeout"}},
+		{[]string{"psp"}, "tekrar psp [flags]", []string{"database-url", "addr", "slow-delay", "no-cancel", "keyless", "webhook-url", "webhook-secret", "webhook-duplicate", "webhook-delay", "webhook-delay-for", "shutdown-timeout"}},
 		{[]string{"psp", "refund"}, "tekrar psp refund CHARGE_ID [flags]", []string{"psp-url", "json", "amount", "reason"}},
 		{[]string{"psp", "dispute"}, "tekrar psp dispute CHARGE_ID [flags]", []string{"psp-url", "json", "amount", "reason"}},
 		{[]string{"psp", "close-dispute"}, "tekrar psp close-dispute DISPUTE_ID [flags]", []string{"psp-url", "json", "outcome"}},
