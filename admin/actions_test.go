@@ -286,8 +286,9 @@ func switchedPSP(t *testing.T) (url string, down *atomic.Bool) {
 	down = new(atomic.Bool)
 	h := psp.NewHandler(psp.NewSandbox(dbtest.New(t), psp.SandboxOptions{}), slog.New(slog.DiscardHandler))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Down, it still identifies cards, so that an order is claimed before its charge
-		// fails (docs/fingerprints.md).
+		// Down, it still identifies cards (a re-tokenized retry's look-up); an order is
+		// claimed before its charge fails either way, since a first arrival asks only to
+		// charge (docs/fingerprints.md).
 		if down.Load() && r.URL.Path != "/cards/fingerprint" {
 			w.WriteHeader(http.StatusBadGateway)
 			return

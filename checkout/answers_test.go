@@ -506,33 +506,35 @@ func TestLookupRefundAnswers(t *testing.T) {
 	}
 }
 
-// TestFingerprintAnswers: the rows of the card fingerprint table, through an order's claim.
-// The charge listing's are checkout/reconcile's TestListAnswers.
+// TestFingerprintAnswers: the rows of the card fingerprint table, through an order's
+// re-tokenized retry, the one request that asks (a first arrival's card comes from its
+// charge's answer). The charge listing's are checkout/reconcile's TestListAnswers.
 func TestFingerprintAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		err    error
-		status int
-		code   string
-		card   bool // the key stores a card identity
+		status int // 422 idempotency_key_reused, 503 card_identity_unavailable
 	}{
-		{nil, 201, "", true},
-		{psp.ErrNotFound, 201, "", false},
-		{psp.ErrInvalidRequest, 201, "", false},
-		{errors.New("connection reset"), 503, "card_identity_unavailable", false},
+		{nil, 201},
+		{psp.ErrNotFound, 422},
+		{psp.ErrInvalidRequest, 422},
+		{errors.New("connection reset"), 503},
 	} {
 		t.Run(fmt.Sprint("fingerprint ", tc.err), func(t *testing.T) {
 			e, ap := answerEnv(t)
-			ap.force(psp.OpCardFingerprint, tc.err)
-			_, status := e.order("k-pay", psp.TokenVisa, 2500)
-			if status != tc.status {
-				t.Fatalf("order: %d, want %d", status, tc.status)
+			ap.force(psp.OpCardFingerprint, errors.New("the look-up is not asked on a first arrival"))
+			if _, status := e.order("k-pay", "tok_visa_1", 2500); status != 201 {
+				t.Fatalf("first arrival: %d, want 201", status)
 			}
-			if tc.status == 201 {
-				if n := e.count(`SELECT count(*) FROM idempotency_keys WHERE key = 'k-pay' AND card_fingerprint IS NOT NULL`); (n == 1) != tc.card {
-					t.Errorf("card identity stored: %d, want %v", n, tc.card)
-				}
-			} else if n := e.count(`SELECT count(*) FROM idempotency_keys`); n != 0 {
-				t.Errorf("%d keys claimed without the card's identity", n)
+			if n := e.count(`SELECT count(*) FROM idempotency_keys WHERE key = 'k-pay' AND card_fingerprint IS NOT NULL`); n != 1 {
+				t.Fatalf("the key does not keep the charge's card")
+			}
+			ap.force(psp.OpCardFingerprint, tc.err)
+			_, status := e.order("k-pay", "tok_visa_2", 2500)
+			if status != tc.status {
+				t.Fatalf("re-tokenized retry: %d, want %d", status, tc.status)
+			}
+			if n := e.count(`SELECT count(*) FROM psp_charges`); n != 1 {
+				t.Errorf("%d charges, want 1", n)
 			}
 		})
 	}

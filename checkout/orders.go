@@ -396,6 +396,15 @@ func (o *orderOp) Run(ctx context.Context, k *Key, resumed bool) (Response, erro
 		return o.s.providerFailed(ctx, k, psp.OpCharge, err)
 	}
 
+	if ch.CardFingerprint == "" && !k.CardFingerprint.Valid && o.in.Payment.CardToken != "" {
+		// The answer does not say which card was charged (a look-up by key, a provider
+		// whose charges do not carry it): ask, as every order did before its charge's answer
+		// carried it, so that the key keeps its card for a re-tokenized retry. A failure
+		// leaves the key without one: such a retry is then refused as a reused key.
+		if card, err := o.s.cardOf(ctx, o.in.Payment.CardToken); err == nil {
+			k.CardFingerprint = card
+		}
+	}
 	o.s.crash(CrashAfterProvider)
 	view := OrderView{
 		ID: k.OrderPublicID, Amount: o.in.Amount, Currency: o.in.Currency, Items: o.in.Items,

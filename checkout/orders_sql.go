@@ -304,6 +304,12 @@ func completeOrder(ctx context.Context, db sqlx.QueryerContext, k *Key, resp Res
 	if err != nil {
 		return err
 	}
+	// The key keeps the card its charge's answer names: a first arrival did not look it up.
+	card := ch.CardFingerprint
+	if card == "" && k.CardFingerprint.Valid {
+		card = k.CardFingerprint.String
+	}
+	kc = kc.WithCard(card)
 	var n int
 	err = retryDeadlock(db, func() error {
 		return completeOrderSQL.get(ctx, db, &n, orderSettlement{SetState: kc,

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/checkout/psp/psptest"
 )
 
 // inFlightProvider is the sandbox seen while a key's first attempt is still being
@@ -55,5 +57,54 @@ func TestRetokenizedResumeMeetsTheFirstCharge(t *testing.T) {
 	}
 	if st := e.str(`SELECT status FROM orders WHERE public_id = $1`, order); st != "paid" {
 		t.Fatalf("order %s", st)
+	}
+}
+
+// TestCardFromTheChargeOneProviderCall: a first arrival makes one provider call, its
+// charge, whose answer names the card the key keeps; a replay with the first token makes
+// none; only a re-tokenized retry asks which card its token is, and is recognised by it.
+func TestCardFromTheChargeOneProviderCall(t *testing.T) {
+	e := newActionEnv(t)
+	p := &psptest.Counting{Provider: e.p.Provider}
+	e.p.Provider = p
+	calls := func(step string, want map[string]int) {
+		t.Helper()
+		if got := p.Calls(); !maps.Equal(got, want) {
+			t.Errorf("%s: provider calls %v, want %v", step, got, want)
+		}
+		p.Reset()
+	}
+	order, status := e.order("k-one", "tok_visa_1", 4500)
+	if status != 201 {
+		t.Fatalf("first arrival: %d", status)
+	}
+	calls("first arrival", map[string]int{psptest.OpCharge: 1})
+	visa, err := e.p.Provider.CardFingerprint(context.Background(), psp.TokenVisa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Reset()
+	if card := e.str(`SELECT coalesce(card_fingerprint, '') FROM idempotency_keys WHERE key = 'k-one'`); card != visa {
+		t.Fatalf("the key keeps the card %q, want the charge's %q", card, visa)
+	}
+
+	for _, tc := range []struct {
+		token  string
+		status int
+		calls  map[string]int
+	}{
+		{"tok_visa_1", 201, nil}, // the same token: a replay, the provider not asked
+		{"tok_visa_2", 201, map[string]int{psptest.OpCardFingerprint: 1}}, // a new token of the card: asked once, a replay
+		{"tok_mastercard_2", 422, map[string]int{psptest.OpCardFingerprint: 1}},
+		{"tok_nobody", 422, map[string]int{psptest.OpCardFingerprint: 1}},
+	} {
+		got, status := e.order("k-one", tc.token, 4500)
+		if status != tc.status || got != order {
+			t.Errorf("retry with %s: %d for %s, want %d for %s", tc.token, status, got, tc.status, order)
+		}
+		calls("retry with "+tc.token, tc.calls)
+	}
+	if n := e.count(`SELECT count(*) FROM psp_charges`); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
 	}
 }

@@ -142,10 +142,13 @@ func TestKeysWithoutScopeMatchExactly(t *testing.T) {
 }
 
 // TestCardLookupUnavailable: when the provider cannot say which card a token is, nothing
-// is decided on a guess. A first request is not started (nothing stored, nothing charged);
-// a retry with a new token of a stored key is neither replayed nor refused as reuse; a
-// retry with the first token still replays, the provider not being asked. Once the
-// provider answers again, the new token's retry replays.
+// is decided on a guess. A first request asks the provider nothing but its charge: with
+// the provider down, its outcome is unknown (503 payment_pending, the key kept) and a
+// retry with a new token of it cannot be compared (503 card_identity_unavailable, never a
+// new key); once the provider answers, that retry resumes it. A retry with a new token of
+// a completed key is neither replayed nor refused as reuse; a retry with the first token
+// still replays, the provider not being asked. Once the provider answers again, the new
+// token's retry replays.
 func TestCardLookupUnavailable(t *testing.T) {
 	ledger := dbtest.New(t)
 	var down atomic.Bool
@@ -172,13 +175,19 @@ func TestCardLookupUnavailable(t *testing.T) {
 	}
 
 	down.Store(true)
-	p := problemOf(t, postOrder(t, e, e.Secret, "k-down-first", orderBody(9000, "tok_visa_1")), 503, "card_identity_unavailable")
-	advice(t, p, true, true)
-	if n := count(t, e, `SELECT count(*) FROM idempotency_keys WHERE client_id = $1`, e.ClientID); n != 0 || remoteCharges() != 0 {
-		t.Fatalf("a request whose card was not identified stored %d keys, charged %d", n, remoteCharges())
+	problemOf(t, postOrder(t, e, e.Secret, "k-down-first", orderBody(9000, "tok_visa_1")), 503, "payment_pending")
+	if n := remoteCharges(); n != 0 {
+		t.Fatalf("a first request with the provider down charged %d", n)
 	}
-
+	p := problemOf(t, postOrder(t, e, e.Secret, "k-down-first", orderBody(9000, "tok_visa_2")), 503, "card_identity_unavailable")
+	advice(t, p, true, false)
 	down.Store(false)
+	resumed := postOrder(t, e, e.Secret, "k-down-first", orderBody(9000, "tok_visa_2"))
+	if resumed.Status != 201 {
+		t.Fatalf("the re-tokenized retry of the first request: %d %s", resumed.Status, resumed.Body)
+	}
+	replayOf(t, postOrder(t, e, e.Secret, "k-down-first", orderBody(9000, "tok_visa_3")), resumed)
+
 	first := postOrder(t, e, e.Secret, "k-down", orderBody(9000, "tok_visa_1"))
 	if first.Status != 201 {
 		t.Fatalf("first: %d %s", first.Status, first.Body)
@@ -194,8 +203,8 @@ func TestCardLookupUnavailable(t *testing.T) {
 	down.Store(false)
 	replayOf(t, postOrder(t, e, e.Secret, "k-down", orderBody(9000, "tok_visa_2")), first)
 	problemOf(t, postOrder(t, e, e.Secret, "k-down", orderBody(9000, "tok_mastercard_2")), 422, "idempotency_key_reused")
-	if n := remoteCharges(); n != 1 {
-		t.Fatalf("%d charges, want 1", n)
+	if n := remoteCharges(); n != 2 {
+		t.Fatalf("%d charges, want 2 (one a key)", n)
 	}
 }
 

@@ -112,10 +112,10 @@ var providerAnswers = map[string][]Answer{
 		{errUnknownAnswer, VerdictUnknown, "", "no key: the run fails; the next run starts again"},
 	},
 	OpCardFingerprint: {
-		{nil, VerdictDone, "", "claimed with the card's identity"},
-		{ErrNotFound, VerdictRefused, "", "claimed without one: the token matches only itself, and its charge is declined"},
-		{ErrInvalidRequest, VerdictRefused, "", "claimed without one, as not found"},
-		{errUnknownAnswer, VerdictUnknown, problem.CodeCardIdentityUnavailable, "nothing claimed: 503 card_identity_unavailable"},
+		{nil, VerdictDone, "", "a re-tokenized retry is compared by its card (a first arrival's comes from its charge)"},
+		{ErrNotFound, VerdictRefused, "", "the token has no card: the retry is a reused key (422)"},
+		{ErrInvalidRequest, VerdictRefused, "", "as not found"},
+		{errUnknownAnswer, VerdictUnknown, problem.CodeCardIdentityUnavailable, "nothing executed: 503 card_identity_unavailable"},
 	},
 }
 

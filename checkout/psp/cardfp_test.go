@@ -54,5 +54,19 @@ func TestCardFingerprint(t *testing.T) {
 		if d.Status != StatusDeclined || d.DeclineCode != DeclineCardDeclined {
 			t.Errorf("a new token of tok_declined charged %+v", d)
 		}
+
+		// A charge's answer, first or replayed, names its card as CardFingerprint does: an
+		// order needs no look-up of its own. A token of no card has none.
+		if c.CardFingerprint != fp(TokenMastercard) || d.CardFingerprint != fp(TokenDeclined) {
+			t.Errorf("charge answers name cards %q and %q", c.CardFingerprint, d.CardFingerprint)
+		}
+		again := mustCharge(t, p, ChargeRequest{Key: "retoken-1", Amount: 500, Currency: "EUR", CardToken: "tok_mastercard_a1"})
+		if again.ID != c.ID || again.CardFingerprint != c.CardFingerprint {
+			t.Errorf("replayed charge %+v, first %+v", again, c)
+		}
+		u := mustCharge(t, p, ChargeRequest{Key: "retoken-3", Amount: 500, Currency: "EUR", CardToken: "tok_nobody_knows"})
+		if u.Status != StatusDeclined || u.CardFingerprint != "" {
+			t.Errorf("a token of no card charged %+v", u)
+		}
 	})
 }

@@ -42,7 +42,7 @@ func TestHandlerWire(t *testing.T) {
 		wantFields []string // members of a 200 body
 	}{
 		{"charge", "POST", "/charges", `{"key":"w1","amount":100,"currency":"EUR","card_token":"tok_visa"}`, nil,
-			200, "", []string{"id", "key", "amount", "currency", "status", "decline_code", "card_brand", "card_last4", "created"}},
+			200, "", []string{"id", "key", "amount", "currency", "status", "decline_code", "card_brand", "card_last4", "card_fingerprint", "created"}},
 		{"key from the header", "POST", "/charges", `{"amount":100,"currency":"EUR","card_token":"tok_visa"}`,
 			map[string]string{IdempotencyKeyHeader: "w2"}, 200, "", []string{"id"}},
 		{"header and body keys differ", "POST", "/charges", `{"key":"w3","amount":100,"currency":"EUR","card_token":"tok_visa"}`,

@@ -94,9 +94,15 @@ func visaCharge(key string, amount int64) ChargeRequest {
 }
 
 // sameCharge compares two charges, their times as instants.
+// sameCharge compares two answers of one charge. The card's fingerprint is compared only
+// when both carry it: a charge's answer does, the sandbox's look-up by key does not (it
+// keeps no token).
 func sameCharge(a, b Charge) bool {
 	ta, tb := a.Created, b.Created
 	a.Created, b.Created = time.Time{}, time.Time{}
+	if a.CardFingerprint == "" || b.CardFingerprint == "" {
+		a.CardFingerprint, b.CardFingerprint = "", ""
+	}
 	return a == b && ta.Equal(tb)
 }
 

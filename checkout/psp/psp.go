@@ -176,6 +176,12 @@ type Charge struct {
 	DeclineCode string `json:"decline_code"` // set when declined
 	CardBrand   string `json:"card_brand"`   // "visa"; empty for an unknown card
 	CardLast4   string `json:"card_last4"`   // "4242"; empty for an unknown card
+	// CardFingerprint is the identity of the charged card, as CardFingerprint would answer
+	// for the request's token (Stripe's payment_method_details.card.fingerprint): what an
+	// order's key keeps of its card, so that a first arrival needs no separate look-up.
+	// Empty when the provider does not say (an unknown card, a canceled key, a look-up
+	// that does not carry it).
+	CardFingerprint string `json:"card_fingerprint,omitempty"`
 	// Description is the request's; tekrar names the order a charge is for in it.
 	Description string `json:"description,omitempty"`
 	// Refunded is how much of Amount the provider has refunded so far, by any refund key:

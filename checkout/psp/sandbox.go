@@ -218,7 +218,9 @@ func (r chargeRow) replay(req ChargeRequest, fp []byte) (Charge, error) {
 		return Charge{}, fmt.Errorf("%w: charge key %q was first used for %d %s with another card or amount (charge %s)",
 			ErrKeyReused, req.Key, r.Amount, r.Currency, r.ID)
 	}
-	return r.charge(), nil
+	c := r.charge()
+	c.CardFingerprint, _ = cardIdentity(req.CardToken) // the same token: the same card
+	return c, nil
 }
 
 // Charge implements Provider. A key that already has a charge is answered at once from the
@@ -334,7 +336,9 @@ func (s *Sandbox) insertCharge(ctx, pctx context.Context, req ChargeRequest, fp 
 		return Charge{}, fmt.Errorf("psp sandbox: charge %s was made but its answer never came (simulated timeout): %w",
 			row.ID, ctx.Err())
 	}
-	return row.charge(), nil
+	ch := row.charge()
+	ch.CardFingerprint, _ = cardIdentity(req.CardToken)
+	return ch, nil
 }
 
 // chargeInsert records a new charge under its key, or nothing if the key holds a charge or
@@ -384,12 +388,22 @@ func (s *Sandbox) CardFingerprint(ctx context.Context, token string) (string, er
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("psp sandbox: card fingerprint: %w", err)
 	}
-	base := baseToken(token)
-	if base == token && !slices.Contains(magicTokens, token) {
+	fp, ok := cardIdentity(token)
+	if !ok {
 		return "", fmt.Errorf("%w: no card has this token", ErrNotFound)
 	}
+	return fp, nil
+}
+
+// cardIdentity is the fingerprint of token's card, and false for a token of no card: what
+// CardFingerprint answers, and what a charge's answer carries.
+func cardIdentity(token string) (string, bool) {
+	base := baseToken(token)
+	if base == token && !slices.Contains(magicTokens, token) {
+		return "", false
+	}
 	h := sha256.Sum256([]byte("tekrar sandbox card\x00" + base))
-	return "fp_" + hex.EncodeToString(h[:12]), nil
+	return "fp_" + hex.EncodeToString(h[:12]), true
 }
 
 // CancelCharge implements Provider. The canceled key is a row of psp_charges with status

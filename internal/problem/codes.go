@@ -218,7 +218,7 @@ var Codes = []Spec{
 		Doc: "the database connection was lost while tekrar committed what it had done: it may stand or not (under synchronous replication, on the primary alone). The key is left as it is, for a retry with the same key or the completer to finish it once; a new key could pay twice"},
 	{Code: CodeCardIdentityUnavailable, Status: http.StatusServiceUnavailable, Title: "Card could not be identified",
 		Retryable: true, SafeNewKey: false, PerOccurrence: true, RetryAfter: 2,
-		Doc: "`POST /v1/orders`: the payment provider could not say which card `payment.card_token` is, which tekrar needs to tell a new token of the same card from another card (docs/fingerprints.md); nothing was executed. Retry with the same key. `safe_new_key` is true for a first request (nothing was stored), false for a retry of a stored key"},
+		Doc: "`POST /v1/orders`: the payment provider could not say which card `payment.card_token` is, which tekrar needs to tell a new token of the same card from another card (docs/fingerprints.md); nothing was executed. Retry with the same key. only a retry with a new token asks (a first request's card comes from its charge's answer), so `safe_new_key` is false: a key is stored"},
 	{Code: CodeNeedsAttention, Status: http.StatusServiceUnavailable, Title: "This request needs an operator",
 		Retryable: true, SafeNewKey: false, PerOccurrence: false, RetryAfter: 1,
 		Doc: "the outcome could not be resolved automatically and an operator is on it"},

@@ -155,7 +155,7 @@ func (e *Engine) Execute(ctx context.Context, req Request, lk Lookup, op Operati
 				ExpiresAt:      now.Add(req.KeyTTL),
 				LeaseExpiresAt: sql.NullTime{Time: now.Add(e.cfg.Lease), Valid: true},
 			}
-			if err := e.claimScope(ctx, req, in, nk); err != nil {
+			if err := e.claimScope(req, in, nk); err != nil {
 				return Result{}, err
 			}
 			// The claim commits on its own: detached, so that the request's end cannot
@@ -194,6 +194,9 @@ func (e *Engine) Execute(ctx context.Context, req Request, lk Lookup, op Operati
 		}
 		if err != nil {
 			return Result{}, err
+		}
+		if in.pending {
+			taken.CardFingerprint = in.card
 		}
 		res, err = e.finish(ctx, taken, op, true)
 		res.WaitedFor = waited

@@ -26,6 +26,17 @@ type SetState struct {
 	Body       []byte       `db:"response_body"`
 	Reason     string       `db:"attention_reason"`
 	Now        time.Time    `db:"now"`
+	// Card is the identity of the request's card as the charge's answer gave it (WithCard),
+	// stored on the key with its outcome; NULL leaves the key's as it is.
+	Card sql.NullString `db:"card_fingerprint"`
+}
+
+// WithCard is p storing card, the card identity a charge's answer carried ("" for none:
+// the key's stays as it is). A first arrival claims its key without its card
+// (docs/fingerprints.md): the charge says which card it was.
+func (p SetState) WithCard(card string) SetState {
+	p.Card = sql.NullString{String: card, Valid: card != "" && len(card) <= maxCardFingerprint}
+	return p
 }
 
 // Complete stores the key's final answer at now and ends its lease.
@@ -56,6 +67,10 @@ func Extend(k *Key, until time.Time) SetState {
 func NeedsAttention(k *Key, reason string) SetState {
 	return SetState{KeyID: k.ID, LeaseToken: k.LeaseToken, State: StateNeedsAttention, Reason: reason}
 }
+
+// maxCardFingerprint is the longest card identity a key stores (the domain
+// card_fingerprint, migrations/00031_fingerprint_scope.sql); a longer one is not kept.
+const maxCardFingerprint = 255
 
 var setStateSQL = tdb.Named[SetState](SetStateSQL)
 

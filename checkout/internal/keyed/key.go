@@ -70,7 +70,9 @@ type Key struct {
 	RefundPublicID string `db:"refund_public_id"`
 	// ScopeFingerprint and CardFingerprint are what the claim stores of the request's
 	// scope (scope.go). Not in Columns: they are read only when a request's exact
-	// fingerprint differs from the key's.
+	// fingerprint differs from the key's. A claim stores no card (its charge's answer
+	// does); a takeover by a re-tokenized retry of a key without one carries the retry's
+	// card in CardFingerprint, for the run to store if its charge's answer names none.
 	ScopeFingerprint []byte         `db:"-"`
 	CardFingerprint  sql.NullString `db:"-"`
 }

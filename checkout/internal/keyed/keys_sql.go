@@ -17,7 +17,8 @@ const (
 	// so that a key taken over meanwhile, or already completed, matches no row and the steps
 	// that read the CTE's RETURNING do nothing (TestFence*, TestOldOwnerWritesNothingAfterATakeover).
 	// A completion stores the answer and ends the lease; handing the key to an operator keeps
-	// the reason; a release or an extension only moves the lease. A statement that splices it
+	// the reason; a release or an extension only moves the lease. Any of them may store the
+	// card identity a charge's answer carried (WithCard); a NULL keeps the key's. A statement that splices it
 	// adds its own RETURNING (order_id, refund_id). The CASEs compare the state as text, so
 	// that one parameter has one type however the statement around it uses it; the primary
 	// key finds the row whatever the parameters (TestKeyWritesUseThePrimaryKey).
@@ -32,7 +33,8 @@ const (
 	       response_body = CASE WHEN CAST(:state AS text) = 'completed' THEN CAST(:response_body AS bytea) ELSE response_body END,
 	       completed_at = CASE WHEN CAST(:state AS text) = 'completed' THEN CAST(:now AS timestamptz) ELSE completed_at END,
 	       attention_reason = CASE WHEN CAST(:state AS text) = 'needs_attention'
-	                               THEN CAST(:attention_reason AS text) ELSE attention_reason END
+	                               THEN CAST(:attention_reason AS text) ELSE attention_reason END,
+	       card_fingerprint = coalesce(CAST(:card_fingerprint AS text), card_fingerprint)
 	 WHERE id = :key_id AND lease_token = :lease_token AND state = 'in_progress'`
 
 	// TombstoneSQL selects a live tombstone of the key (:client_id, :key, alive at

@@ -24,6 +24,9 @@ type intent struct {
 
 	carded bool           // card is resolved
 	card   sql.NullString // the card's identity at the provider; NULL: no card, or a token the provider does not know
+	// pending: the request matched a key whose card is not known yet by its scope and its
+	// own card; a takeover hands card to the run, for the key to keep (Key.CardFingerprint).
+	pending bool
 }
 
 func (in *intent) computeScope(req Request) error {
@@ -53,22 +56,18 @@ func (e *Engine) resolveCard(ctx context.Context, in *intent) error {
 }
 
 // claimScope fills what the key row to be claimed stores of the request's scope: nothing
-// for a route whose spec covers the exact body. The card is looked up before the claim, so
-// that a retry with another token can be compared with it from the first moment the key
-// exists; if the provider cannot say which card it is, nothing is claimed (503
-// card_identity_unavailable): storing the key without the card would make every
-// re-tokenized retry of it a conflict.
-func (e *Engine) claimScope(ctx context.Context, req Request, in *intent, k *Key) error {
+// for a route whose spec covers the exact body. The card is not looked up: a first arrival
+// makes one provider call, its charge, whose answer says which card it was, and the key
+// stores that card with its outcome (SetState.WithCard). Until then a retry with another
+// token is compared by its scope only and waits for the key like any retry (sameScope).
+func (e *Engine) claimScope(req Request, in *intent, k *Key) error {
 	if !in.spec.Scoped() {
 		return nil
 	}
 	if err := in.computeScope(req); err != nil {
 		return err
 	}
-	if err := e.resolveCard(ctx, in); err != nil {
-		return cardUnidentified(false)
-	}
-	k.ScopeFingerprint, k.CardFingerprint = in.scope[:], in.card
+	k.ScopeFingerprint = in.scope[:]
 	return nil
 }
 
@@ -80,11 +79,14 @@ func (e *Engine) claimScope(ctx context.Context, req Request, in *intent, k *Key
 //
 // A key without a scope fingerprint (stored before there was one, or on a route that
 // covers the exact body) matches exactly or not at all, as it always did; so does a key
-// whose first request had no card identity. If the provider cannot say which card the
+// whose first request's charge gave no card identity (a token the provider did not know).
+// A key whose first request has no charge answer yet has no card either: see the pending
+// case below. If the provider cannot say which card the
 // request's token is, the request is answered 503 card_identity_unavailable: treating it
 // as the same could replay (or charge) a purchase of another card, and refusing it as a
 // reused key would tell the client to pay again under a new key.
 func (e *Engine) sameScope(ctx context.Context, req Request, k *Key, in *intent) (same bool, differs string, _ error) {
+	in.pending = false // the key may have stored its card since this request last looked
 	if !in.spec.Scoped() {
 		return false, "", nil
 	}
@@ -101,11 +103,23 @@ func (e *Engine) sameScope(ctx context.Context, req Request, k *Key, in *intent)
 	if in.spec.CardToken == "" {
 		return true, "", nil
 	}
-	if !card.Valid {
+	if !card.Valid && (k.Tombstone || k.State == StateCompleted || in.token == "") {
 		return false, "", nil
 	}
 	if err := e.resolveCard(ctx, in); err != nil {
-		return false, "", cardUnidentified(true)
+		return false, "", cardUnidentified()
+	}
+	if !card.Valid {
+		// The key's first attempt has no charge answer yet (it is running, or was
+		// interrupted), so its card is not known: a token of a known card is taken for the
+		// same purchase by its scope. It waits for the key, or resumes it, which looks the
+		// first charge up by the provider key before charging this token under it; the
+		// key keeps the card its charge's answer gives, or else this one (pending).
+		if !in.card.Valid {
+			return false, "card: a token the provider does not know", nil
+		}
+		in.pending = true
+		return true, "", nil
 	}
 	if !in.card.Valid || in.card.String != card.String {
 		return false, "card: a token of another card (or one the provider does not know)", nil
@@ -132,13 +146,9 @@ func storedScope(ctx context.Context, db sqlx.QueryerContext, k *Key) (scope []b
 	return scope, card, nil
 }
 
-// cardUnidentified answers a request whose card the provider could not identify. Nothing
-// was executed; a new key is safe only when no key was stored (a first arrival).
-func cardUnidentified(keyStored bool) *problem.Problem {
-	detail := "the payment provider could not say which card the token is, so this purchase was not started; retry with the same Idempotency-Key"
-	if keyStored {
-		detail = "the payment provider could not say which card the token is, so tekrar cannot tell whether this retry pays with the same card as the key's first request; nothing was executed. Retry with the same Idempotency-Key, never a new one"
-	}
-	return problem.Of(problem.CodeCardIdentityUnavailable).WithDetail(detail).
-		With("retryable", true).With("safe_new_key", !keyStored)
+// cardUnidentified answers a retry whose card the provider could not identify. Nothing
+// was executed; a key is stored (a first arrival does not ask), so a new key is never safe.
+func cardUnidentified() *problem.Problem {
+	return problem.Of(problem.CodeCardIdentityUnavailable).WithDetail("the payment provider could not say which card the token is, so tekrar cannot tell whether this retry pays with the same card as the key's first request; nothing was executed. Retry with the same Idempotency-Key, never a new one").
+		With("retryable", true).With("safe_new_key", false)
 }
