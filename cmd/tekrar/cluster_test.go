@@ -16,7 +16,8 @@ import (
 )
 
 // TestClusterCommand: `tekrar cluster` starts three nodes in a kept directory, prints a
-// DATABASE_URL that takes writes, and Ctrl-C stops every process of it, keeping the data.
+// DATABASE_URL that takes writes, starts again on the kept data after it was SIGKILLed, and
+// Ctrl-C stops every process of it.
 // It skips when patroni or etcd is missing, unless TEKRAR_CLUSTER_REQUIRED=1 (CI).
 func TestClusterCommand(t *testing.T) {
 	if err := cluster.Available(); err != nil {
@@ -44,16 +45,8 @@ func TestClusterCommand(t *testing.T) {
 		os.RemoveAll(dir)
 	})
 
-	p := startTekrar(t, childEnv("TEKRAR_CLUSTER_DIR="+dir), nil, "cluster")
-	urlLine := regexp.MustCompile(`DATABASE_URL='([^']+)' tekrar serve`)
-	var dbURL string
-	for deadline := time.Now().Add(3 * time.Minute); dbURL == ""; time.Sleep(200 * time.Millisecond) {
-		if m := urlLine.FindStringSubmatch(p.stdout.String()); m != nil {
-			dbURL = m[1]
-		} else if p.exited() || time.Now().After(deadline) {
-			t.Fatalf("tekrar cluster printed no DATABASE_URL (exited: %v %v)\nstdout:\n%s\nstderr:\n%s", p.exited(), p.err, p.stdout, p.stderr)
-		}
-	}
+	// First run: a new cluster; then SIGKILLed, as a closed terminal or an OOM kill would.
+	p, dbURL := startCluster(t, dir)
 	for _, want := range []string{"target_session_attrs=read-write", "host=127.0.0.1,127.0.0.1,127.0.0.1"} {
 		if !strings.Contains(dbURL, want) {
 			t.Errorf("DATABASE_URL %s lacks %s", dbURL, want)
@@ -62,17 +55,17 @@ func TestClusterCommand(t *testing.T) {
 	if n := strings.Count(p.stdout.String(), "Patroni http://"); n != 3 {
 		t.Errorf("tekrar cluster printed %d Patroni REST URLs, want 3:\n%s", n, p.stdout)
 	}
-	db, err := sql.Open("postgres", dbURL)
-	if err != nil {
-		t.Fatal(err)
+	execSQL(t, dbURL, `CREATE TABLE kept (n int)`)
+	p.signal(t, syscall.SIGKILL)
+	p.wait(t, 30*time.Second)
+
+	// Second run on the same directory: the orphaned postgres processes are cleared, the
+	// URL is the same and the data is there.
+	p, again := startCluster(t, dir)
+	if again != dbURL {
+		t.Errorf("the second run printed DATABASE_URL %s, the first %s", again, dbURL)
 	}
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := db.ExecContext(ctx, `CREATE TABLE kept (n int)`); err != nil {
-		t.Fatalf("write through %s: %v", dbURL, err)
-	}
-	db.Close()
+	execSQL(t, dbURL, `INSERT INTO kept VALUES (1)`)
 
 	p.signal(t, syscall.SIGINT)
 	if code := p.wait(t, 90*time.Second); code != 0 {
@@ -86,5 +79,34 @@ func TestClusterCommand(t *testing.T) {
 		if pids := pglocal.ProcsIn(data); len(pids) > 0 {
 			t.Errorf("processes %v still run in %s after Ctrl-C", pids, data)
 		}
+	}
+}
+
+// startCluster starts `tekrar cluster` on dir and returns it with the DATABASE_URL it printed.
+func startCluster(t *testing.T, dir string) (*proc, string) {
+	t.Helper()
+	p := startTekrar(t, childEnv("TEKRAR_CLUSTER_DIR="+dir), nil, "cluster")
+	urlLine := regexp.MustCompile(`DATABASE_URL='([^']+)' tekrar serve`)
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if m := urlLine.FindStringSubmatch(p.stdout.String()); m != nil {
+			return p, m[1]
+		}
+		if p.exited() || time.Now().After(deadline) {
+			t.Fatalf("tekrar cluster printed no DATABASE_URL (exited: %v %v)\nstdout:\n%s\nstderr:\n%s", p.exited(), p.err, p.stdout, p.stderr)
+		}
+	}
+}
+
+func execSQL(t *testing.T, url, query string) {
+	t.Helper()
+	db, err := sql.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, query); err != nil {
+		t.Fatalf("%s through %s: %v", query, url, err)
 	}
 }

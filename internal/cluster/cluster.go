@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/tekrar/tekrar/internal/pglocal"
@@ -90,6 +91,7 @@ type Cluster struct {
 	etcd    *proc
 	nodes   []*node
 	stopped bool
+	claimed bool // a kept directory's owner.pid is ours: Stop removes it
 
 	stopOnce sync.Once
 	stopErr  error
@@ -232,17 +234,29 @@ func (c *Cluster) prepareDir() error {
 	return c.loadPorts()
 }
 
-// checkNotRunning refuses a kept directory whose cluster another process still runs: two
-// Patronis on one data directory would fight over it.
+// checkNotRunning refuses a kept directory whose cluster another live process runs: two
+// Patronis on one data directory would fight over it. The postgres processes a killed owner
+// left behind (Patroni starts them detached, so they outlive it) are killed instead, and the
+// directory is claimed.
 func (c *Cluster) checkNotRunning() error {
 	if c.ephemeral {
 		return nil
 	}
-	for i := range c.opts.Nodes {
-		if pids := pglocal.ProcsIn(filepath.Join(c.dir, nodeName(i))); len(pids) > 0 {
-			return fmt.Errorf("a cluster is already running on %s (processes %v): stop the other tekrar cluster first", c.dir, pids)
+	owner := filepath.Join(c.dir, ownerFile)
+	if b, err := os.ReadFile(owner); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) != syscall.ESRCH {
+			return fmt.Errorf("a cluster is already running on %s (process %d): stop the other tekrar cluster first", c.dir, pid)
 		}
 	}
+	for i := range c.opts.Nodes {
+		if err := killProcsIn(filepath.Join(c.dir, nodeName(i), "data"), 5*time.Second); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(owner, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		return fmt.Errorf("write owner pid: %w", err)
+	}
+	c.claimed = true
 	return nil
 }
 

@@ -17,7 +17,7 @@
 // Layout of a cluster directory:
 //
 //	cluster.json   the ports, so that a kept directory keeps its URLs across runs
-//	owner.pid      ephemeral only: pid of the process the cluster belongs to
+//	owner.pid      pid of the process the cluster belongs to
 //	etcd/          etcd's data; etcd.log
 //	nodeN/         patroni.yml, patroni.log (Patroni and its postgres), data/ (PGDATA),
 //	               the unix socket and the pgpass file Patroni writes

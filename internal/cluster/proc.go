@@ -396,6 +396,9 @@ func (c *Cluster) Stop() error {
 				<-p.exited
 			}
 		}
+		if c.claimed {
+			_ = os.Remove(filepath.Join(c.dir, ownerFile))
+		}
 		if c.ephemeral && c.dir != "" {
 			if err := os.RemoveAll(c.dir); err != nil {
 				errs = append(errs, fmt.Errorf("remove cluster directory: %w", err))
