@@ -32,6 +32,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/installments"
 	"github.com/tekrar/tekrar/checkout/operator"
 	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/checkout/psp/stripe"
 	"github.com/tekrar/tekrar/checkout/reconcile"
 	"github.com/tekrar/tekrar/checkout/settlement"
 	"github.com/tekrar/tekrar/checkout/stdwebhook"
@@ -108,9 +109,17 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	e.StaticFS("/static", server.Files(static.Files))
 	problempages.Register(e)
 	var provider psp.Provider
-	if cfg.PSPURL != "" {
+	switch {
+	case cfg.Provider == config.ProviderStripe:
+		p, err := stripe.New(stripe.Options{SecretKey: cfg.StripeSecretKey.Reveal(), APIBase: cfg.StripeAPIBase,
+			HTTPClient: &http.Client{Timeout: 2 * cfg.ProviderTimeout}, Now: o.now})
+		if err != nil {
+			return nil, fmt.Errorf("TEKRAR_STRIPE_SECRET_KEY: %w", err)
+		}
+		provider = p
+	case cfg.PSPURL != "":
 		provider = psp.NewClient(cfg.PSPURL, &http.Client{Timeout: 2 * cfg.ProviderTimeout})
-	} else {
+	default:
 		provider = psp.NewSandbox(db, psp.SandboxOptions{SlowDelay: cfg.SandboxSlowDelay, Now: o.now, NoCancel: cfg.SandboxNoCancel, KeyLess: cfg.SandboxKeyLess})
 	}
 	provider = m.Provider(provider)
@@ -156,6 +165,9 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 			keys = append(keys, k)
 		}
 		e.POST("/webhooks/psp", api.ProviderInbox(in, keys, logger))
+	}
+	if cfg.StripeWebhookSecret != "" {
+		e.POST("/webhooks/stripe", api.StripeInbox(in, cfg.StripeWebhookSecret.Reveal(), logger))
 	}
 	var rc *river.Client[*sql.Tx] // made below, once every consumer is known
 	deliverer := &deliveries.Deliverer{DB: db, Sealer: sealer, Logger: logger,

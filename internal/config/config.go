@@ -33,7 +33,14 @@ type Set struct {
 	getenv func(string) string
 	errs   map[string]error // per flag name; a valid flag clears a bad environment value
 	vars   []setting
+	// checks are the rules between settings (one that another requires), run by Check
+	// after every single value was read.
+	checks []func() error
 }
+
+// Require adds a rule between settings, checked once they are all read: check returns the
+// error to report, or nil.
+func (s *Set) Require(check func() error) { s.checks = append(s.checks, check) }
 
 type setting struct {
 	flag, env, def, usage string
@@ -460,6 +467,13 @@ func (s *Set) Check() error {
 	for _, v := range s.vars {
 		if err := s.errs[v.flag]; err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		for _, check := range s.checks {
+			if err := check(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,6 +23,15 @@ type Server struct {
 	AutoMigrate     bool
 	AuthCacheTTL    time.Duration
 	PSPURL          string
+	// Provider is the payment provider that charges: ProviderSandbox (the in-process
+	// sandbox, or the one at PSPURL) or ProviderStripe.
+	Provider string
+	// Stripe: its API's base URL (a stripe-mock in tests and the demo), the account's secret
+	// key and the webhook endpoint's signing secret (unset: POST /webhooks/stripe is not
+	// served).
+	StripeAPIBase       string
+	StripeSecretKey     Secret
+	StripeWebhookSecret Secret
 	// PSPWebhookSecrets are the provider webhooks' signing secrets, comma-separated (two
 	// during a rotation); empty: POST /webhooks/psp is not served.
 	PSPWebhookSecrets string
@@ -125,6 +135,7 @@ func BindServer(s *Set, command string, c *Server) {
 	s.Duration(&c.AuthCacheTTL, "auth-cache-ttl", "TEKRAR_AUTH_CACHE_TTL", "30s", "how long a client secret lookup is cached (a disabled client is refused after at most this)", 0, time.Hour)
 	s.WebhookSecrets(&c.PSPWebhookSecrets, "psp-webhook-secret", "TEKRAR_PSP_WEBHOOK_SECRET", "the payment provider's webhook signing secret (whsec_...; two, comma-separated, during a rotation); unset: POST /webhooks/psp is not served")
 	s.URL(&c.PSPURL, "psp-url", "TEKRAR_PSP_URL", "", "payment provider base URL (a 'tekrar psp' process); unset: the sandbox provider runs in-process")
+	bindStripe(s, c)
 	s.Bool(&c.SecureCookies, "secure-cookies", "TEKRAR_SECURE_COOKIES", "false", "mark console cookies Secure even on plain HTTP (TLS ends at a proxy in front); they are Secure on TLS anyway")
 	s.Duration(&c.DoubleTapWindow, "double-tap-window", "TEKRAR_DOUBLE_TAP_WINDOW", "2m", "console: how far apart two paid orders of one customer with the same amount and items are flagged as a suspected double tap", time.Second, 24*time.Hour)
 	s.SecretsKey(&c.SecretsKey, "secrets-key", "TEKRAR_SECRETS_KEY", "key that webhook endpoints' signing secrets are encrypted under (base64 of 32 random bytes: openssl rand -base64 32)"+map[bool]string{true: "; unset: made once and kept in the dev directory", false: "; unset: webhook endpoints cannot be created"}[dev])
@@ -194,6 +205,33 @@ func BindSettle(s *Set, c *Server, date *string, client *int) {
 	bindLog(s, c, "json")
 	s.String(date, "date", "TEKRAR_SETTLE_DATE", "", "the business day to settle, YYYY-MM-DD, in each client's time zone (required)")
 	s.Int(client, "client", "TEKRAR_SETTLE_CLIENT", "0", "the client to settle; 0 settles every client", 0, math.MaxInt)
+}
+
+// Payment providers of --provider.
+const (
+	ProviderSandbox = "sandbox"
+	ProviderStripe  = "stripe"
+)
+
+// StripeAPIBaseDefault is Stripe's API.
+const StripeAPIBaseDefault = "https://api.stripe.com"
+
+// bindStripe registers the choice of provider and Stripe's settings; the secret key is
+// required with --provider stripe.
+func bindStripe(s *Set, c *Server) {
+	s.Choice(&c.Provider, "provider", "TEKRAR_PROVIDER", ProviderSandbox, "the payment provider that charges: sandbox (in-process, or at --psp-url) or stripe (docs/providers.md, The Stripe provider)", ProviderSandbox, ProviderStripe)
+	s.URL(&c.StripeAPIBase, "stripe-api-base", "TEKRAR_STRIPE_API_BASE", StripeAPIBaseDefault, "base URL of Stripe's API with --provider stripe (a stripe-mock's, e.g. http://127.0.0.1:12111, for tests and the demo)")
+	s.Secret(&c.StripeSecretKey, "stripe-secret-key", "TEKRAR_STRIPE_SECRET_KEY", "the Stripe account's secret API key (sk_test_... or sk_live_...); required with --provider stripe; never logged", "sk_test_", "sk_live_", "rk_test_", "rk_live_")
+	s.Secret(&c.StripeWebhookSecret, "stripe-webhook-secret", "TEKRAR_STRIPE_WEBHOOK_SECRET", "the Stripe webhook endpoint's signing secret (whsec_...); unset: POST /webhooks/stripe is not served", "whsec_")
+	s.Require(func() error {
+		if c.Provider == ProviderStripe && c.StripeSecretKey == "" {
+			return errors.New("TEKRAR_STRIPE_SECRET_KEY (--stripe-secret-key) is required with --provider stripe")
+		}
+		if c.Provider == ProviderStripe && c.PSPURL != "" {
+			return errors.New("--psp-url names a sandbox provider: it cannot be set with --provider stripe")
+		}
+		return nil
+	})
 }
 
 // ParseWindowEnd reads an end of a reconciliation window: "now", a duration before now

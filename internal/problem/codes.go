@@ -94,10 +94,10 @@ var Codes = []Spec{
 	{Code: CodeMalformedRequest, Status: http.StatusBadRequest, Title: "Request is not valid HTTP",
 		Retryable: false, SafeNewKey: true, PerOccurrence: false, RetryAfter: 0,
 		Doc: "the path or query (or a console form) is not UTF-8 or holds a NUL character, which Postgres cannot store or search for; or the request is not valid HTTP/1.1 (a malformed request line, a header with bytes HTTP does not allow, no `Host`, two different `Content-Length`s), or has both `Content-Length` and `Transfer-Encoding` (the connection is closed)"},
-	// Only the payment provider posts to /webhooks/psp; it resends what it sent.
+	// Only the payment provider posts to /webhooks/psp (and Stripe to /webhooks/stripe); it resends what it sent.
 	{Code: CodeWebhookSignatureInvalid, Status: http.StatusBadRequest, Title: "Webhook signature invalid",
 		Retryable: false, SafeNewKey: true, PerOccurrence: false, RetryAfter: 0,
-		Doc: "`POST /webhooks/psp`: the `webhook-signature` does not verify under the provider's secret, a `webhook-*` header is missing, `webhook-timestamp` is more than five minutes from tekrar's clock, or `webhook-id` is not the event's `id`; nothing was stored (docs/webhooks-in.md)"},
+		Doc: "`POST /webhooks/psp`: the `webhook-signature` does not verify under the provider's secret, a `webhook-*` header is missing, `webhook-timestamp` is more than five minutes from tekrar's clock, or `webhook-id` is not the event's `id`; or `POST /webhooks/stripe`: the `Stripe-Signature` is missing, does not verify under the endpoint's secret or is more than five minutes old; nothing was stored (docs/webhooks-in.md)"},
 	{Code: CodeUnauthorized, Status: http.StatusUnauthorized, Title: "Missing or invalid credentials",
 		Retryable: false, SafeNewKey: true, PerOccurrence: false, RetryAfter: 0,
 		Doc: "missing or unknown `Authorization: Bearer` secret, or two `Authorization` headers"},
