@@ -46,11 +46,36 @@ func Binary() string {
 	return ""
 }
 
-// Start starts a stripe-mock on a free port for the test and returns its base URL; it is
-// killed when the test ends. Without the binary the test is skipped, or fails under
+// shared is the base URL of the stripe-mock Main started for the whole test binary; "" when
+// none runs.
+var shared string
+
+// Main runs a package's tests with one stripe-mock for all of them (the mock keeps no
+// state, so tests cannot disturb each other through it), started before and killed after;
+// call it from TestMain: os.Exit(stripetest.Main(m)). Without the binary, or if it fails to
+// start, each Start starts (or skips) on its own.
+func Main(m *testing.M) int {
+	if bin := Binary(); bin != "" {
+		dir, err := os.MkdirTemp("", "stripe-mock-")
+		if err == nil {
+			defer os.RemoveAll(dir)
+			if base, stop, err := start(bin, dir); err == nil {
+				shared = base
+				defer stop()
+			}
+		}
+	}
+	return m.Run()
+}
+
+// Start returns the base URL of a stripe-mock for the test: Main's, or one started on a free
+// port and killed when the test ends. Without the binary the test is skipped, or fails under
 // TEKRAR_STRIPE_MOCK_REQUIRED=1.
 func Start(t testing.TB) string {
 	t.Helper()
+	if shared != "" {
+		return shared
+	}
 	bin := Binary()
 	if bin == "" {
 		msg := "stripe-mock is not installed: go install github.com/stripe/stripe-mock@" + Version
@@ -59,26 +84,37 @@ func Start(t testing.TB) string {
 		}
 		t.Skip(msg)
 	}
-	port, err := freePort()
-	if err != nil {
-		t.Fatalf("stripe-mock: a free port: %v", err)
-	}
-	cmd := exec.Command(bin, "-http-port", strconv.Itoa(port))
-	out, err := os.CreateTemp(t.TempDir(), "stripe-mock-*.log")
+	base, stop, err := start(bin, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(stop)
+	return base
+}
+
+// start starts bin on a free port, its output in a file of dir, and waits until it answers.
+func start(bin, dir string) (base string, stop func(), err error) {
+	port, err := freePort()
+	if err != nil {
+		return "", nil, fmt.Errorf("stripe-mock: a free port: %w", err)
+	}
+	cmd := exec.Command(bin, "-http-port", strconv.Itoa(port))
+	out, err := os.CreateTemp(dir, "stripe-mock-*.log")
+	if err != nil {
+		return "", nil, err
+	}
+	defer out.Close()
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start stripe-mock: %v", err)
+		return "", nil, fmt.Errorf("start stripe-mock: %w", err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
+	stop = func() {
 		_ = cmd.Process.Kill()
 		<-exited
-	})
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	}
+	base = fmt.Sprintf("http://127.0.0.1:%d", port)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {
@@ -87,15 +123,16 @@ func Start(t testing.TB) string {
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return base
+				return base, stop, nil
 			}
 		}
 		select {
 		case <-exited:
 			log, _ := os.ReadFile(out.Name())
-			t.Fatalf("stripe-mock exited at start:\n%s", log)
+			return "", nil, fmt.Errorf("stripe-mock exited at start:\n%s", log)
 		case <-ctx.Done():
-			t.Fatalf("stripe-mock did not answer on %s within 30s", base)
+			stop()
+			return "", nil, fmt.Errorf("stripe-mock did not answer on %s within 30s", base)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
