@@ -24,6 +24,8 @@ var routeOwners = map[string]string{
 		"stored them, for the query-plan tests and the console's scale benchmark",
 	"checkout/internal/checkouttest/": "test support only: the shared fixture of checkout's sub-packages' " +
 		"tests places orders and refunds through the service with the requests the API's handlers make",
+	"checkout/psp/stripe/stripetest/": "test support only: the fault layer in front of stripe-mock plays " +
+		"Stripe's API, whose routes are Stripe's /v1, not tekrar's",
 }
 
 // TestNoRouteOutsideTheAPI keeps the routes where they are named once: the domain, the
