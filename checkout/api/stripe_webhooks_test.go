@@ -157,3 +157,38 @@ func TestStripeWebhookSettlesAPendingPayment(t *testing.T) {
 		t.Errorf("a late older event: %d %s, want 200 stale", status, outcome)
 	}
 }
+
+// A Stripe event the database refused as data is kept as a dead letter and acknowledged;
+// once the cause is gone, the console's replay reads it as Stripe's (stripe.DecodeEvent) and
+// applies it.
+func TestStripeDeadLetterReplayed(t *testing.T) {
+	e := apptest.New(t, func(c *config.Server) { c.StripeWebhookSecret = stripeWebhookSecret })
+	if _, err := e.DB.Exec(`
+		CREATE FUNCTION refuse_charge() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+		    IF NEW.charge_id = 'pi_data' THEN RAISE EXCEPTION 'out of range' USING ERRCODE = '22003'; END IF;
+		    RETURN NEW;
+		END $$;
+		CREATE TRIGGER refuse_charge BEFORE INSERT ON provider_charges FOR EACH ROW EXECUTE FUNCTION refuse_charge();`); err != nil {
+		t.Fatal(err)
+	}
+	body := stripeEvent(t, "evt_data", stripe.EventPaymentIntentSucceeded, time.Now(), map[string]any{
+		"id": "pi_data", "object": "payment_intent", "amount": 9000, "currency": "try", "status": "succeeded",
+		"metadata": map[string]string{stripe.MetaKey: "tekrar_pi_data"}})
+	if status, outcome := deliverStripe(t, e, body, stripeWebhookSecret, time.Now()); status != 200 || outcome != "dead_letter" {
+		t.Fatalf("refused as data: %d %s, want 200 dead_letter", status, outcome)
+	}
+	if _, err := e.DB.Exec(`DROP TRIGGER refuse_charge ON provider_charges`); err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	if err := e.DB.QueryRow(`SELECT id FROM provider_dead_letters WHERE provider = 'stripe' AND webhook_id = 'evt_data'`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if outcome, err := e.App.Inbox.ReplayDeadLetter(t.Context(), id); err != nil || outcome != "applied" {
+		t.Fatalf("replay: %s %v, want applied", outcome, err)
+	}
+	if n := count(t, e, `SELECT count(*) FROM provider_charges WHERE provider = 'stripe' AND charge_id = 'pi_data' AND status = 'succeeded'`); n != 1 {
+		t.Errorf("the replayed event did not record its charge")
+	}
+}

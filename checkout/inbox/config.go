@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/psp"
 )
 
 // The defaults of Config's fields, for a field left zero.
@@ -28,6 +29,10 @@ type Config struct {
 	// Crash, if set, is called at the inbox's crash point (checkout.CrashInboxBeforeCommit)
 	// so that the crash harness can kill the process exactly there. Nil in production.
 	Crash func(point string)
+	// Decoders decode the stored bodies of providers whose webhooks are not in the
+	// sandbox's shape, by provider name (Stripe's: stripe.DecodeEvent), for the replay of
+	// their dead letters; a provider without one is read by Decode. Default none.
+	Decoders map[string]func(body []byte) (psp.Event, error)
 }
 
 // withDefaults fills the fields left zero with their defaults.

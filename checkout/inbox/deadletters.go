@@ -88,8 +88,15 @@ func (s *Inbox) ReplayDeadLetter(ctx context.Context, id int64) (outcome string,
 		case d.State != "dead":
 			return ErrDeadLetterReplayed
 		}
-		pe, err := Decode(d.Body)
+		decode := Decode
+		if f := s.cfg.Decoders[d.Provider]; f != nil {
+			decode = f
+		}
+		pe, err := decode(d.Body)
 		if err != nil {
+			if !errors.As(err, new(*UnstorableEventError)) {
+				err = unstorable(DeadNotAnEvent, "%s", err.Error())
+			}
 			return err
 		}
 		if pe.ID != d.WebhookID {

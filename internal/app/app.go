@@ -137,7 +137,8 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 
 		ObserveSales: m.Sales,
 	}, logger)
-	in := inbox.New(db, svc, inbox.Config{Now: o.now, Crash: o.crash}, logger)
+	in := inbox.New(db, svc, inbox.Config{Now: o.now, Crash: o.crash,
+		Decoders: map[string]func([]byte) (psp.Event, error){api.StripeProvider: stripe.DecodeEvent}}, logger)
 	sealer, err := deliveries.NewSealer(cfg.SecretsKey)
 	if err != nil {
 		return nil, fmt.Errorf("TEKRAR_SECRETS_KEY: %w", err)

@@ -45,15 +45,23 @@ var ErrSignature = errors.New("stripe: the webhook's Stripe-Signature does not v
 // other). The event's API version is not compared with stripe-go's: the fields read here
 // are the same in every version, and a refusal would be repeated for days.
 func EventOf(payload []byte, header, secret string) (psp.Event, error) {
-	e, err := webhook.ConstructEventWithOptions(payload, header, secret, webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true})
-	if err != nil {
-		if errors.Is(err, webhook.ErrNotSigned) || errors.Is(err, webhook.ErrInvalidHeader) ||
-			errors.Is(err, webhook.ErrNoValidSignature) || errors.Is(err, webhook.ErrTooOld) {
-			return psp.Event{}, fmt.Errorf("%w: %w", ErrSignature, err)
-		}
+	if err := webhook.ValidatePayload(payload, header, secret); err != nil {
+		return psp.Event{}, fmt.Errorf("%w: %w", ErrSignature, err)
+	}
+	return DecodeEvent(payload)
+}
+
+// DecodeEvent is EventOf without the signature: the provider event of a body verified
+// already (a dead letter the console replays).
+func DecodeEvent(payload []byte) (psp.Event, error) {
+	var e stripego.Event
+	if err := json.Unmarshal(payload, &e); err != nil {
 		return psp.Event{}, fmt.Errorf("stripe: webhook body: %w", err)
 	}
 	pe := psp.Event{ID: e.ID, Type: string(e.Type), Created: time.Unix(e.Created, 0).UTC()}
+	if e.ID == "" || e.Type == "" {
+		return pe, errors.New("stripe: webhook body: an event needs an id and a type")
+	}
 	if e.Created <= 0 || e.Created > math.MaxInt32 {
 		return pe, fmt.Errorf("stripe: event %s: created %d is no sequence", e.ID, e.Created)
 	}
