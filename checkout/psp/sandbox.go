@@ -706,3 +706,19 @@ func (s *Sandbox) ChargesByReference(ctx context.Context, reference string) ([]C
 	}
 	return out, nil
 }
+
+var _ Promiser = (*Sandbox)(nil)
+
+// Capability implements Promiser: the sandbox's row as its options made it (KeyLess,
+// NoCancel, or keys with a fence).
+func (s *Sandbox) Capability() Capability {
+	name := ProviderSandbox
+	switch {
+	case s.keyLess:
+		name = ProviderSandboxKeyLess
+	case s.noCancel:
+		name = ProviderSandboxNoCancel
+	}
+	c, _ := CapabilityOf(name) // the table names every sandbox row
+	return c
+}
