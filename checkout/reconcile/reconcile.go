@@ -361,7 +361,13 @@ func (r *reconcileRun) paidWithoutCharge(ctx context.Context, since, until time.
 func (r *reconcileRun) lookUpPaid(ctx context.Context, o paidOrder) error {
 	pctx, cancel := context.WithTimeout(ctx, r.rc.cfg.ProviderTimeout)
 	defer cancel()
-	ch, err := r.rc.provider.LookupCharge(pctx, o.ChargeKey)
+	// The payment's charge, found the way the provider can: under its key (the key's charge,
+	// compared below), or by its order's reference or in a listing, where only the charge
+	// the payment names matches.
+	found, err := checkout.FindCharge(pctx, r.rc.provider, psp.PromisesOf(r.rc.provider), checkout.ChargeRef{
+		Key: o.ChargeKey, Reference: checkout.OrderReference(o.PublicID), Since: o.Created,
+		ChargeID: o.ChargeID}, r.rc.cfg.Now())
+	ch := found.Charge
 	var detail string
 	switch {
 	case psp.NoChargeYet(err):
