@@ -477,10 +477,13 @@ const capabilityTimeout = 5 * time.Second
 // Undeclared too, and kept.
 func (c *Client) Capability() Capability {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.capability != nil {
-		return *c.capability
+	known := c.capability
+	c.mu.Unlock()
+	if known != nil {
+		return *known
 	}
+	// Asked without the lock: callers at once while the server is slow each wait for their
+	// own answer, not for each other's.
 	ctx, cancel := context.WithTimeout(context.Background(), capabilityTimeout)
 	defer cancel()
 	var a CapabilityAnswer
@@ -495,7 +498,9 @@ func (c *Client) Capability() Capability {
 		// row does.
 		row.KeyWindow = w
 	}
+	c.mu.Lock()
 	c.capability = &row
+	c.mu.Unlock()
 	return row
 }
 
