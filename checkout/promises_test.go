@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -24,14 +25,21 @@ type promiseEnv struct {
 	counting *psptest.Counting
 }
 
-func newPromiseEnv(t *testing.T, opts psp.SandboxOptions) *promiseEnv {
+func newPromiseEnv(t *testing.T, opts psp.SandboxOptions, overHTTP bool) *promiseEnv {
 	t.Helper()
 	db := dbtest.New(t)
 	e := &actionEnv{t: t, db: db, now: time.Now().UTC().Truncate(time.Microsecond)}
 	clock := func() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
 	opts.Now = clock
 	pe := &promiseEnv{actionEnv: e, sb: psp.NewSandbox(db, opts)}
-	pe.forced = &psptest.Answering{Provider: pe.sb}
+	var p psp.Provider = pe.sb
+	if overHTTP {
+		// As a `tekrar psp` is reached: what it promises comes from GET /capability.
+		srv := httptest.NewServer(psp.NewHandler(pe.sb, nil))
+		t.Cleanup(srv.Close)
+		p = psp.NewClient(srv.URL, srv.Client())
+	}
+	pe.forced = &psptest.Answering{Provider: p}
 	pe.counting = &psptest.Counting{Provider: pe.forced}
 	e.p = &switchedProvider{&psptest.Switched{Provider: pe.counting}}
 	e.s = NewService(db, e.p, Config{Routes: testRoutes, Now: clock}, slog.New(slog.DiscardHandler))
@@ -83,19 +91,7 @@ func (e *promiseEnv) orderStatus(order string) string {
 // with a refund owed. Provider calls are counted, and the ledger and the rows are read.
 func TestRecoveryFollowsWhatTheProviderPromises(t *testing.T) {
 	window := psp.SandboxOptions{KeyWindow: time.Minute}
-	for _, tc := range []struct {
-		name       string
-		opts       psp.SandboxOptions
-		charged    bool          // the interrupted charge was made
-		lookupLags bool          // the look-up misses the charge (forced not found)
-		after      time.Duration // from the interruption to the resume
-		completer  bool          // the completer resumes it, not the client's retry
-		status     int           // the resume's answer
-		order      string        // the order's status after it
-		charges    int64         // charges of the order in the ledger
-		resends    int           // Charge calls made by the resume
-		owed       bool          // a compensation is owed
-	}{
+	for _, tc := range []promiseCase{
 		{"window: resumed inside re-sends once, the first charge answers", window, true, true, 30 * time.Second, false, 201, StatusPaid, 1, 1, false},
 		{"window: resumed inside, nothing charged, charged once", window, false, false, 30 * time.Second, false, 201, StatusPaid, 1, 1, false},
 		{"window: resumed past, the charge is found and settled", window, true, false, 2 * time.Minute, false, 201, StatusPaid, 1, 0, false},
@@ -109,66 +105,91 @@ func TestRecoveryFollowsWhatTheProviderPromises(t *testing.T) {
 		{"no cancel: the completer gives up owing a refund", psp.SandboxOptions{NoCancel: true}, false, false, time.Second, true, 409, StatusCanceled, 0, 0, true},
 		{"no cancel, window: resumed past, given up owing a refund", psp.SandboxOptions{NoCancel: true, KeyWindow: time.Minute}, false, false, 2 * time.Minute, false, 409, StatusCanceled, 0, 0, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newPromiseEnv(t, tc.opts)
-			ctx := context.Background()
-			k := e.interrupt("k-1", tc.charged)
-			order := e.str(`SELECT public_id FROM orders WHERE id = $1`, k.OrderID.Int64)
-			e.advance(tc.after)
-			if tc.lookupLags {
-				e.forced.Force(psptest.OpLookupCharge, psp.ErrNotFound)
+		for _, overHTTP := range []bool{false, true} {
+			name := tc.name
+			if overHTTP {
+				name += " (over HTTP)"
 			}
-			e.counting.Reset()
-			status := 0
-			if tc.completer {
-				taken, err := keyed.TakeOver(ctx, e.s.q, k, e.now, e.s.cfg.Lease)
-				if err != nil {
-					t.Fatal(err)
-				}
-				r := e.s.ResolveCharge(ctx, taken, "test: abandoned")
-				if r.Settle == nil {
-					t.Fatalf("the completer could not settle: %v", r.Err)
-				}
-				ch, err := r.Settle(nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				status = http.StatusConflict
-				if ch.Status == psp.StatusSucceeded {
-					status = http.StatusCreated
-				}
-			} else {
-				_, status = e.order("k-1", psp.TokenVisa, 2500)
-			}
-			calls := e.counting.Calls()
-			if status != tc.status || e.orderStatus(order) != tc.order {
-				t.Errorf("resumed: %d, order %s; want %d, %s", status, e.orderStatus(order), tc.status, tc.order)
-			}
-			if calls[psptest.OpCharge] != tc.resends {
-				t.Errorf("the resume made %d charges, want %d (calls %v)", calls[psptest.OpCharge], tc.resends, calls)
-			}
-			if charges, _ := e.ledger(order); charges != tc.charges {
-				t.Errorf("the ledger holds %d charges of the order, want %d", charges, tc.charges)
-			}
-			if owed := e.count(`SELECT count(*) FROM compensations WHERE order_id = $1`, k.OrderID.Int64); owed != map[bool]int64{false: 0, true: 1}[tc.owed] {
-				t.Errorf("%d compensations owed, want owed %v", owed, tc.owed)
-			}
-			if tc.order == StatusPaid {
-				if n := e.count(`SELECT count(*) FROM payments p JOIN orders o ON o.id = p.order_id
-				                   WHERE o.public_id = $1 AND p.status = 'succeeded'`, order); n != 1 {
-					t.Errorf("%d succeeded payments of the order, want 1", n)
-				}
-			}
-			// The client's retry replays what the resume stored.
-			e.forced.Force(psptest.OpLookupCharge, nil)
-			e.counting.Reset()
-			if _, again := e.order("k-1", psp.TokenVisa, 2500); again != tc.status {
-				t.Errorf("the retry answered %d, want the stored %d", again, tc.status)
-			}
-			if calls := e.counting.Calls(); calls[psptest.OpCharge] != 0 {
-				t.Errorf("the retry of a settled key charged: %v", calls)
-			}
-		})
+			t.Run(name, func(t *testing.T) { checkPromise(t, tc, overHTTP) })
+		}
+	}
+}
+
+// promiseCase is a row of TestRecoveryFollowsWhatTheProviderPromises.
+type promiseCase struct {
+	name       string
+	opts       psp.SandboxOptions
+	charged    bool          // the interrupted charge was made
+	lookupLags bool          // the look-up misses the charge (forced not found)
+	after      time.Duration // from the interruption to the resume
+	completer  bool          // the completer resumes it, not the client's retry
+	status     int           // the resume's answer
+	order      string        // the order's status after it
+	charges    int64         // charges of the order in the ledger
+	resends    int           // Charge calls made by the resume
+	owed       bool          // a compensation is owed
+}
+
+// checkPromise interrupts a key, resumes it as tc says, and reads the answer, the calls,
+// the ledger and the rows.
+func checkPromise(t *testing.T, tc promiseCase, overHTTP bool) {
+	e := newPromiseEnv(t, tc.opts, overHTTP)
+	ctx := context.Background()
+	k := e.interrupt("k-1", tc.charged)
+	order := e.str(`SELECT public_id FROM orders WHERE id = $1`, k.OrderID.Int64)
+	e.advance(tc.after)
+	if tc.lookupLags {
+		e.forced.Force(psptest.OpLookupCharge, psp.ErrNotFound)
+	}
+	e.counting.Reset()
+	status := 0
+	if tc.completer {
+		taken, err := keyed.TakeOver(ctx, e.s.q, k, e.now, e.s.cfg.Lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := e.s.ResolveCharge(ctx, taken, "test: abandoned")
+		if r.Settle == nil {
+			t.Fatalf("the completer could not settle: %v", r.Err)
+		}
+		ch, err := r.Settle(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status = http.StatusConflict
+		if ch.Status == psp.StatusSucceeded {
+			status = http.StatusCreated
+		}
+	} else {
+		_, status = e.order("k-1", psp.TokenVisa, 2500)
+	}
+	calls := e.counting.Calls()
+	if status != tc.status || e.orderStatus(order) != tc.order {
+		t.Errorf("resumed: %d, order %s; want %d, %s", status, e.orderStatus(order), tc.status, tc.order)
+	}
+	if calls[psptest.OpCharge] != tc.resends {
+		t.Errorf("the resume made %d charges, want %d (calls %v)", calls[psptest.OpCharge], tc.resends, calls)
+	}
+	if charges, _ := e.ledger(order); charges != tc.charges {
+		t.Errorf("the ledger holds %d charges of the order, want %d", charges, tc.charges)
+	}
+	if owed := e.count(`SELECT count(*) FROM compensations WHERE order_id = $1`, k.OrderID.Int64); owed != map[bool]int64{false: 0, true: 1}[tc.owed] {
+		t.Errorf("%d compensations owed, want owed %v", owed, tc.owed)
+	}
+	if tc.order == StatusPaid {
+		if n := e.count(`SELECT count(*) FROM payments p JOIN orders o ON o.id = p.order_id
+		                   WHERE o.public_id = $1 AND p.status = 'succeeded'`, order); n != 1 {
+			t.Errorf("%d succeeded payments of the order, want 1", n)
+		}
+	}
+	// The client's retry replays what the resume stored.
+	e.forced.Force(psptest.OpLookupCharge, nil)
+	e.counting.Reset()
+	if _, again := e.order("k-1", psp.TokenVisa, 2500); again != tc.status {
+		t.Errorf("the retry answered %d, want the stored %d", again, tc.status)
+	}
+	if calls := e.counting.Calls(); calls[psptest.OpCharge] != 0 {
+		t.Errorf("the retry of a settled key charged: %v", calls)
 	}
 }
 
@@ -177,7 +198,7 @@ func TestRecoveryFollowsWhatTheProviderPromises(t *testing.T) {
 // the frozen worker's request then arrives and is charged, and the compensation finds that
 // charge by the order's reference and refunds it, once.
 func TestALateChargeAfterAKeyLessGiveUpIsRefunded(t *testing.T) {
-	e := newPromiseEnv(t, psp.SandboxOptions{KeyLess: true})
+	e := newPromiseEnv(t, psp.SandboxOptions{KeyLess: true}, false)
 	ctx := context.Background()
 	k := e.interrupt("k-late", false)
 	order := e.str(`SELECT public_id FROM orders WHERE id = $1`, k.OrderID.Int64)
