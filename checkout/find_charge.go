@@ -151,9 +151,9 @@ func (s *Service) findOrderCharge(ctx context.Context, c psp.Capability, k *Key,
 	return found.Charge, nil
 }
 
-// flagOthers reports charges of one order beyond the first that succeeded. A compensation
-// is one per order and per charge key, which these share: they are left to an operator,
-// named in the log, until the compensation can hold them (docs/recovery.md).
+// flagOthers reports charges of one order beyond the first that succeeded. Reconciliation
+// owes them back (a succeeded charge under a payment's key that is not the payment's is an
+// orphan of the order); here they are named in the log (docs/recovery.md).
 func (s *Service) flagOthers(orderID int64, found FoundCharge) {
 	for _, o := range found.Others {
 		s.logger.Error("the provider charged an order more than once: the later charge is owed back",
@@ -175,7 +175,13 @@ func (v OrderView) firstCharge() int64 {
 func (s *Service) findCompensatedCharge(ctx context.Context, c compensation, now time.Time) (psp.Charge, error) {
 	pc := s.promises()
 	if psp.LookUpBy(pc) == psp.LookUpByKey {
-		return s.provider.LookupCharge(ctx, c.ChargeKey)
+		ch, err := s.provider.LookupCharge(ctx, c.ChargeKey)
+		if err == nil && c.ChargeID.Valid && ch.ID != c.ChargeID.String && ch.Status != psp.StatusCanceled {
+			// Past a key window the key holds a newer charge than the one this debt names:
+			// never refund another charge than the one owed.
+			return psp.Charge{}, fmt.Errorf("the charge under key %s is %s, not %s, which is owed", c.ChargeKey, ch.ID, c.ChargeID.String)
+		}
+		return ch, err
 	}
 	ref := ChargeRef{Key: c.ChargeKey, ChargeID: c.ChargeID.String, Since: c.CreatedAt.Add(-s.cfg.ProviderHorizon)}
 	if c.OrderID.Valid {

@@ -189,6 +189,16 @@ func (r *reconcileRun) charge(ctx context.Context, ch psp.Charge) error {
 	var p chargePayment
 	err := sqlx.GetContext(ctx, r.rc.db, &p, chargePaymentSQL, ch.ID, ch.Key)
 	switch {
+	case err == nil && ch.Status == psp.StatusSucceeded && p.ChargeID != ch.ID:
+		// Another charge under the key of a payment that names its own: a provider without
+		// keys, or past its key window, made the order's charge twice. The payment keeps the
+		// first; this one is owed back as an orphan of the order.
+		owner, why, err := r.owner(ctx, ch)
+		if err != nil {
+			return err
+		}
+		return r.orphan(ctx, ch, owner, fmt.Sprintf("a second charge under the key of order %d's payment, which is charge %s (%s)",
+			p.OrderID, p.ChargeID, cmp.Or(why, "its order is charged")))
 	case err == nil:
 		return r.checkAmounts(ctx, ch, p)
 	case !errors.Is(err, sql.ErrNoRows):
