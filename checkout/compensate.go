@@ -285,6 +285,11 @@ type compensation struct {
 	Source     string        `db:"source"` // cancel or reconcile
 	Attempts   int           `db:"attempts"`
 	WatchUntil time.Time     `db:"watch_until"`
+	// ChargeID is the charge it names, once one is known (a worker that woke to a canceled
+	// order, reconciliation); CreatedAt when it was owed. A provider that finds no charge
+	// by key finds it by them.
+	ChargeID  sql.NullString `db:"charge_id"`
+	CreatedAt time.Time      `db:"created_at"`
 }
 
 // compensationRefundKey is the provider key of the refund a compensation makes: derived
@@ -307,7 +312,7 @@ func (s *Service) compensateDue(ctx context.Context, batch int, hold time.Durati
 		 WHERE id IN (SELECT id FROM compensations
 		               WHERE state IN `+compensationOpenSQL+` AND next_attempt_at <= $1
 		               ORDER BY next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED)
-		RETURNING id, order_id, charge_key, source, attempts, watch_until`,
+		RETURNING id, order_id, charge_key, source, attempts, watch_until, charge_id, created_at`,
 		now, now.Add(hold), batch)
 	if err != nil {
 		return compensationPass{}, fmt.Errorf("compensations: take due: %w", err)
@@ -352,12 +357,12 @@ const takeCompensationsSQL = `
 	 WHERE id IN (SELECT id FROM compensations
 	               WHERE id = ANY ($3) AND state IN ` + compensationOpenSQL + ` AND next_attempt_at <= $1
 	               FOR UPDATE SKIP LOCKED)
-	RETURNING id, order_id, charge_key, source, attempts, watch_until`
+	RETURNING id, order_id, charge_key, source, attempts, watch_until, charge_id, created_at`
 
 func (s *Service) driveCompensation(ctx context.Context, c compensation, now time.Time, res *compensationPass) error {
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
 	defer cancel()
-	ch, err := s.provider.LookupCharge(pctx, c.ChargeKey)
+	ch, err := s.findCompensatedCharge(pctx, c, now)
 	lookup := psp.AnswerOf(psp.OpLookupCharge, err).Verdict
 	switch {
 	case lookup == psp.VerdictNone && !now.Before(c.WatchUntil):

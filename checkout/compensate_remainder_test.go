@@ -208,3 +208,6 @@ func TestCompensationTakesTheRefundAnotherWorkerMade(t *testing.T) {
 		t.Errorf("%d refunds of the charge, want the dashboard's and the compensation's", n)
 	}
 }
+
+// Capability is the sandbox's row: the wrapper changes answers, not promises.
+func (p *raceRefund) Capability() psp.Capability { return psp.PromisesOf(p.Provider) }

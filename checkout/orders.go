@@ -364,10 +364,19 @@ func (o *orderOp) Run(ctx context.Context, k *Key, resumed bool) (Response, erro
 	defer cancel()
 	var ch psp.Charge
 	if resumed {
-		// The previous worker may have charged before it died: ask first.
-		ch, err = o.s.provider.LookupCharge(pctx, pk)
+		// The previous worker may have charged before it died: ask first, the way the
+		// provider can find a charge. A charge is sent again only if the provider answers a
+		// repeat with the first charge (psp.MayResend: its keys replay and the key's window,
+		// counted from the claim, the first send's upper bound, has not passed); else none
+		// found yet is given up on as the completer does, fenced or with a refund owed, and
+		// the retry gets the canceled order's answer.
+		c := o.s.promises()
+		ch, err = o.s.findOrderCharge(pctx, c, k, o.in.firstCharge(), o.in.Currency)
+		if psp.NoChargeYet(err) && !psp.MayResend(c, o.s.cfg.Now().Sub(k.CreatedAt)) {
+			return o.s.giveUpResumed(ctx, k, c)
+		}
 	}
-	if !resumed || psp.AnswerOf(psp.OpLookupCharge, err).Verdict == psp.VerdictNone {
+	if !resumed || psp.NoChargeYet(err) {
 		ch, err = o.s.provider.Charge(pctx, psp.ChargeRequest{
 			Key: pk, Amount: o.in.firstCharge(), Currency: o.in.Currency, CardToken: o.in.Payment.CardToken,
 			Customer: customer, PaymentMethod: o.in.Payment.PaymentMethod,
@@ -380,7 +389,7 @@ func (o *orderOp) Run(ctx context.Context, k *Key, resumed bool) (Response, erro
 		// been made under the same provider key with the first token, and the provider
 		// refuses this token there: that charge is the order's, if it is for the order's
 		// amount. Anything else stays a bug for an operator.
-		ch, err = o.s.provider.LookupCharge(pctx, pk)
+		ch, err = o.s.findOrderCharge(pctx, o.s.promises(), k, 0, "")
 		if err == nil && (ch.Amount != o.in.Amount || ch.Currency != o.in.Currency) {
 			err = fmt.Errorf("%w: charge %s under the order's provider key is for %d %s", psp.ErrKeyReused, ch.ID, ch.Amount, ch.Currency)
 		}
@@ -421,6 +430,21 @@ func (o *orderOp) Run(ctx context.Context, k *Key, resumed bool) (Response, erro
 		// this charge must be refunded, and the debt is recorded in Postgres.
 		o.s.oweRefundIfCanceled(ctx, k, ch)
 	}
+	return resp, err
+}
+
+// giveUpResumed gives up on the charge of a resumed order that the provider does not have
+// and that may not be sent again (giveUpCharge: fenced where the provider can, else canceled
+// with a refund owed of any charge that still appears). A provider that cannot answer the
+// cancel leaves the key for the next retry, as an unknown outcome does.
+func (s *Service) giveUpResumed(ctx context.Context, k *Key, c psp.Capability) (Response, error) {
+	reason := fmt.Sprintf("a resumed order's charge was not found and may not be sent again (%s)", c.Provider)
+	settle, err := s.giveUpCharge(ctx, k, reason)
+	if settle == nil {
+		return s.providerFailed(ctx, k, psp.OpCancelCharge, err)
+	}
+	s.logger.Warn("resumed order given up: its charge may not be sent again", "key_id", k.ID, "provider", c.Provider)
+	resp, _, err := settle(s.q)
 	return resp, err
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -39,11 +40,20 @@ type refundSettle func(tx *sqlx.Tx, k *Key) (Response, error)
 func (s *Service) refusedRefund(ctx, pctx context.Context, ref refund, a psp.Answer, perr error) (refundSettle, error) {
 	var ch *psp.Charge
 	if a.Verdict == psp.VerdictLookUp {
-		var chargeKey string
-		if err := sqlx.GetContext(ctx, s.db, &chargeKey, `SELECT provider_key FROM payments WHERE order_id = $1`, ref.OrderID); err != nil {
+		var pay struct {
+			ChargeKey string    `db:"provider_key"`
+			Ordered   time.Time `db:"created_at"`
+		}
+		if err := sqlx.GetContext(ctx, s.db, &pay, `
+			SELECT p.provider_key, o.created_at FROM payments p JOIN orders o ON o.id = p.order_id
+			 WHERE p.order_id = $1`, ref.OrderID); err != nil {
 			return nil, fmt.Errorf("refused refund: the order's payment: %w", err)
 		}
-		got, err := s.provider.LookupCharge(pctx, chargeKey)
+		// The payment names its charge: found under its key, or by the order's reference,
+		// or in a listing since the order, as the provider can.
+		found, err := FindCharge(pctx, s.provider, s.promises(), ChargeRef{Key: pay.ChargeKey,
+			Reference: chargeDescription(ref.OrderPublicID), ChargeID: ref.ChargeID, Since: pay.Ordered}, s.cfg.Now())
+		got := found.Charge
 		if psp.AnswerOf(psp.OpLookupCharge, err).Verdict != psp.VerdictDone {
 			return nil, fmt.Errorf("refused refund (%v): look up charge: %w", perr, err)
 		}

@@ -108,3 +108,6 @@ func TestCardFromTheChargeOneProviderCall(t *testing.T) {
 		t.Fatalf("%d charges, want 1", n)
 	}
 }
+
+// Capability is the sandbox's row: the wrapper changes answers, not promises.
+func (p *inFlightProvider) Capability() psp.Capability { return psp.PromisesOf(p.Provider) }

@@ -60,8 +60,9 @@ type ChargeResolution struct {
 	LookupRefused bool
 }
 
-// ResolveCharge asks the provider about k's charge, under the key's providerKey as every
-// resume does, for the completer and the operator's release, which never charge (card
+// ResolveCharge asks the provider about k's charge, the way the provider can find it
+// (FindCharge: under the key's providerKey, by the order's reference, or in a listing) as
+// every resume does, for the completer and the operator's release, which never charge (card
 // tokens are not stored). A charge found settles the order from it; none found yet is not
 // none ever (the worker that lost the key may still have its request in flight), so the
 // key is fenced at the provider first (giveUpCharge, with reason for a refund owed). The
@@ -70,7 +71,18 @@ func (s *Service) ResolveCharge(ctx context.Context, k *Key, reason string) Char
 	pk := providerKey("charge", k)
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProviderTimeout)
 	defer cancel()
-	ch, err := s.provider.LookupCharge(pctx, pk)
+	c := s.promises()
+	var amount int64
+	var currency string
+	if psp.LookUpBy(c) != psp.LookUpByKey {
+		// A reference or a listing is matched by what the charge was for.
+		view, err := s.orderView(ctx, k.OrderID.Int64)
+		if err != nil {
+			return ChargeResolution{Err: err, Unknown: true}
+		}
+		amount, currency = view.firstCharge(), view.Currency
+	}
+	ch, err := s.findOrderCharge(pctx, c, k, amount, currency)
 	op := psp.OpLookupCharge
 	var settle func(sqlx.QueryerContext) (Response, psp.Charge, error)
 	switch {

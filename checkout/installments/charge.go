@@ -95,6 +95,9 @@ func New(db *sqlx.DB, provider psp.Provider, cfg Config, logger *slog.Logger) *C
 const (
 	attentionRetriesExhausted = "retries_exhausted" // declined on its last retry
 	attentionProviderRefused  = "provider_refused"  // the provider refused the request itself
+	// attentionNotResent: an attempt whose answer was lost is not found at a provider that
+	// would make a repeat a new charge (past its key window, or without keys).
+	attentionNotResent = "not_resent"
 )
 
 // Result counts what one run did.
@@ -185,7 +188,26 @@ func (s *Charger) chargeInstallment(ctx context.Context, c *installmentClaim, no
 	var ch psp.Charge
 	var err error
 	if c.Resumed {
-		ch, err = s.provider.LookupCharge(pctx, c.Key)
+		// Found the way the provider can (checkout.FindCharge), and sent again only while
+		// the provider answers a repeat with the first charge: past its key window, or at a
+		// provider without keys, an attempt not found goes to an operator, who can see
+		// whether it was charged; a second charge would not be undone.
+		promises := psp.PromisesOf(s.provider)
+		var found checkout.FoundCharge
+		found, err = checkout.FindCharge(pctx, s.provider, promises, checkout.ChargeRef{Key: c.Key,
+			Reference: checkout.InstallmentDescription(c.OrderPublic, c.N), Amount: c.Amount, Currency: c.Currency,
+			Since: c.TakenAt}, s.cfg.Now())
+		ch = found.Charge
+		for _, o := range found.Others {
+			s.logger.Error("the provider charged an installment more than once: the later charge is owed back",
+				"order_id", c.OrderID, "n", c.N, "settled_with", ch.ID, "charge_id", o.ID)
+		}
+		if psp.NoChargeYet(err) && !psp.MayResend(promises, s.cfg.Now().Sub(c.TakenAt)) {
+			s.logger.Error("installment attempt not found and not sent again: the provider would charge it anew",
+				"order_id", c.OrderID, "n", c.N, "attempt", c.Attempts, "provider", promises.Provider)
+			return s.recordInstallment(ctx, c, res, &res.Attention, installmentDeclinedSQL, c.OrderID, c.N, c.LeaseToken,
+				nil, attentionNotResent, s.cfg.Now(), attentionNotResent)
+		}
 	}
 	if !c.Resumed || psp.NoChargeYet(err) {
 		ch, err = s.provider.Charge(pctx, psp.ChargeRequest{

@@ -29,6 +29,9 @@ type installmentClaim struct {
 	ProviderCustomer sql.NullString `db:"provider_customer"`
 	PaymentMethod    sql.NullString `db:"payment_method"`
 	TimeZone         string         `db:"time_zone"`
+	// TakenAt is when the attempt in flight was taken (its row's last update before this
+	// claim): the upper bound of its first send, which a provider's key window counts from.
+	TakenAt time.Time `db:"taken_at"`
 	// Set by the claim: the attempt this run makes, and its provider key.
 	Key     string `db:"-"`
 	Resumed bool   `db:"-"` // the attempt was in flight before: look its charge up first
@@ -37,7 +40,7 @@ type installmentClaim struct {
 // dueInstallmentSQL picks one due installment of a paid order ($1 the job's now) whose lease
 // is free ($2 the clock), locked, skipping those another run holds locked.
 var dueInstallmentSQL = `
-	SELECT i.order_id, i.n, i.amount, i.due_on, i.attempts, i.in_flight, i.lease_token,
+	SELECT i.order_id, i.n, i.amount, i.due_on, i.attempts, i.in_flight, i.lease_token, i.updated_at AS taken_at,
 	       o.public_id AS order_public_id, o.currency, o.created_at AS order_created, o.intent AS order_intent, o.provider_customer, o.payment_method, c.time_zone
 	  FROM installments i
 	  JOIN orders o ON o.id = i.order_id

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/tekrar/tekrar/internal/problem"
@@ -28,6 +29,8 @@ import (
 //	GET  /charges?reference=                          -> 200 ChargePage (every charge whose
 //	                                                     description is reference; ReferenceFinder)
 //	POST /cards/fingerprint  {"card_token":"..."}     -> 200 {"fingerprint":"fp_..."}
+//	GET  /capability                                  -> 200 {"provider":"sandbox","key_window":"..."}
+//	                                                     (its row of the capability table; Promiser)
 //
 // The sandbox adds its dashboard, for tests and demos (the Dashboard interface: the Sandbox
 // does it, Client asks for it):
@@ -133,6 +136,7 @@ func NewHandler(p Provider, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /charges/{key}/cancel", h.cancelCharge)
 	mux.HandleFunc("GET /charges", h.listCharges)
 	mux.HandleFunc("POST /cards/fingerprint", h.cardFingerprint)
+	mux.HandleFunc("GET /capability", h.capability)
 	if sb, ok := p.(*Sandbox); ok {
 		// The sandbox's dashboard: what a merchant (or a test, or a demo) does at the
 		// processor outside tekrar.
@@ -212,6 +216,18 @@ func (h *handler) chargesByReference(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	charges, err := f.ChargesByReference(ctx, r.URL.Query().Get("reference"))
 	h.answer(w, r, ChargePage{Charges: charges}, err)
+}
+
+// CapabilityAnswer is the body of GET /capability: the provider's row of the capability
+// table by its name, and its key window, which a sandbox with a KeyWindow shortens.
+type CapabilityAnswer struct {
+	Provider  string `json:"provider"`
+	KeyWindow string `json:"key_window"` // a Go duration; the row's own for a row without one
+}
+
+func (h *handler) capability(w http.ResponseWriter, r *http.Request) {
+	c := PromisesOf(h.p)
+	h.answer(w, r, CapabilityAnswer{Provider: c.Provider, KeyWindow: c.KeyWindow.String()}, nil)
 }
 
 func (h *handler) cardFingerprint(w http.ResponseWriter, r *http.Request) {
@@ -318,6 +334,9 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request, v any, err erro
 type Client struct {
 	base string
 	hc   *http.Client
+
+	mu         sync.Mutex
+	capability *Capability // the server's row, once it answered (Capability)
 }
 
 var _ Provider = (*Client)(nil)
@@ -444,6 +463,45 @@ func (c *Client) ChargesByReference(ctx context.Context, reference string) ([]Ch
 		}
 	}
 	return page.Charges, nil
+}
+
+var _ Promiser = (*Client)(nil)
+
+// capabilityTimeout bounds the one GET /capability of Capability, which takes no context.
+const capabilityTimeout = 5 * time.Second
+
+// Capability implements Promiser: the server's row (GET /capability), asked once and kept.
+// Until the server has answered (it is down, or an older server does not know the route)
+// the answer is Undeclared and the next call asks again: recovery is conservative
+// meanwhile, never more trusting than the provider said. A row the table does not name is
+// Undeclared too, and kept.
+func (c *Client) Capability() Capability {
+	c.mu.Lock()
+	known := c.capability
+	c.mu.Unlock()
+	if known != nil {
+		return *known
+	}
+	// Asked without the lock: callers at once while the server is slow each wait for their
+	// own answer, not for each other's.
+	ctx, cancel := context.WithTimeout(context.Background(), capabilityTimeout)
+	defer cancel()
+	var a CapabilityAnswer
+	if err := c.do(ctx, http.MethodGet, "/capability", nil, &a, false); err != nil {
+		return Undeclared()
+	}
+	row, ok := CapabilityOf(a.Provider)
+	if !ok {
+		row = Undeclared()
+	} else if w, err := time.ParseDuration(a.KeyWindow); err == nil && row.KeysReplay == SupportYes && w > 0 && w < row.KeyWindow {
+		// Only ever a shorter window than the row's: a server cannot promise more than its
+		// row does.
+		row.KeyWindow = w
+	}
+	c.mu.Lock()
+	c.capability = &row
+	c.mu.Unlock()
+	return row
 }
 
 // CardFingerprint implements Provider.

@@ -43,6 +43,12 @@ type SandboxOptions struct {
 	// schedule fields Webhooks leaves zero). Its row of the capability table is
 	// ProviderSandboxKeyLess.
 	KeyLess bool
+	// KeyWindow is how long the sandbox remembers a charge key, as a real provider's window
+	// (Stripe's 24 h, PayPal's 6 h): a charge repeated under a key first used longer ago is a
+	// new charge, and the key's earlier row stays in the ledger as a reference only. 0 keeps
+	// keys for ever, as the sandbox always did. Its row of the capability table is the
+	// sandbox's own with this KeyWindow; a key-less sandbox has no keys to forget.
+	KeyWindow time.Duration
 }
 
 // Sandbox is a card processor with its own ledger in Postgres (tables psp_charges and
@@ -58,6 +64,7 @@ type Sandbox struct {
 	now      func() time.Time
 	noCancel bool
 	keyLess  bool
+	window   time.Duration // SandboxOptions.KeyWindow; 0: for ever
 	logger   *slog.Logger
 	hooks    *webhookSender // nil: no events are recorded
 }
@@ -66,7 +73,8 @@ var _ Provider = (*Sandbox)(nil)
 
 // NewSandbox returns a sandbox over db, whose migrations must have been applied.
 func NewSandbox(d *sqlx.DB, opts SandboxOptions) *Sandbox {
-	s := &Sandbox{db: d, q: db.NewPrepared(d), slow: opts.SlowDelay, now: opts.Now, noCancel: opts.NoCancel, keyLess: opts.KeyLess, logger: opts.Logger}
+	s := &Sandbox{db: d, q: db.NewPrepared(d), slow: opts.SlowDelay, now: opts.Now, noCancel: opts.NoCancel, keyLess: opts.KeyLess,
+		window: opts.KeyWindow, logger: opts.Logger}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -244,6 +252,9 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 		pctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 		defer cancel()
 	}
+	if err := s.forgetExpiredKey(pctx, req.Key); err != nil {
+		return Charge{}, err
+	}
 	fp := fingerprint(req.CardToken)
 	if req.PaymentMethod != "" {
 		return s.chargeSaved(ctx, req)
@@ -284,6 +295,22 @@ func (s *Sandbox) Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 	}
 
 	return s.insertCharge(ctx, pctx, req, fp, cardOf(req.CardToken))
+}
+
+// forgetExpiredKey makes a charge key first used longer than the key window ago a
+// reference only (keyed false), as a provider forgets a key past its window: the charge
+// that follows under it is a new one, and it is the charge a look-up by the key finds from
+// then on. Without a window, or key-less, it does nothing and asks nothing.
+func (s *Sandbox) forgetExpiredKey(ctx context.Context, key string) error {
+	if s.window <= 0 || s.keyLess {
+		return nil
+	}
+	if _, err := s.q.ExecContext(ctx, `
+		UPDATE psp_charges SET keyed = false WHERE key = $1 AND keyed AND created_at < $2`,
+		key, s.now().Add(-s.window)); err != nil {
+		return fmt.Errorf("psp sandbox: forget an expired key: %w", err)
+	}
+	return nil
 }
 
 // insertCharge records a new charge of card c under req.Key, or answers the charge a
@@ -705,4 +732,23 @@ func (s *Sandbox) ChargesByReference(ctx context.Context, reference string) ([]C
 		out[i] = r.charge()
 	}
 	return out, nil
+}
+
+var _ Promiser = (*Sandbox)(nil)
+
+// Capability implements Promiser: the sandbox's row as its options made it (KeyLess,
+// NoCancel, or keys with a fence), with its KeyWindow when it has one.
+func (s *Sandbox) Capability() Capability {
+	name := ProviderSandbox
+	switch {
+	case s.keyLess:
+		name = ProviderSandboxKeyLess
+	case s.noCancel:
+		name = ProviderSandboxNoCancel
+	}
+	c, _ := CapabilityOf(name) // the table names every sandbox row
+	if s.window > 0 && !s.keyLess {
+		c.KeyWindow = s.window
+	}
+	return c
 }

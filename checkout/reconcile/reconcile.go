@@ -189,6 +189,16 @@ func (r *reconcileRun) charge(ctx context.Context, ch psp.Charge) error {
 	var p chargePayment
 	err := sqlx.GetContext(ctx, r.rc.db, &p, chargePaymentSQL, ch.ID, ch.Key)
 	switch {
+	case err == nil && ch.Status == psp.StatusSucceeded && p.ChargeID != ch.ID:
+		// Another charge under the key of a payment that names its own: a provider without
+		// keys, or past its key window, made the order's charge twice. The payment keeps the
+		// first; this one is owed back as an orphan of the order.
+		owner, why, err := r.owner(ctx, ch)
+		if err != nil {
+			return err
+		}
+		return r.orphan(ctx, ch, owner, fmt.Sprintf("a second charge under the key of order %d's payment, which is charge %s (%s)",
+			p.OrderID, p.ChargeID, cmp.Or(why, "its order is charged")))
 	case err == nil:
 		return r.checkAmounts(ctx, ch, p)
 	case !errors.Is(err, sql.ErrNoRows):
@@ -361,7 +371,13 @@ func (r *reconcileRun) paidWithoutCharge(ctx context.Context, since, until time.
 func (r *reconcileRun) lookUpPaid(ctx context.Context, o paidOrder) error {
 	pctx, cancel := context.WithTimeout(ctx, r.rc.cfg.ProviderTimeout)
 	defer cancel()
-	ch, err := r.rc.provider.LookupCharge(pctx, o.ChargeKey)
+	// The payment's charge, found the way the provider can: under its key (the key's charge,
+	// compared below), or by its order's reference or in a listing, where only the charge
+	// the payment names matches.
+	found, err := checkout.FindCharge(pctx, r.rc.provider, psp.PromisesOf(r.rc.provider), checkout.ChargeRef{
+		Key: o.ChargeKey, Reference: checkout.OrderReference(o.PublicID), Since: o.Created,
+		ChargeID: o.ChargeID}, r.rc.cfg.Now())
+	ch := found.Charge
 	var detail string
 	switch {
 	case psp.NoChargeYet(err):

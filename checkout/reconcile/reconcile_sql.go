@@ -167,15 +167,18 @@ type paidOrder struct {
 	ChargeKey string `db:"provider_key"`
 	Amount    int64  `db:"amount"`
 	Currency  string `db:"currency"`
+	// The order's public id and creation: how a provider without keys finds its charge.
+	PublicID string    `db:"public_id"`
+	Created  time.Time `db:"created_at"`
 }
 
 // paidOrdersSQL lists the orders created in [$1, $2) that tekrar holds as charged, client by
 // client through orders_client_created_idx, after order $3 (a page of $4).
 var paidOrdersSQL = `
-	SELECT o.id AS order_id, p.provider_charge_id, p.provider_key, p.amount, p.currency
+	SELECT o.id AS order_id, p.provider_charge_id, p.provider_key, p.amount, p.currency, o.public_id, o.created_at
 	  FROM clients c
 	 CROSS JOIN LATERAL (
-	    SELECT id FROM orders
+	    SELECT id, public_id, created_at FROM orders
 	     WHERE client_id = c.id AND created_at >= $1 AND created_at < $2
 	       AND status IN ` + checkout.ChargedStatuses.SQL() + `) o
 	  JOIN payments p ON p.order_id = o.id AND p.status = 'succeeded'

@@ -32,7 +32,7 @@ func pspCmd(e env) *cobra.Command {
 			s.Addr(&addr, "addr", "TEKRAR_PSP_ADDR", pspDefaultAddr, "HTTP listen address of the sandbox provider")
 			s.Duration(&slow, "slow-delay", "TEKRAR_PSP_SLOW_DELAY", "2s", "how long the tok_slow and tok_late cards take to approve", time.Millisecond, 10*time.Minute)
 			s.Bool(&noCancel, "no-cancel", "TEKRAR_PSP_NO_CANCEL", "false", "behave as a processor that cannot cancel a charge key (tekrar then owes a refund of any late charge)")
-			s.Bool(&keyLess, "keyless", "TEKRAR_PSP_KEYLESS", "false", "behave as a processor that keeps no keys, as iyzico documents its services: a repeated charge is a new charge, a charge is found by reference only, no key can be canceled (tekrar's recovery does not use this mode yet)")
+			s.Bool(&keyLess, "keyless", "TEKRAR_PSP_KEYLESS", "false", "behave as a processor that keeps no keys, as iyzico documents its services: a repeated charge is a new charge, a charge is found by reference only, no key can be canceled (tekrar's recovery finds a charge by reference and never sends it again)")
 			s.URL(&hooks.URL, "webhook-url", "TEKRAR_PSP_WEBHOOK_URL", "", "where to send the sandbox's webhooks (a charge made, declined, refunded, disputed); unset: none are sent")
 			s.WebhookSecrets(&hooks.Secret, "webhook-secret", "TEKRAR_PSP_WEBHOOK_SECRET", "the webhooks' signing secret, whsec_ and base64 (Standard Webhooks); required with --webhook-url")
 			s.Float(&hooks.Duplicate, "webhook-duplicate", "TEKRAR_PSP_WEBHOOK_DUPLICATE", "0", "share of delivered webhooks sent a second time", 0, 1)

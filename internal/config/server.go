@@ -150,7 +150,7 @@ func BindServer(s *Set, command string, c *Server) {
 	s.Duration(&c.ProviderHorizon, "provider-horizon", "TEKRAR_PROVIDER_HORIZON", "24h", "after tekrar gives up on a charge at a provider that cannot cancel a charge key, how long a late charge under it is watched for and refunded", time.Second, 90*24*time.Hour)
 	s.Duration(&c.MaxWait, "max-wait", "TEKRAR_MAX_WAIT", "10s", "cap on 'Prefer: wait=N' for a request whose key is in flight", 0, time.Minute)
 	s.Bool(&c.SandboxNoCancel, "sandbox-no-cancel", "TEKRAR_SANDBOX_NO_CANCEL", "false", "the in-process sandbox provider behaves as a processor that cannot cancel a charge key")
-	s.Bool(&c.SandboxKeyLess, "sandbox-keyless", "TEKRAR_SANDBOX_KEYLESS", "false", "the in-process sandbox provider keeps no keys, as iyzico documents its services: a repeated charge is a new charge, a charge is found by reference only, and no key can be canceled (tekrar's recovery does not use this mode yet: docs/providers.md)")
+	s.Bool(&c.SandboxKeyLess, "sandbox-keyless", "TEKRAR_SANDBOX_KEYLESS", "false", "the in-process sandbox provider keeps no keys, as iyzico documents its services: a repeated charge is a new charge, a charge is found by reference only, and no key can be canceled (tekrar's recovery finds a charge by reference and never sends it again: docs/providers.md)")
 	s.Duration(&c.SandboxSlowDelay, "sandbox-slow-delay", "TEKRAR_SANDBOX_SLOW_DELAY", "2s", "how long the in-process sandbox provider takes for tok_slow", 0, time.Minute)
 	s.Duration(&c.SweepInterval, "sweep-interval", "TEKRAR_SWEEP_INTERVAL", "1m", "how often the scheduled task \"sweep\" expires keys (one process of the deployment per tick; see docs/scheduled.md)", time.Second, 24*time.Hour)
 	bindSweep(s, c)

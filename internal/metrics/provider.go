@@ -9,8 +9,16 @@ import (
 )
 
 // Provider wraps a payment provider so that every call is counted and timed by operation
-// and outcome. The domain sees the provider it wrapped, unchanged.
+// and outcome. The domain sees the provider it wrapped, unchanged: the wrapper says what the
+// wrapped provider promises (psp.Promiser) and finds charges by reference as it does
+// (psp.ReferenceFinder), since recovery decides from both and a wrapper that hid them would
+// make it re-send or look up as another provider.
 func (m *Metrics) Provider(p psp.Provider) psp.Provider { return &provider{next: p, m: m} }
+
+var (
+	_ psp.Promiser        = (*provider)(nil)
+	_ psp.ReferenceFinder = (*provider)(nil)
+)
 
 type provider struct {
 	next psp.Provider
@@ -91,4 +99,14 @@ func (p *provider) CardFingerprint(ctx context.Context, token string) (string, e
 	fp, err := p.next.CardFingerprint(ctx, token)
 	p.observe("card_fingerprint", start, "", err)
 	return fp, err
+}
+
+// Capability is the wrapped provider's row (psp.PromisesOf): not a call, so not counted.
+func (p *provider) Capability() psp.Capability { return psp.PromisesOf(p.next) }
+
+func (p *provider) ChargesByReference(ctx context.Context, reference string) ([]psp.Charge, error) {
+	start := time.Now()
+	cs, err := psp.ChargesByReference(ctx, p.next, reference)
+	p.observe("charges_by_reference", start, "", err)
+	return cs, err
 }

@@ -161,7 +161,7 @@ var Codes = []Spec{
 	// refunded.
 	{Code: CodePaymentAbandoned, Status: http.StatusConflict, Title: "Payment abandoned",
 		Retryable: false, SafeNewKey: true, PerOccurrence: false, RetryAfter: 0,
-		Doc: "the request was interrupted before the card was charged and not retried in time: the completer (or an operator's release) canceled the order, named by `order_id`. When the payment provider canceled the charge key first, `detail` says nothing was charged; with a provider that cannot, it says that a charge the provider still completes is refunded in full automatically (docs/recovery.md). Stored and replayed; pay again with a new key"},
+		Doc: "the request was interrupted before the card was charged and not retried in time (or retried once the payment provider would charge a repeat anew: past its key window, or without keys): the completer, an operator's release or that retry canceled the order, named by `order_id`. When the payment provider canceled the charge key first, `detail` says nothing was charged; with a provider that cannot, it says that a charge the provider still completes is refunded in full automatically (docs/recovery.md). Stored and replayed; pay again with a new key"},
 	// The outcome is not known yet: retry with the same key, never a new one.
 	{Code: CodeIdempotencyKeyInUse, Status: http.StatusConflict, Title: "A request with this key is still in progress",
 		Retryable: true, SafeNewKey: false, PerOccurrence: false, RetryAfter: 1,

@@ -46,6 +46,9 @@ type Options struct {
 	Now time.Time
 	// SavedCard saves a visa card of Customer at the sandbox (Env.Card), to order plans on.
 	SavedCard bool
+	// Sandbox are the sandbox's options (KeyLess, NoCancel, KeyWindow); its clock is the
+	// environment's unless they set one.
+	Sandbox psp.SandboxOptions
 }
 
 // Env is a checkout service on a fresh database with one client, "shop".
@@ -71,7 +74,12 @@ func New(t *testing.T, o Options) *Env {
 	db := dbtest.New(t)
 	e := &Env{T: t, DB: db}
 	e.at = start(o.Now)
-	e.Sandbox = psp.NewSandbox(db, psp.SandboxOptions{})
+	sbOpts := o.Sandbox
+	if (sbOpts.KeyLess || sbOpts.NoCancel || sbOpts.KeyWindow > 0) && sbOpts.Now == nil {
+		// A mode's test moves the clock past what the sandbox times (its key window).
+		sbOpts.Now = e.Now
+	}
+	e.Sandbox = psp.NewSandbox(db, sbOpts)
 	e.Provider = e.Sandbox
 	if o.Switch {
 		e.Switch = &psptest.Switched{Provider: e.Sandbox}

@@ -17,6 +17,9 @@ const (
 	OpCancelCharge    = "cancel_charge"
 	OpListCharges     = "list_charges"
 	OpCardFingerprint = "card_fingerprint"
+	// OpChargesByReference is a look-up by reference (psp.ReferenceFinder), which answers as
+	// a charge look-up does.
+	OpChargesByReference = "charges_by_reference"
 )
 
 // Answering is a provider (the sandbox, in tests) with the answer of each operation forced:
@@ -91,4 +94,14 @@ func (p *Answering) Refund(ctx context.Context, req psp.RefundRequest) (psp.Refu
 		return psp.Refund{}, err
 	}
 	return p.Provider.Refund(ctx, req)
+}
+
+// Capability is the wrapped provider's row.
+func (p *Answering) Capability() psp.Capability { return psp.PromisesOf(p.Provider) }
+
+func (p *Answering) ChargesByReference(ctx context.Context, reference string) ([]psp.Charge, error) {
+	if err := p.forced(OpChargesByReference); err != nil {
+		return nil, err
+	}
+	return psp.ChargesByReference(ctx, p.Provider, reference)
 }

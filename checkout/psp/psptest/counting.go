@@ -75,3 +75,11 @@ func (p *Counting) CardFingerprint(ctx context.Context, token string) (string, e
 	p.count(OpCardFingerprint)
 	return p.Provider.CardFingerprint(ctx, token)
 }
+
+// Capability is the wrapped provider's row: what it promises is not a call.
+func (p *Counting) Capability() psp.Capability { return psp.PromisesOf(p.Provider) }
+
+func (p *Counting) ChargesByReference(ctx context.Context, reference string) ([]psp.Charge, error) {
+	p.count(OpChargesByReference)
+	return psp.ChargesByReference(ctx, p.Provider, reference)
+}

@@ -81,3 +81,14 @@ func (p *Switched) LookupRefund(ctx context.Context, key string) (psp.Refund, er
 	}
 	return p.Provider.LookupRefund(ctx, key)
 }
+
+// Capability is the wrapped provider's row, whatever the switch: a provider that is down
+// promises what it promised.
+func (p *Switched) Capability() psp.Capability { return psp.PromisesOf(p.Provider) }
+
+func (p *Switched) ChargesByReference(ctx context.Context, reference string) ([]psp.Charge, error) {
+	if p.get() == "down" {
+		return nil, ErrUnreachable
+	}
+	return psp.ChargesByReference(ctx, p.Provider, reference)
+}
