@@ -61,6 +61,7 @@ type Provider struct {
 var (
 	_ psp.Provider        = (*Provider)(nil)
 	_ psp.ReferenceFinder = (*Provider)(nil)
+	_ psp.Promiser        = (*Provider)(nil)
 )
 
 // New returns a provider on the account of opts.SecretKey.
