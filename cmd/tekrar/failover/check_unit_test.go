@@ -1,9 +1,11 @@
-package main
+package failover
 
 import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/tekrar/tekrar/internal/proctest"
 )
 
 // TestHistoryChecker shows the checker failing on each fault it exists to catch, each on a
@@ -13,13 +15,13 @@ func TestHistoryChecker(t *testing.T) {
 	// A clean history: a payment retried through a failover (a transport error, a 503, then
 	// its 201 and a byte-identical replay), a declined payment replayed, and a refund.
 	clean := func() ([]*historyIntent, providerLedger, storeAfter) {
-		pay := &historyIntent{Kind: payIntent, Key: "p1", Amount: 10001, Token: "tok_visa", Answers: []answer{
+		pay := &historyIntent{Kind: payIntent, Key: "p1", Amount: 10001, Token: "tok_visa", Answers: []proctest.Answer{
 			{Err: "connection refused"}, problemAnswer(503, "store_unavailable"), paid("ord_1"), replayed(paid("ord_1")),
 		}}
-		declined := &historyIntent{Kind: payIntent, Key: "p2", Amount: 10002, Token: "tok_declined", Answers: []answer{
+		declined := &historyIntent{Kind: payIntent, Key: "p2", Amount: 10002, Token: "tok_declined", Answers: []proctest.Answer{
 			problemAnswer(402, "payment_declined"), replayed(problemAnswer(402, "payment_declined")),
 		}}
-		refund := &historyIntent{Kind: refundIntent, Key: "r1", Amount: 2500, Order: pay, OrderID: "ord_1", Answers: []answer{
+		refund := &historyIntent{Kind: refundIntent, Key: "r1", Amount: 2500, Order: pay, OrderID: "ord_1", Answers: []proctest.Answer{
 			problemAnswer(409, "idempotency_key_in_use"), refunded("rf_1"),
 		}}
 		l := providerLedger{
@@ -114,19 +116,19 @@ func TestHistoryChecker(t *testing.T) {
 	}
 }
 
-func paid(orderID string) answer {
-	return answer{Status: 201, Body: fmt.Appendf(nil, `{"id":%q,"status":"paid","amount":10001}`, orderID), Replayed: "false"}
+func paid(orderID string) proctest.Answer {
+	return proctest.Answer{Status: 201, Body: fmt.Appendf(nil, `{"id":%q,"status":"paid","amount":10001}`, orderID), Replayed: "false"}
 }
 
-func refunded(refundID string) answer {
-	return answer{Status: 201, Body: fmt.Appendf(nil, `{"id":%q,"order_id":"ord_1","amount":2500,"status":"succeeded"}`, refundID), Replayed: "false"}
+func refunded(refundID string) proctest.Answer {
+	return proctest.Answer{Status: 201, Body: fmt.Appendf(nil, `{"id":%q,"order_id":"ord_1","amount":2500,"status":"succeeded"}`, refundID), Replayed: "false"}
 }
 
-func problemAnswer(status int, code string) answer {
-	return answer{Status: status, Code: code, Body: fmt.Appendf(nil, `{"status":%d,"code":%q}`, status, code)}
+func problemAnswer(status int, code string) proctest.Answer {
+	return proctest.Answer{Status: status, Code: code, Body: fmt.Appendf(nil, `{"status":%d,"code":%q}`, status, code)}
 }
 
-func replayed(a answer) answer {
+func replayed(a proctest.Answer) proctest.Answer {
 	a.Replayed = "true"
 	return a
 }
@@ -134,8 +136,8 @@ func replayed(a answer) answer {
 // TestLedgerOfAGroup: a group of clients is checked against its own part of the ledger, so
 // that another group's charges are neither its double charges nor charges of no payment.
 func TestLedgerOfAGroup(t *testing.T) {
-	pay := &historyIntent{Kind: payIntent, Key: "a1", Amount: 10001, Answers: []answer{paid("ord_1")}}
-	refund := &historyIntent{Kind: refundIntent, Key: "a1-refund", Amount: 2500, Order: pay, OrderID: "ord_1", Answers: []answer{refunded("rf_1")}}
+	pay := &historyIntent{Kind: payIntent, Key: "a1", Amount: 10001, Answers: []proctest.Answer{paid("ord_1")}}
+	refund := &historyIntent{Kind: refundIntent, Key: "a1-refund", Amount: 2500, Order: pay, OrderID: "ord_1", Answers: []proctest.Answer{refunded("rf_1")}}
 	l := providerLedger{
 		Charges: []ledgerCharge{
 			{ID: "ch_1", Amount: 10001, Status: "succeeded", Refunded: 2500},

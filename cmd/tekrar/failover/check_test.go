@@ -1,4 +1,4 @@
-package main
+package failover
 
 // The failover harness's history checker: from what each client was told, the provider's
 // ledger and tekrar's database after the run, it counts what the promise forbids (a
@@ -19,6 +19,8 @@ import (
 	"strings"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/internal/proctest"
 )
 
 type intentKind string
@@ -42,7 +44,7 @@ type historyIntent struct {
 	Order  *historyIntent // a refund's payment
 	// OrderID is the public id of the order a refund refunds: the id its payment's 201 named.
 	OrderID string
-	Answers []answer
+	Answers []proctest.Answer
 }
 
 // refundReason is the reason a refund intent sends, which the provider keeps on its
@@ -51,11 +53,11 @@ func refundReason(key string) string { return "history " + key }
 
 // outcome reports whether a is an answer a client stops on: an HTTP answer that retrying
 // with the same key cannot change.
-func outcome(a answer) bool { return a.Err == "" && !retryAgain(a) }
+func outcome(a proctest.Answer) bool { return a.Err == "" && !retryAgain(a) }
 
 // retryAgain reports whether a client sends the same key again after a: no answer, a
 // server or store failure, the key in use by another attempt, an installment in flight.
-func retryAgain(a answer) bool {
+func retryAgain(a proctest.Answer) bool {
 	return a.Err != "" || a.Status >= 500 || a.Code == "idempotency_key_in_use" || a.Code == "installment_in_flight"
 }
 
@@ -240,7 +242,7 @@ func checkHistory(intents []*historyIntent, l providerLedger, s storeAfter) hist
 		if ack != nil {
 			r.Acknowledged++
 		}
-		if first, other := disagreement(in.Answers, outcome); other != nil {
+		if first, other := proctest.Disagreement(in.Answers, outcome); other != nil {
 			r.ReplaysDiffer++
 			find("replay not byte-identical", "%s %s: %d %s, then %d %s", in.Kind, in.Key, first.Status, first.Body, other.Status, other.Body)
 		}
@@ -302,7 +304,7 @@ func checkHistory(intents []*historyIntent, l providerLedger, s storeAfter) hist
 }
 
 // acknowledged is the first 201 in answers, or nil.
-func acknowledged(answers []answer) *answer {
+func acknowledged(answers []proctest.Answer) *proctest.Answer {
 	for i := range answers {
 		if answers[i].Err == "" && answers[i].Status == 201 {
 			return &answers[i]
