@@ -20,7 +20,6 @@ import (
 // Ctrl-C stops every process of it.
 // It skips when patroni or etcd is missing, unless TEKRAR_CLUSTER_REQUIRED=1 (CI).
 func TestClusterCommand(t *testing.T) {
-	t.Parallel() // its own directory, ports and processes: it only waits on them
 	if err := cluster.Available(); err != nil {
 		if os.Getenv("TEKRAR_CLUSTER_REQUIRED") == "1" {
 			t.Fatalf("TEKRAR_CLUSTER_REQUIRED=1 but %v", err)
