@@ -191,7 +191,9 @@ func runCrash(t *testing.T, mode crashMode) {
 	pspAddr := addrOf(ports[2])
 	psp := startTekrar(t, childEnv("DATABASE_URL="+dbURL, "TEKRAR_PSP_ADDR="+pspAddr), nil,
 		append([]string{"psp"}, mode.provider.flags...)...)
-	waitUp(t, psp, "http://"+pspAddr, "/charges/none", 30*time.Second)
+	// A refund's look-up: every mode answers it (a key-less provider answers a charge's by
+	// key 501 lookup_unsupported).
+	waitUp(t, psp, "http://"+pspAddr, "/refunds/none", 30*time.Second)
 	secret := newClientSecret(t, dbURL, "crash app")
 
 	r := &crashRun{t: t, mode: mode, dbURL: dbURL}
