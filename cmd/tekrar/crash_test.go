@@ -39,6 +39,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/internal/dbtest"
+	"github.com/tekrar/tekrar/internal/ledgercheck"
 )
 
 // crashSize reads a size for the crash harness from the environment.
@@ -272,7 +273,7 @@ func runCrash(t *testing.T, mode crashMode) {
 	const workers = 8
 	var sent, nextAmount atomic.Int64
 	nextAmount.Store(100)
-	intents := make([][]*historyIntent, workers)
+	intents := make([][]*ledgercheck.Intent, workers)
 	c := newHTTPClient()
 	c.Timeout = 15 * time.Second
 	var load sync.WaitGroup
@@ -284,9 +285,9 @@ func runCrash(t *testing.T, mode crashMode) {
 					return
 				}
 				// Every intent has an amount of its own: in the provider's ledger the
-				// amount ties a charge to the intent it was made for (historyIntent).
-				in := &historyIntent{
-					Kind:   payIntent,
+				// amount ties a charge to the intent it was made for (ledgercheck.Intent).
+				in := &ledgercheck.Intent{
+					Kind:   ledgercheck.KindPay,
 					Key:    fmt.Sprintf("crash-%d-%d-%d", start.UnixNano(), w, i),
 					Amount: nextAmount.Add(1 + rng.Int64N(50)),
 					Token:  "tok_visa",
@@ -343,7 +344,7 @@ func runCrash(t *testing.T, mode crashMode) {
 	// Late retries: every client comes back once with its key, after everything settled,
 	// so that the completer's answers (paid, or payment_abandoned) are seen by a client too.
 	var late sync.WaitGroup
-	lateCh := make(chan *historyIntent)
+	lateCh := make(chan *ledgercheck.Intent)
 	var lateReplays atomic.Int64
 	for range workers {
 		late.Go(func() {
@@ -401,7 +402,7 @@ func runCrash(t *testing.T, mode crashMode) {
 	}
 
 	// What the clients saw.
-	var all []*historyIntent
+	var all []*ledgercheck.Intent
 	for _, w := range intents {
 		all = append(all, w...)
 	}
@@ -433,21 +434,22 @@ func runCrash(t *testing.T, mode crashMode) {
 	checkCrashInvariants(t, db, all, mode.provider)
 	r.checkOutput()
 
-	// The failover harness's checker, on the same record: what each client was told against
-	// the provider's ledger (a charge is its intent's by its amount, whatever its key, so a
-	// key-less provider's charges are counted too) and tekrar's database.
+	// The history checker the failover harness uses too (internal/ledgercheck), on the same
+	// record: what each client was told against the provider's ledger (a charge is its
+	// intent's by its amount, whatever its key, so a key-less provider's charges are counted
+	// too) and tekrar's database.
 	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer rcancel()
-	ledger, err := readLedger(rctx, db)
+	ledger, err := ledgercheck.ReadLedger(rctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := readStore(rctx, db)
+	store, err := ledgercheck.ReadStore(rctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := checkHistory(all, ledger, store)
-	if !rep.clean() {
+	rep := ledgercheck.Check(all, ledger, store)
+	if !rep.Clean() {
 		t.Errorf("the history breaks the promise: %v", rep)
 	}
 
@@ -586,7 +588,7 @@ func (r *crashRun) checkOutput() {
 // A charge is tied to its order by its description, which names the order's public id, and
 // never by its key alone: a key-less provider (keyed false) keeps the key as a reference that
 // any number of charges may hold.
-func checkCrashInvariants(t *testing.T, db *sqlx.DB, intents []*historyIntent, provider crashProvider) {
+func checkCrashInvariants(t *testing.T, db *sqlx.DB, intents []*ledgercheck.Intent, provider crashProvider) {
 	t.Helper()
 	violations := func(what, query string) {
 		t.Helper()

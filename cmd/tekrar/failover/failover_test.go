@@ -5,7 +5,7 @@ package failover
 // clients pay and refund; the leader is SIGKILLed, frozen past its TTL and switched over
 // under them. The provider runs as its own process with its ledger outside the cluster, so
 // that no failover can lose what the provider did. Afterwards the history checker
-// (check_test.go) compares what each client was told with that ledger and with
+// (internal/ledgercheck) compares what each client was told with that ledger and with
 // what the cluster holds.
 //
 // The control run shows the checker catching a double charge: the provider keys of the
@@ -37,6 +37,7 @@ import (
 
 	"github.com/tekrar/tekrar/internal/cluster"
 	"github.com/tekrar/tekrar/internal/dbtest"
+	"github.com/tekrar/tekrar/internal/ledgercheck"
 	"github.com/tekrar/tekrar/internal/proctest"
 )
 
@@ -58,7 +59,7 @@ func TestFailover(t *testing.T) {
 	}
 	t.Run("Synchronous", func(t *testing.T) {
 		r := runFailover(t, failoverMode{name: "synchronous"})[intentKeys]
-		if !r.clean() {
+		if !r.Clean() {
 			t.Errorf("the history breaks the promise: %v\n  %s", r, strings.Join(r.Findings, "\n  "))
 		}
 	})
@@ -106,7 +107,7 @@ type failoverCounts struct {
 }
 
 // runFailover runs the harness and returns the checker's report on each group of clients.
-func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
+func runFailover(t *testing.T, mode failoverMode) map[string]ledgercheck.Report {
 	faults := proctest.EnvSize(t, "TEKRAR_FAILOVER_FAULTS", 3)
 	workers := proctest.EnvSize(t, "TEKRAR_FAILOVER_CLIENTS", 8)
 	kinds := []string{"kill", "freeze", "switchover"}
@@ -188,7 +189,7 @@ func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
 	var faultsDone atomic.Bool
 	var nextAmount atomic.Int64
 	nextAmount.Store(10000)
-	histories := make([][]*historyIntent, workers)
+	histories := make([][]*ledgercheck.Intent, workers)
 	c := proctest.NewHTTPClient()
 	c.Timeout = 15 * time.Second
 	var load sync.WaitGroup
@@ -200,7 +201,7 @@ func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
 				prefix = oldKeyPrefix
 			}
 			for i := 0; !faultsDone.Load(); i++ {
-				pay := &historyIntent{Kind: payIntent, Key: fmt.Sprintf("%s%d-%d-%d", prefix, start.UnixNano(), w, i),
+				pay := &ledgercheck.Intent{Kind: ledgercheck.KindPay, Key: fmt.Sprintf("%s%d-%d-%d", prefix, start.UnixNano(), w, i),
 					Amount: nextAmount.Add(1), Token: "tok_visa"}
 				if rng.IntN(10) == 0 {
 					pay.Token = "tok_declined"
@@ -211,8 +212,8 @@ func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
 				if ack == nil || ack.Status != 201 || rng.IntN(3) != 0 {
 					continue
 				}
-				refund := &historyIntent{Kind: refundIntent, Key: pay.Key + "-refund", Amount: pay.Amount / 4,
-					Order: pay, OrderID: publicID(ack.Body)}
+				refund := &ledgercheck.Intent{Kind: ledgercheck.KindRefund, Key: pay.Key + "-refund", Amount: pay.Amount / 4,
+					Order: pay, OrderID: ledgercheck.PublicID(ack.Body)}
 				histories[w] = append(histories[w], refund)
 				untilOutcome(r, c, rng, w, refund, secret, time.Minute)
 			}
@@ -270,11 +271,11 @@ func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
 	// Late retries: every intent is sent once more with its key, after every failover, so
 	// that an answer a client was given before a failover is compared with the one the
 	// surviving database gives (and an intent whose client gave up gets its outcome).
-	var all []*historyIntent
+	var all []*ledgercheck.Intent
 	for _, h := range histories {
 		all = append(all, h...)
 	}
-	late := make(chan *historyIntent)
+	late := make(chan *ledgercheck.Intent)
 	var lateWG sync.WaitGroup
 	for w := range workers {
 		lateWG.Go(func() {
@@ -302,15 +303,15 @@ func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
 	// The checker.
 	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer rcancel()
-	l, err := readLedger(rctx, ledgerDB)
+	l, err := ledgercheck.ReadLedger(rctx, ledgerDB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := readStore(rctx, db)
+	st, err := ledgercheck.ReadStore(rctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	groups := map[string][]*historyIntent{}
+	groups := map[string][]*ledgercheck.Intent{}
 	for _, in := range all {
 		g := intentKeys
 		if strings.HasPrefix(in.Key, oldKeyPrefix) {
@@ -318,11 +319,11 @@ func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
 		}
 		groups[g] = append(groups[g], in)
 	}
-	reps := map[string]historyReport{}
+	reps := map[string]ledgercheck.Report{}
 	for g, ins := range groups {
-		reps[g] = checkHistory(ins, l.of(ins), st)
+		reps[g] = ledgercheck.Check(ins, l.Of(ins), st)
 	}
-	unplaced := checkHistory(all, l, storeAfter{}).UnmatchedCharges
+	unplaced := ledgercheck.Check(all, l, ledgercheck.Store{}).UnmatchedCharges
 
 	byStatus := map[string]int{}
 	for _, in := range all {
@@ -371,18 +372,18 @@ func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
 
 // untilOutcome sends in with its key until an answer retrying cannot change, alternating
 // the replicas, for at most d; it returns that answer, or nil when d ran out.
-func untilOutcome(r *proctest.Replicas, c *http.Client, rng *rand.Rand, w int, in *historyIntent, secret string, d time.Duration) *proctest.Answer {
+func untilOutcome(r *proctest.Replicas, c *http.Client, rng *rand.Rand, w int, in *ledgercheck.Intent, secret string, d time.Duration) *proctest.Answer {
 	method, path, body := "POST", "/v1/orders", proctest.OrderJSONBody(in.Amount, in.Token)
-	if in.Kind == refundIntent {
+	if in.Kind == ledgercheck.KindRefund {
 		path = "/v1/orders/" + in.OrderID + "/refunds"
-		body = fmt.Appendf(nil, `{"amount":%d,"reason":%q}`, in.Amount, refundReason(in.Key))
+		body = fmt.Appendf(nil, `{"amount":%d,"reason":%q}`, in.Amount, ledgercheck.RefundReason(in.Key))
 	}
 	backoff := 50 * time.Millisecond
 	for try, deadline := 0, time.Now().Add(d); time.Now().Before(deadline); try++ {
 		base := r.List[(w+try)%len(r.List)].Base
 		a := proctest.Record(proctest.Send(c, method, base+path, secret, body, "Idempotency-Key", in.Key, "Prefer", "wait=3"))
 		in.Answers = append(in.Answers, a)
-		if outcome(a) {
+		if ledgercheck.Outcome(a) {
 			return &in.Answers[len(in.Answers)-1]
 		}
 		time.Sleep(backoff/2 + time.Duration(rng.Int64N(int64(backoff))))
