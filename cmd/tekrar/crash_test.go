@@ -40,21 +40,8 @@ import (
 
 	"github.com/tekrar/tekrar/internal/dbtest"
 	"github.com/tekrar/tekrar/internal/ledgercheck"
+	"github.com/tekrar/tekrar/internal/proctest"
 )
-
-// crashSize reads a size for the crash harness from the environment.
-func crashSize(t *testing.T, name string, def int) int {
-	t.Helper()
-	s := os.Getenv(name)
-	if s == "" {
-		return def
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 {
-		t.Fatalf("%s=%q: want a positive integer", name, s)
-	}
-	return n
-}
 
 // TestCrash runs the harness in each provider mode and fault mode. It is not parallel: the
 // database restart would hit every other test's database, and the kills want the machine to
@@ -141,18 +128,6 @@ type crashMode struct {
 	provider  crashProvider
 }
 
-// crashSlot is one serve replica: its port, and the process currently running there.
-type crashSlot struct {
-	base string
-	port int
-	env  []string
-
-	mu   sync.Mutex
-	p    *proc
-	all  []*proc         // every incarnation, for the final check of their output
-	last completerTotals // the current incarnation's completer totals, last seen
-}
-
 type completerTotals struct{ Completed, Canceled, Attention, Retry int }
 
 func (a *completerTotals) add(b completerTotals) {
@@ -162,25 +137,23 @@ func (a *completerTotals) add(b completerTotals) {
 	a.Retry += b.Retry
 }
 
+// crashRun is one run's serve replicas, restarted with the same settings whenever they die
+// as an orchestrator would (proctest.Replicas), and what it counts of them.
 type crashRun struct {
-	t     *testing.T
-	mode  crashMode
-	dbURL string
-	slots []*crashSlot
-
-	stopping atomic.Bool // set before the test ends the processes itself
-	crashes  atomic.Int64
+	mode     crashMode
+	replicas *proctest.Replicas
+	crashes  atomic.Int64 // exits at an armed crash point
 	kills    atomic.Int64
-	restarts atomic.Int64
 
-	mu        sync.Mutex
-	oddExits  []string        // exits that were neither a crash point nor our kill
-	completer completerTotals // totals of dead incarnations
+	mu sync.Mutex
+	// completer is each incarnation's completer totals, last seen: a dead process takes
+	// its totals with it.
+	completer map[*proctest.Proc]completerTotals
 }
 
 func runCrash(t *testing.T, mode crashMode) {
-	requests := crashSize(t, "TEKRAR_CRASH_REQUESTS", 300)
-	kills := crashSize(t, "TEKRAR_CRASH_KILLS", 6)
+	requests := proctest.EnvSize(t, "TEKRAR_CRASH_REQUESTS", 300)
+	kills := proctest.EnvSize(t, "TEKRAR_CRASH_KILLS", 6)
 	start := time.Now()
 
 	dbURL := dbtest.NewURL(t)
@@ -194,10 +167,22 @@ func runCrash(t *testing.T, mode crashMode) {
 		append([]string{"psp"}, mode.provider.flags...)...)
 	// A refund's look-up: every mode answers it (a key-less provider answers a charge's by
 	// key 501 lookup_unsupported).
-	waitUp(t, psp, "http://"+pspAddr, "/refunds/none", 30*time.Second)
+	proctest.WaitUp(t, psp.Proc, "http://"+pspAddr, "/refunds/none", 30*time.Second)
 	secret := newClientSecret(t, dbURL, "crash app")
 
-	r := &crashRun{t: t, mode: mode, dbURL: dbURL}
+	r := &crashRun{mode: mode, replicas: proctest.NewReplicas(t), completer: map[*proctest.Proc]completerTotals{}}
+	// The exits the run causes: an armed crash point (exit status 3) and its SIGKILLs.
+	r.replicas.Expected = func(p *proctest.Proc) bool {
+		ws, _ := p.Cmd.ProcessState.Sys().(syscall.WaitStatus)
+		switch {
+		case p.Cmd.ProcessState.ExitCode() == 3 && mode.armed:
+			r.crashes.Add(1)
+			return true
+		case ws.Signaled() && ws.Signal() == syscall.SIGKILL && mode.sigkill:
+			return true
+		}
+		return false
+	}
 	for _, port := range ports[:2] {
 		env := []string{
 			"DATABASE_URL=" + dbURL, "TEKRAR_ADDR=" + addrOf(port), "TEKRAR_PSP_URL=http://" + pspAddr,
@@ -207,20 +192,13 @@ func runCrash(t *testing.T, mode crashMode) {
 		if mode.armed {
 			env = append(env, "TEKRAR_CRASH_AT=after_claim,after_provider,after_complete", "TEKRAR_CRASH_RATE=0.05")
 		}
-		s := &crashSlot{base: "http://" + addrOf(port), port: port, env: childEnv(env...)}
-		r.slots = append(r.slots, s)
-		s.p = startTekrar(t, s.env, nil, "serve")
-		s.all = append(s.all, s.p)
-		waitReady(t, s.p, s.base, 30*time.Second)
+		r.replicas.Add("http://"+addrOf(port), childEnv(env...), 30*time.Second)
 	}
-	t.Cleanup(func() { r.stopping.Store(true) })
 
 	// The supervisor restarts a dead server with the same settings, as an orchestrator would.
 	supervise, stopSupervise := context.WithCancel(context.Background())
 	var bg sync.WaitGroup
-	for _, s := range r.slots {
-		bg.Go(func() { r.supervise(supervise, s) })
-	}
+	bg.Go(func() { r.replicas.Supervise(supervise) })
 	bg.Go(func() { r.pollCompleters(supervise) })
 
 	// Faults.
@@ -233,17 +211,14 @@ func runCrash(t *testing.T, mode crashMode) {
 		faultWG.Go(func() {
 			defer faultsDone.Store(true)
 			for int(r.kills.Load()) < kills {
-				if crashSleep(faults, time.Duration(200+rand.IntN(600))*time.Millisecond) != nil {
+				if proctest.Sleep(faults, time.Duration(200+rand.IntN(600))*time.Millisecond) != nil {
 					return
 				}
-				s := r.slots[rand.IntN(len(r.slots))]
-				s.mu.Lock()
-				p := s.p
-				s.mu.Unlock()
-				if p.exited() {
+				p := r.replicas.List[rand.IntN(len(r.replicas.List))].Proc()
+				if p.Exited() {
 					continue
 				}
-				if err := p.cmd.Process.Signal(syscall.SIGKILL); err == nil {
+				if err := p.Cmd.Process.Signal(syscall.SIGKILL); err == nil {
 					r.kills.Add(1)
 				}
 			}
@@ -254,7 +229,7 @@ func runCrash(t *testing.T, mode crashMode) {
 		faultWG.Go(func() {
 			defer faultsDone.Store(true)
 			for range min(kills, 3) {
-				if crashSleep(faults, time.Duration(700+rand.IntN(800))*time.Millisecond) != nil {
+				if proctest.Sleep(faults, time.Duration(700+rand.IntN(800))*time.Millisecond) != nil {
 					return
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -306,7 +281,7 @@ func runCrash(t *testing.T, mode crashMode) {
 				backoff := 50 * time.Millisecond
 				for try := 0; try < tries; try++ {
 					sent.Add(1)
-					base := r.slots[rng.IntN(len(r.slots))].base
+					base := r.replicas.List[rng.IntN(len(r.replicas.List))].Base
 					res, err := send(c, "POST", base+"/v1/orders", secret, body,
 						"Idempotency-Key", in.Key, "Prefer", "wait=3")
 					a := record(res, err)
@@ -328,11 +303,9 @@ func runCrash(t *testing.T, mode crashMode) {
 	loadDone := time.Now()
 
 	// Both servers up, every key settled by retries or by the completer.
-	for _, s := range r.slots {
-		waitFor(t, 60*time.Second, "server "+s.base+" to be up", func() bool {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return !s.p.exited() && ready(s.base)
+	for _, s := range r.replicas.List {
+		waitUntil(t, 60*time.Second, "server "+s.Base+" to be up", func() bool {
+			return !s.Proc().Exited() && proctest.Ready(s.Base)
 		})
 	}
 	noKeyInProgress := func() bool {
@@ -357,7 +330,7 @@ func runCrash(t *testing.T, mode crashMode) {
 				// number of times.
 				var a answer
 				for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); {
-					base := r.slots[rand.IntN(len(r.slots))].base
+					base := r.replicas.List[rand.IntN(len(r.replicas.List))].Base
 					res, err := send(c, "POST", base+"/v1/orders", secret, orderJSONBody(in.Amount, in.Token),
 						"Idempotency-Key", in.Key, "Prefer", "wait=3")
 					a = record(res, err)
@@ -391,14 +364,15 @@ func runCrash(t *testing.T, mode crashMode) {
 	})
 	stopSupervise()
 	bg.Wait()
-	r.stopping.Store(true)
-	total := r.completer
-	for _, s := range r.slots {
-		if tot, ok := fetchCompleter(s.base); ok {
-			total.add(tot)
-		} else {
-			total.add(s.last)
+	r.replicas.Stop()
+	for _, s := range r.replicas.List {
+		if tot, ok := fetchCompleter(s.Base); ok {
+			r.completer[s.Proc()] = tot
 		}
+	}
+	var total completerTotals
+	for _, tot := range r.completer {
+		total.add(tot)
 	}
 
 	// What the clients saw.
@@ -432,7 +406,7 @@ func runCrash(t *testing.T, mode crashMode) {
 	}
 
 	checkCrashInvariants(t, db, all, mode.provider)
-	r.checkOutput()
+	r.replicas.CheckOutput()
 
 	// The history checker the failover harness uses too (internal/ledgercheck), on the same
 	// record: what each client was told against the provider's ledger (a charge is its
@@ -477,7 +451,7 @@ func runCrash(t *testing.T, mode crashMode) {
   completer totals (summed over incarnations, approximate): completed %d, canceled %d, attention %d, retry %d
   settled %v after the load; whole run %v`,
 		mode.provider.name, mode.name, rep, len(all), attempts-int(lateReplays.Load()), requests, lateReplays.Load(), keys, sb.String(),
-		r.crashes.Load(), r.kills.Load(), dbRestarts.Load(), r.restarts.Load(),
+		r.crashes.Load(), r.kills.Load(), dbRestarts.Load(), r.replicas.Restarts(),
 		paid, declined, canceled, pending, compensated,
 		total.Completed, total.Canceled, total.Attention, total.Retry,
 		settled.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
@@ -494,54 +468,14 @@ func runCrash(t *testing.T, mode crashMode) {
 	}
 }
 
-// supervise restarts s's process whenever it dies, until ctx ends.
-func (r *crashRun) supervise(ctx context.Context, s *crashSlot) {
-	for {
-		s.mu.Lock()
-		p := s.p
-		s.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return
-		case <-p.done:
-		}
-		if r.stopping.Load() {
-			return
-		}
-		code := p.cmd.ProcessState.ExitCode()
-		ws, _ := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
-		switch {
-		case code == 3 && r.mode.armed:
-			r.crashes.Add(1)
-		case ws.Signaled() && ws.Signal() == syscall.SIGKILL && r.mode.sigkill:
-		default:
-			r.mu.Lock()
-			r.oddExits = append(r.oddExits, fmt.Sprintf("%s exited (%v)\nstderr:\n%s", s.base, p.err, p.stderr))
-			r.mu.Unlock()
-		}
-		s.mu.Lock()
-		r.mu.Lock()
-		r.completer.add(s.last)
-		r.mu.Unlock()
-		s.last = completerTotals{}
-		np := startTekrar(r.t, s.env, nil, "serve")
-		s.p = np
-		s.all = append(s.all, np)
-		s.mu.Unlock()
-		r.restarts.Add(1)
-	}
-}
-
 // pollCompleters keeps the last completer totals of each live incarnation, since a dead
 // process takes its totals with it.
 func (r *crashRun) pollCompleters(ctx context.Context) {
 	c := &http.Client{Timeout: time.Second}
-	for crashSleep(ctx, 100*time.Millisecond) == nil {
-		for _, s := range r.slots {
-			s.mu.Lock()
-			p := s.p
-			s.mu.Unlock()
-			res, err := send(c, "GET", s.base+"/readyz/completer", "", nil)
+	for proctest.Sleep(ctx, 100*time.Millisecond) == nil {
+		for _, s := range r.replicas.List {
+			p := s.Proc()
+			res, err := send(c, "GET", s.Base+"/readyz/completer", "", nil)
 			if err != nil || res.Status != 200 {
 				continue
 			}
@@ -549,37 +483,12 @@ func (r *crashRun) pollCompleters(ctx context.Context) {
 			if json.Unmarshal(res.Body, &tot) != nil {
 				continue
 			}
-			s.mu.Lock()
-			if s.p == p && !p.exited() {
-				s.last = tot
-			}
-			s.mu.Unlock()
-		}
-	}
-}
-
-// checkOutput fails on any exit that was not a fault the test injected, and on any panic
-// or stack trace in the output of any incarnation.
-func (r *crashRun) checkOutput() {
-	t := r.t
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, e := range r.oddExits {
-		t.Errorf("unexpected exit: %s", e)
-	}
-	for _, s := range r.slots {
-		s.mu.Lock()
-		for _, p := range s.all {
-			out := p.stderr.String() + p.stdout.String()
-			for _, bad := range []string{"panic:", "goroutine ", "fatal error:", "DATA RACE"} {
-				if strings.Contains(out, bad) {
-					t.Errorf("%s: output contains %q:\n%s", s.base, bad, out)
-					break
-				}
+			if s.Proc() == p && !p.Exited() {
+				r.mu.Lock()
+				r.completer[p] = tot
+				r.mu.Unlock()
 			}
 		}
-		s.mu.Unlock()
 	}
 }
 
@@ -784,12 +693,6 @@ func checkCrashInvariants(t *testing.T, db *sqlx.DB, intents []*ledgercheck.Inte
 	}
 }
 
-func ready(base string) bool {
-	c := &http.Client{Timeout: time.Second}
-	r, err := send(c, "GET", base+"/readyz", "", nil)
-	return err == nil && r.Status == 200
-}
-
 func fetchCompleter(base string) (completerTotals, bool) {
 	c := &http.Client{Timeout: time.Second}
 	r, err := send(c, "GET", base+"/readyz/completer", "", nil)
@@ -800,21 +703,9 @@ func fetchCompleter(base string) (completerTotals, bool) {
 	return tot, true
 }
 
-// waitUp polls base+path until it answers (anything below 500), failing at once if p exits.
-func waitUp(t *testing.T, p *proc, base, path string, timeout time.Duration) {
-	t.Helper()
-	c := &http.Client{Timeout: time.Second}
-	waitFor(t, timeout, base+path, func() bool {
-		if p.exited() {
-			t.Fatalf("tekrar %v exited (%v)\nstderr:\n%s", p.cmd.Args[1:], p.err, p.stderr)
-		}
-		r, err := send(c, "GET", base+path, "", nil)
-		return err == nil && r.Status < 500
-	})
-}
-
-// settleFor waits for cond as waitFor does, but a timeout fails the test without ending it:
-// the invariants are still checked, and say what the unsettled state left behind.
+// settleFor waits for cond as waitUntil does, but a timeout fails the test without ending
+// it: the invariants are still checked, and say what the unsettled state left behind. It
+// polls every 100 ms, not 20, since its conditions are SQL queries on a loaded machine.
 func settleFor(t *testing.T, timeout time.Duration, what string, cond func() bool) bool {
 	t.Helper()
 	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(100 * time.Millisecond) {
@@ -824,27 +715,4 @@ func settleFor(t *testing.T, timeout time.Duration, what string, cond func() boo
 		}
 	}
 	return true
-}
-
-// waitFor is waitUntil with a slower poll, for conditions that query over HTTP or SQL.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func crashSleep(ctx context.Context, d time.Duration) error {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-tm.C:
-		return nil
-	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/internal/dbtest"
+	"github.com/tekrar/tekrar/internal/proctest"
 )
 
 // TestFrozenWorkerNeverLeavesAChargeBehind runs the scenario against real processes: two
@@ -64,7 +65,7 @@ func runFrozen(t *testing.T, provider crashProvider, wake string) {
 	pspEnv := childEnv("DATABASE_URL="+dbURL, "TEKRAR_PSP_ADDR="+pspAddr, "TEKRAR_PSP_SLOW_DELAY="+late.String())
 	pspArgs := append([]string{"psp"}, provider.flags...)
 	psp := startTekrar(t, pspEnv, nil, pspArgs...)
-	waitUp(t, psp, "http://"+pspAddr, "/refunds/none", 30*time.Second)
+	proctest.WaitUp(t, psp.Proc, "http://"+pspAddr, "/refunds/none", 30*time.Second)
 	secret := newClientSecret(t, dbURL, "frozen app")
 
 	common := []string{"DATABASE_URL=" + dbURL, "TEKRAR_PSP_URL=http://" + pspAddr, "TEKRAR_LOG_LEVEL=warn",
@@ -155,7 +156,7 @@ func runFrozen(t *testing.T, provider crashProvider, wake string) {
 			time.Sleep(1500 * time.Millisecond) // A reads its answer
 		}
 		psp = startTekrar(t, pspEnv, nil, pspArgs...)
-		waitUp(t, psp, "http://"+pspAddr, "/refunds/none", 30*time.Second)
+		proctest.WaitUp(t, psp.Proc, "http://"+pspAddr, "/refunds/none", 30*time.Second)
 	}
 
 	// 5. Every charge the provider made ends paid or refunded, once.
