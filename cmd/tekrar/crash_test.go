@@ -4,6 +4,17 @@ package main
 // points, SIGKILL, a database restart) while clients retry their payments, and afterwards
 // the database and the provider's ledger must still say that every payment happened once.
 //
+// The provider process is the sandbox in one of its modes, each a kind of processor tekrar
+// meets (docs/providers.md): "keys" (`tekrar psp`: keys replayed for ever, a cancel fences),
+// "no-cancel" (`tekrar psp --no-cancel`: keys replayed, nothing fenced, a refund owed
+// instead) and "keyless" (`tekrar psp --keyless`: every request a new charge, found by
+// reference only). TEKRAR_CRASH_PROVIDERS names the modes to run, a comma-separated list of
+// those words (default: all three). A run costs about as much as any other, so by default
+// "keys" meets each fault on its own (crash points, SIGKILL, a database restart) and the
+// others meet one run with crash points armed and SIGKILL together; TEKRAR_CRASH_FAULTS=all
+// runs every fault in every mode. The key-less mode is skipped unless TEKRAR_CRASH_KEYLESS=1,
+// until tekrar's recovery looks a charge up by reference (issue 29).
+//
 // Sizes are small by default so that CI runs it in seconds; for a longer run:
 //
 //	TEKRAR_CRASH_REQUESTS=5000 TEKRAR_CRASH_KILLS=50 go test -run Crash -v ./cmd/tekrar/
@@ -28,64 +39,93 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/internal/dbtest"
+	"github.com/tekrar/tekrar/internal/ledgercheck"
+	"github.com/tekrar/tekrar/internal/proctest"
 )
 
-// crashSize reads a size for the crash harness from the environment.
-func crashSize(t *testing.T, name string, def int) int {
-	t.Helper()
-	s := os.Getenv(name)
-	if s == "" {
-		return def
+// TestCrash runs the harness in each provider mode and fault mode. It is not parallel: the
+// database restart would hit every other test's database, and the kills want the machine to
+// themselves.
+func TestCrash(t *testing.T) {
+	every := os.Getenv("TEKRAR_CRASH_FAULTS") == "all"
+	for _, p := range crashProvidersOf(t) {
+		t.Run(p.name, func(t *testing.T) {
+			if p.name == "keyless" && os.Getenv("TEKRAR_CRASH_KEYLESS") != "1" {
+				t.Skip("tekrar's recovery does not look a charge up by reference yet (issue 29); TEKRAR_CRASH_KEYLESS=1 runs it")
+			}
+			faults := []crashMode{crashPointsAndKills}
+			if p.fences || every {
+				faults = crashFaults
+			}
+			for _, mode := range faults {
+				mode.provider = p
+				t.Run(mode.test, func(t *testing.T) {
+					if mode.dbRestart && os.Getenv(dbtest.EnvURL) != "" {
+						t.Skip("restarts the private test database server; unset " + dbtest.EnvURL)
+					}
+					runCrash(t, mode)
+				})
+			}
+		})
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 {
-		t.Fatalf("%s=%q: want a positive integer", name, s)
-	}
-	return n
 }
 
-// TestCrash runs the harness in each fault mode. It is not parallel: the database restart
-// would hit every other test's database, and the kills want the machine to themselves.
-func TestCrash(t *testing.T) {
-	t.Run("CrashPoints", func(t *testing.T) {
-		runCrash(t, crashMode{name: "crash points", armed: true})
-	})
-	t.Run("SIGKILL", func(t *testing.T) {
-		runCrash(t, crashMode{name: "SIGKILL", sigkill: true})
-	})
-	t.Run("DatabaseRestart", func(t *testing.T) {
-		if os.Getenv(dbtest.EnvURL) != "" {
-			t.Skip("restarts the private test database server; unset " + dbtest.EnvURL)
-		}
-		runCrash(t, crashMode{name: "database restart", dbRestart: true})
-	})
+// crashProvider is a mode of the provider process.
+type crashProvider struct {
+	name   string   // the subtest's name, and its word in TEKRAR_CRASH_PROVIDERS
+	flags  []string // tekrar psp's flags
+	fences bool     // a charge given up on is canceled at the provider: no refund is ever owed
 }
+
+var crashProviders = []crashProvider{
+	{name: "keys", fences: true},
+	{name: "no-cancel", flags: []string{"--no-cancel"}},
+	{name: "keyless", flags: []string{"--keyless"}},
+}
+
+// crashProvidersOf is the provider modes TEKRAR_CRASH_PROVIDERS names, in crashProviders'
+// order; all of them when it is unset.
+func crashProvidersOf(t *testing.T) []crashProvider {
+	t.Helper()
+	s := os.Getenv("TEKRAR_CRASH_PROVIDERS")
+	if s == "" {
+		return crashProviders
+	}
+	want := map[string]bool{}
+	for w := range strings.SplitSeq(s, ",") {
+		w = strings.TrimSpace(w)
+		if !slices.ContainsFunc(crashProviders, func(p crashProvider) bool { return p.name == w }) {
+			t.Fatalf("TEKRAR_CRASH_PROVIDERS=%q: %q is none of keys, no-cancel, keyless", s, w)
+		}
+		want[w] = true
+	}
+	var out []crashProvider
+	for _, p := range crashProviders {
+		if want[p.name] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// The fault modes: each on its own, and crash points with SIGKILL in one run, which the
+// provider modes other than "keys" meet by default.
+var (
+	crashFaults = []crashMode{
+		{test: "CrashPoints", name: "crash points", armed: true},
+		{test: "SIGKILL", name: "SIGKILL", sigkill: true},
+		{test: "DatabaseRestart", name: "database restart", dbRestart: true},
+	}
+	crashPointsAndKills = crashMode{test: "CrashPointsAndSIGKILL", name: "crash points and SIGKILL", armed: true, sigkill: true}
+)
 
 type crashMode struct {
+	test      string // the subtest's name
 	name      string
 	armed     bool // TEKRAR_CRASH_AT set on the servers
 	sigkill   bool // a killer goroutine SIGKILLs servers
 	dbRestart bool // the database server restarts under load
-}
-
-// crashIntent is one payment a client wants made, with every answer it got.
-type crashIntent struct {
-	key     string
-	amount  int64
-	token   string
-	answers []answer
-}
-
-// crashSlot is one serve replica: its port, and the process currently running there.
-type crashSlot struct {
-	base string
-	port int
-	env  []string
-
-	mu   sync.Mutex
-	p    *proc
-	all  []*proc         // every incarnation, for the final check of their output
-	last completerTotals // the current incarnation's completer totals, last seen
+	provider  crashProvider
 }
 
 type completerTotals struct{ Completed, Canceled, Attention, Retry int }
@@ -97,25 +137,23 @@ func (a *completerTotals) add(b completerTotals) {
 	a.Retry += b.Retry
 }
 
+// crashRun is one run's serve replicas, restarted with the same settings whenever they die
+// as an orchestrator would (proctest.Replicas), and what it counts of them.
 type crashRun struct {
-	t     *testing.T
-	mode  crashMode
-	dbURL string
-	slots []*crashSlot
-
-	stopping atomic.Bool // set before the test ends the processes itself
-	crashes  atomic.Int64
+	mode     crashMode
+	replicas *proctest.Replicas
+	crashes  atomic.Int64 // exits at an armed crash point
 	kills    atomic.Int64
-	restarts atomic.Int64
 
-	mu        sync.Mutex
-	oddExits  []string        // exits that were neither a crash point nor our kill
-	completer completerTotals // totals of dead incarnations
+	mu sync.Mutex
+	// completer is each incarnation's completer totals, last seen: a dead process takes
+	// its totals with it.
+	completer map[*proctest.Proc]completerTotals
 }
 
 func runCrash(t *testing.T, mode crashMode) {
-	requests := crashSize(t, "TEKRAR_CRASH_REQUESTS", 300)
-	kills := crashSize(t, "TEKRAR_CRASH_KILLS", 6)
+	requests := proctest.EnvSize(t, "TEKRAR_CRASH_REQUESTS", 300)
+	kills := proctest.EnvSize(t, "TEKRAR_CRASH_KILLS", 6)
 	start := time.Now()
 
 	dbURL := dbtest.NewURL(t)
@@ -125,11 +163,26 @@ func runCrash(t *testing.T, mode crashMode) {
 	// The provider runs on the same database and is never killed: it is the ledger the
 	// invariants are checked against.
 	pspAddr := addrOf(ports[2])
-	psp := startTekrar(t, childEnv("DATABASE_URL="+dbURL, "TEKRAR_PSP_ADDR="+pspAddr), nil, "psp")
-	waitUp(t, psp, "http://"+pspAddr, "/charges/none", 30*time.Second)
+	psp := startTekrar(t, childEnv("DATABASE_URL="+dbURL, "TEKRAR_PSP_ADDR="+pspAddr), nil,
+		append([]string{"psp"}, mode.provider.flags...)...)
+	// A refund's look-up: every mode answers it (a key-less provider answers a charge's by
+	// key 501 lookup_unsupported).
+	proctest.WaitUp(t, psp.Proc, "http://"+pspAddr, "/refunds/none", 30*time.Second)
 	secret := newClientSecret(t, dbURL, "crash app")
 
-	r := &crashRun{t: t, mode: mode, dbURL: dbURL}
+	r := &crashRun{mode: mode, replicas: proctest.NewReplicas(t), completer: map[*proctest.Proc]completerTotals{}}
+	// The exits the run causes: an armed crash point (exit status 3) and its SIGKILLs.
+	r.replicas.Expected = func(p *proctest.Proc) bool {
+		ws, _ := p.Cmd.ProcessState.Sys().(syscall.WaitStatus)
+		switch {
+		case p.Cmd.ProcessState.ExitCode() == 3 && mode.armed:
+			r.crashes.Add(1)
+			return true
+		case ws.Signaled() && ws.Signal() == syscall.SIGKILL && mode.sigkill:
+			return true
+		}
+		return false
+	}
 	for _, port := range ports[:2] {
 		env := []string{
 			"DATABASE_URL=" + dbURL, "TEKRAR_ADDR=" + addrOf(port), "TEKRAR_PSP_URL=http://" + pspAddr,
@@ -139,20 +192,13 @@ func runCrash(t *testing.T, mode crashMode) {
 		if mode.armed {
 			env = append(env, "TEKRAR_CRASH_AT=after_claim,after_provider,after_complete", "TEKRAR_CRASH_RATE=0.05")
 		}
-		s := &crashSlot{base: "http://" + addrOf(port), port: port, env: childEnv(env...)}
-		r.slots = append(r.slots, s)
-		s.p = startTekrar(t, s.env, nil, "serve")
-		s.all = append(s.all, s.p)
-		waitReady(t, s.p, s.base, 30*time.Second)
+		r.replicas.Add("http://"+addrOf(port), childEnv(env...), 30*time.Second)
 	}
-	t.Cleanup(func() { r.stopping.Store(true) })
 
 	// The supervisor restarts a dead server with the same settings, as an orchestrator would.
 	supervise, stopSupervise := context.WithCancel(context.Background())
 	var bg sync.WaitGroup
-	for _, s := range r.slots {
-		bg.Go(func() { r.supervise(supervise, s) })
-	}
+	bg.Go(func() { r.replicas.Supervise(supervise) })
 	bg.Go(func() { r.pollCompleters(supervise) })
 
 	// Faults.
@@ -165,17 +211,14 @@ func runCrash(t *testing.T, mode crashMode) {
 		faultWG.Go(func() {
 			defer faultsDone.Store(true)
 			for int(r.kills.Load()) < kills {
-				if crashSleep(faults, time.Duration(200+rand.IntN(600))*time.Millisecond) != nil {
+				if proctest.Sleep(faults, time.Duration(200+rand.IntN(600))*time.Millisecond) != nil {
 					return
 				}
-				s := r.slots[rand.IntN(len(r.slots))]
-				s.mu.Lock()
-				p := s.p
-				s.mu.Unlock()
-				if p.exited() {
+				p := r.replicas.List[rand.IntN(len(r.replicas.List))].Proc()
+				if p.Exited() {
 					continue
 				}
-				if err := p.cmd.Process.Signal(syscall.SIGKILL); err == nil {
+				if err := p.Cmd.Process.Signal(syscall.SIGKILL); err == nil {
 					r.kills.Add(1)
 				}
 			}
@@ -186,7 +229,7 @@ func runCrash(t *testing.T, mode crashMode) {
 		faultWG.Go(func() {
 			defer faultsDone.Store(true)
 			for range min(kills, 3) {
-				if crashSleep(faults, time.Duration(700+rand.IntN(800))*time.Millisecond) != nil {
+				if proctest.Sleep(faults, time.Duration(700+rand.IntN(800))*time.Millisecond) != nil {
 					return
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -203,8 +246,9 @@ func runCrash(t *testing.T, mode crashMode) {
 
 	// Load: clients paying, retrying the same key after an ambiguous answer.
 	const workers = 8
-	var sent atomic.Int64
-	intents := make([][]*crashIntent, workers)
+	var sent, nextAmount atomic.Int64
+	nextAmount.Store(100)
+	intents := make([][]*ledgercheck.Intent, workers)
 	c := newHTTPClient()
 	c.Timeout = 15 * time.Second
 	var load sync.WaitGroup
@@ -215,30 +259,33 @@ func runCrash(t *testing.T, mode crashMode) {
 				if sent.Load() >= int64(requests) && faultsDone.Load() {
 					return
 				}
-				in := &crashIntent{
-					key:    fmt.Sprintf("crash-%d-%d-%d", start.UnixNano(), w, i),
-					amount: int64(100 + rng.IntN(100000)),
-					token:  "tok_visa",
+				// Every intent has an amount of its own: in the provider's ledger the
+				// amount ties a charge to the intent it was made for (ledgercheck.Intent).
+				in := &ledgercheck.Intent{
+					Kind:   ledgercheck.KindPay,
+					Key:    fmt.Sprintf("crash-%d-%d-%d", start.UnixNano(), w, i),
+					Amount: nextAmount.Add(1 + rng.Int64N(50)),
+					Token:  "tok_visa",
 				}
 				switch n := rng.IntN(40); {
 				case n < 5:
-					in.token = "tok_declined"
+					in.Token = "tok_declined"
 				case n < 7:
 					// Charged at the provider, but its answer never comes: the outcome is
 					// unknown (503 payment_pending) until a retry or the completer looks it up.
-					in.token = "tok_timeout"
+					in.Token = "tok_timeout"
 				}
 				intents[w] = append(intents[w], in)
-				body := orderJSONBody(in.amount, in.token)
+				body := orderJSONBody(in.Amount, in.Token)
 				tries := 1 + rng.IntN(6) // some give up early: abandoned keys for the completer
 				backoff := 50 * time.Millisecond
 				for try := 0; try < tries; try++ {
 					sent.Add(1)
-					base := r.slots[rng.IntN(len(r.slots))].base
+					base := r.replicas.List[rng.IntN(len(r.replicas.List))].Base
 					res, err := send(c, "POST", base+"/v1/orders", secret, body,
-						"Idempotency-Key", in.key, "Prefer", "wait=3")
+						"Idempotency-Key", in.Key, "Prefer", "wait=3")
 					a := record(res, err)
-					in.answers = append(in.answers, a)
+					in.Answers = append(in.Answers, a)
 					if err == nil && !retryable(a) {
 						break
 					}
@@ -256,22 +303,21 @@ func runCrash(t *testing.T, mode crashMode) {
 	loadDone := time.Now()
 
 	// Both servers up, every key settled by retries or by the completer.
-	for _, s := range r.slots {
-		waitFor(t, 60*time.Second, "server "+s.base+" to be up", func() bool {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return !s.p.exited() && ready(s.base)
+	for _, s := range r.replicas.List {
+		waitUntil(t, 60*time.Second, "server "+s.Base+" to be up", func() bool {
+			return !s.Proc().Exited() && proctest.Ready(s.Base)
 		})
 	}
-	waitFor(t, 60*time.Second, "no key in progress", func() bool {
+	noKeyInProgress := func() bool {
 		return countRows(t, db, `SELECT count(*) FROM idempotency_keys WHERE state = 'in_progress'`) == 0
-	})
+	}
+	settleFor(t, 60*time.Second, "no key in progress", noKeyInProgress)
 	settled := time.Since(loadDone)
 
 	// Late retries: every client comes back once with its key, after everything settled,
 	// so that the completer's answers (paid, or payment_abandoned) are seen by a client too.
 	var late sync.WaitGroup
-	lateCh := make(chan *crashIntent)
+	lateCh := make(chan *ledgercheck.Intent)
 	var lateReplays atomic.Int64
 	for range workers {
 		late.Go(func() {
@@ -284,11 +330,11 @@ func runCrash(t *testing.T, mode crashMode) {
 				// number of times.
 				var a answer
 				for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); {
-					base := r.slots[rand.IntN(len(r.slots))].base
-					res, err := send(c, "POST", base+"/v1/orders", secret, orderJSONBody(in.amount, in.token),
-						"Idempotency-Key", in.key, "Prefer", "wait=3")
+					base := r.replicas.List[rand.IntN(len(r.replicas.List))].Base
+					res, err := send(c, "POST", base+"/v1/orders", secret, orderJSONBody(in.Amount, in.Token),
+						"Idempotency-Key", in.Key, "Prefer", "wait=3")
 					a = record(res, err)
-					in.answers = append(in.answers, a)
+					in.Answers = append(in.Answers, a)
 					lateReplays.Add(1)
 					if final(a) {
 						break
@@ -296,7 +342,7 @@ func runCrash(t *testing.T, mode crashMode) {
 					time.Sleep(300 * time.Millisecond)
 				}
 				if !final(a) {
-					t.Errorf("late retries of key %s: %d %s %s, want its outcome", in.key, a.Status, a.Body, a.Err)
+					t.Errorf("late retries of key %s: %d %s %s, want its outcome", in.Key, a.Status, a.Body, a.Err)
 				}
 			}
 		})
@@ -308,30 +354,36 @@ func runCrash(t *testing.T, mode crashMode) {
 	}
 	close(lateCh)
 	late.Wait()
-	waitFor(t, 60*time.Second, "no key in progress after the late retries", func() bool {
-		return countRows(t, db, `SELECT count(*) FROM idempotency_keys WHERE state = 'in_progress'`) == 0
+	settleFor(t, 60*time.Second, "no key in progress after the late retries", noKeyInProgress)
+	// A charge the provider made after its order was given up on (a provider that cannot
+	// fence) is refunded by a compensation, on its own schedule.
+	settleFor(t, 60*time.Second, "every succeeded charge to be an order's payment or refunded in full", func() bool {
+		return countRows(t, db, `SELECT count(*) FROM psp_charges c WHERE c.status = 'succeeded'
+			AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.provider_charge_id = c.id)
+			AND c.refunded_amount < c.amount`) == 0
 	})
 	stopSupervise()
 	bg.Wait()
-	r.stopping.Store(true)
-	total := r.completer
-	for _, s := range r.slots {
-		if tot, ok := fetchCompleter(s.base); ok {
-			total.add(tot)
-		} else {
-			total.add(s.last)
+	r.replicas.Stop()
+	for _, s := range r.replicas.List {
+		if tot, ok := fetchCompleter(s.Base); ok {
+			r.completer[s.Proc()] = tot
 		}
+	}
+	var total completerTotals
+	for _, tot := range r.completer {
+		total.add(tot)
 	}
 
 	// What the clients saw.
-	var all []*crashIntent
+	var all []*ledgercheck.Intent
 	for _, w := range intents {
 		all = append(all, w...)
 	}
 	byStatus := map[string]int{}
 	var attempts int
 	for _, in := range all {
-		for _, a := range in.answers {
+		for _, a := range in.Answers {
 			attempts++
 			switch {
 			case a.Err != "":
@@ -342,19 +394,38 @@ func runCrash(t *testing.T, mode crashMode) {
 				byStatus[strconv.Itoa(a.Status)]++
 			}
 			if a.Err == "" && !expectedStatus(a.Status) {
-				t.Errorf("key %s: unexpected answer %d %s", in.key, a.Status, a.Body)
+				t.Errorf("key %s: unexpected answer %d %s", in.Key, a.Status, a.Body)
 			}
 			if a.Err == "" && a.Status >= 400 && a.Code == "" {
-				t.Errorf("key %s: answer %d is not a problem: %s", in.key, a.Status, a.Body)
+				t.Errorf("key %s: answer %d is not a problem: %s", in.Key, a.Status, a.Body)
 			}
 			if mode.dbRestart && a.Err != "" {
-				t.Errorf("key %s: no answer while the database restarted (servers must keep answering): %s", in.key, a.Err)
+				t.Errorf("key %s: no answer while the database restarted (servers must keep answering): %s", in.Key, a.Err)
 			}
 		}
 	}
 
-	checkCrashInvariants(t, db, all)
-	r.checkOutput()
+	checkCrashInvariants(t, db, all, mode.provider)
+	r.replicas.CheckOutput()
+
+	// The history checker the failover harness uses too (internal/ledgercheck), on the same
+	// record: what each client was told against the provider's ledger (a charge is its
+	// intent's by its amount, whatever its key, so a key-less provider's charges are counted
+	// too) and tekrar's database.
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer rcancel()
+	ledger, err := ledgercheck.ReadLedger(rctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := ledgercheck.ReadStore(rctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := ledgercheck.Check(all, ledger, store)
+	if !rep.Clean() {
+		t.Errorf("the history breaks the promise: %v", rep)
+	}
 
 	var paid, declined, canceled, pending int
 	for status, n := range map[string]*int{"paid": &paid, "declined": &declined, "canceled": &canceled, "pending": &pending} {
@@ -372,18 +443,21 @@ func runCrash(t *testing.T, mode crashMode) {
 	for _, s := range statuses {
 		fmt.Fprintf(&sb, "\n    %-40s %d", s, byStatus[s])
 	}
-	t.Logf(`crash harness (%s) summary:
+	t.Logf(`crash harness (provider %s, %s): %v
   intents %d, requests sent %d (budget %d, more if the faults outlast it), late retries %d (after the faults, until each key has its outcome), keys in the database %d
   answers:%s
   faults: crash-point exits %d, SIGKILLs %d, database restarts %d, server restarts %d
   orders: paid %d, declined %d, canceled %d, pending %d; succeeded charges without a payment (compensated, refunded) %d
   completer totals (summed over incarnations, approximate): completed %d, canceled %d, attention %d, retry %d
   settled %v after the load; whole run %v`,
-		mode.name, len(all), attempts-int(lateReplays.Load()), requests, lateReplays.Load(), keys, sb.String(),
-		r.crashes.Load(), r.kills.Load(), dbRestarts.Load(), r.restarts.Load(),
+		mode.provider.name, mode.name, rep, len(all), attempts-int(lateReplays.Load()), requests, lateReplays.Load(), keys, sb.String(),
+		r.crashes.Load(), r.kills.Load(), dbRestarts.Load(), r.replicas.Restarts(),
 		paid, declined, canceled, pending, compensated,
 		total.Completed, total.Canceled, total.Attention, total.Retry,
 		settled.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	for _, f := range rep.Findings {
+		t.Logf("  %s", f)
+	}
 	if mode.dbRestart && byStatus["503 store_unavailable"]+byStatus["503 payment_pending"] == 0 {
 		// The restarts fell between requests: the invariants still hold, but the test did
 		// not see the outage.
@@ -394,54 +468,14 @@ func runCrash(t *testing.T, mode crashMode) {
 	}
 }
 
-// supervise restarts s's process whenever it dies, until ctx ends.
-func (r *crashRun) supervise(ctx context.Context, s *crashSlot) {
-	for {
-		s.mu.Lock()
-		p := s.p
-		s.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return
-		case <-p.done:
-		}
-		if r.stopping.Load() {
-			return
-		}
-		code := p.cmd.ProcessState.ExitCode()
-		ws, _ := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
-		switch {
-		case code == 3 && r.mode.armed:
-			r.crashes.Add(1)
-		case ws.Signaled() && ws.Signal() == syscall.SIGKILL && r.mode.sigkill:
-		default:
-			r.mu.Lock()
-			r.oddExits = append(r.oddExits, fmt.Sprintf("%s exited (%v)\nstderr:\n%s", s.base, p.err, p.stderr))
-			r.mu.Unlock()
-		}
-		s.mu.Lock()
-		r.mu.Lock()
-		r.completer.add(s.last)
-		r.mu.Unlock()
-		s.last = completerTotals{}
-		np := startTekrar(r.t, s.env, nil, "serve")
-		s.p = np
-		s.all = append(s.all, np)
-		s.mu.Unlock()
-		r.restarts.Add(1)
-	}
-}
-
 // pollCompleters keeps the last completer totals of each live incarnation, since a dead
 // process takes its totals with it.
 func (r *crashRun) pollCompleters(ctx context.Context) {
 	c := &http.Client{Timeout: time.Second}
-	for crashSleep(ctx, 100*time.Millisecond) == nil {
-		for _, s := range r.slots {
-			s.mu.Lock()
-			p := s.p
-			s.mu.Unlock()
-			res, err := send(c, "GET", s.base+"/readyz/completer", "", nil)
+	for proctest.Sleep(ctx, 100*time.Millisecond) == nil {
+		for _, s := range r.replicas.List {
+			p := s.Proc()
+			res, err := send(c, "GET", s.Base+"/readyz/completer", "", nil)
 			if err != nil || res.Status != 200 {
 				continue
 			}
@@ -449,43 +483,21 @@ func (r *crashRun) pollCompleters(ctx context.Context) {
 			if json.Unmarshal(res.Body, &tot) != nil {
 				continue
 			}
-			s.mu.Lock()
-			if s.p == p && !p.exited() {
-				s.last = tot
-			}
-			s.mu.Unlock()
-		}
-	}
-}
-
-// checkOutput fails on any exit that was not a fault the test injected, and on any panic
-// or stack trace in the output of any incarnation.
-func (r *crashRun) checkOutput() {
-	t := r.t
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, e := range r.oddExits {
-		t.Errorf("unexpected exit: %s", e)
-	}
-	for _, s := range r.slots {
-		s.mu.Lock()
-		for _, p := range s.all {
-			out := p.stderr.String() + p.stdout.String()
-			for _, bad := range []string{"panic:", "goroutine ", "fatal error:", "DATA RACE"} {
-				if strings.Contains(out, bad) {
-					t.Errorf("%s: output contains %q:\n%s", s.base, bad, out)
-					break
-				}
+			if s.Proc() == p && !p.Exited() {
+				r.mu.Lock()
+				r.completer[p] = tot
+				r.mu.Unlock()
 			}
 		}
-		s.mu.Unlock()
 	}
 }
 
 // checkCrashInvariants checks, with SQL against the shop's tables and the provider's
 // ledger, that every payment happened once, and that every client saw one outcome per key.
-func checkCrashInvariants(t *testing.T, db *sqlx.DB, intents []*crashIntent) {
+// A charge is tied to its order by its description, which names the order's public id, and
+// never by its key alone: a key-less provider (keyed false) keeps the key as a reference that
+// any number of charges may hold.
+func checkCrashInvariants(t *testing.T, db *sqlx.DB, intents []*ledgercheck.Intent, provider crashProvider) {
 	t.Helper()
 	violations := func(what, query string) {
 		t.Helper()
@@ -544,6 +556,45 @@ func checkCrashInvariants(t *testing.T, db *sqlx.DB, intents []*crashIntent) {
 		SELECT c.description, count(*) AS charges, array_agg(c.id) AS ids
 		  FROM psp_charges c WHERE c.status = 'succeeded'
 		 GROUP BY c.description HAVING count(*) > 1`)
+	violations("a succeeded charge names no order", `
+		SELECT c.id, c.key, c.keyed, c.amount, c.description
+		  FROM psp_charges c
+		 WHERE c.status = 'succeeded'
+		   AND NOT EXISTS (SELECT 1 FROM orders o WHERE c.description = 'order ' || o.public_id)`)
+	violations("a payment's charge names another order", `
+		SELECT p.order_id, o.public_id, c.id, c.description
+		  FROM payments p JOIN orders o ON o.id = p.order_id JOIN psp_charges c ON c.id = p.provider_charge_id
+		 WHERE c.description <> 'order ' || o.public_id`)
+	violations("a paid order has no payment of a succeeded charge in the ledger", `
+		SELECT o.id, o.public_id, o.status, p.provider_charge_id, c.status AS charge_status
+		  FROM orders o
+		  LEFT JOIN payments p ON p.order_id = o.id
+		  LEFT JOIN psp_charges c ON c.id = p.provider_charge_id
+		 WHERE o.status IN ('paid', 'partially_refunded', 'refunded')
+		   AND c.status IS DISTINCT FROM 'succeeded'`)
+	violations("an order that is not paid has a charge standing at the provider (charged net)", `
+		SELECT o.id, o.public_id, o.status, sum(c.amount - c.refunded_amount) AS net, array_agg(c.id) AS charges
+		  FROM orders o JOIN psp_charges c ON c.description = 'order ' || o.public_id AND c.status = 'succeeded'
+		 WHERE o.status NOT IN ('paid', 'partially_refunded', 'refunded')
+		 GROUP BY o.id, o.public_id, o.status
+		HAVING sum(c.amount - c.refunded_amount) <> 0`)
+
+	// 1b. A refund owed is owed for an order given up on, and made once, for its charge.
+	if provider.fences {
+		violations("a refund is owed although the provider fences every charge given up on", `
+			SELECT id, order_id, charge_key, state, charge_id, reason FROM compensations`)
+	} else {
+		violations("an order was canceled without a fence and owes no refund", `
+			SELECT o.id, o.public_id FROM orders o
+			 WHERE o.status = 'canceled' AND NOT EXISTS (SELECT 1 FROM compensations m WHERE m.order_id = o.id)`)
+	}
+	violations("a compensation's order is not canceled, or its refund is not its charge's, in full", `
+		SELECT m.id, m.state, m.charge_id, m.refund_id, m.amount, o.status, r.charge_id AS refund_charge, r.amount AS refunded
+		  FROM compensations m
+		  JOIN orders o ON o.id = m.order_id
+		  LEFT JOIN psp_refunds r ON r.id = m.refund_id
+		 WHERE o.status <> 'canceled'
+		    OR (m.state = 'refunded' AND (r.id IS NULL OR r.charge_id <> m.charge_id OR r.amount <> m.amount))`)
 	violations("a payment references a missing or different provider charge", `
 		SELECT p.order_id, p.provider_charge_id, p.amount, p.status, c.id AS charge, c.amount AS charge_amount, c.status AS charge_status
 		  FROM payments p LEFT JOIN psp_charges c ON c.id = p.provider_charge_id
@@ -609,38 +660,37 @@ func checkCrashInvariants(t *testing.T, db *sqlx.DB, intents []*crashIntent) {
 	}
 	bad := 0
 	for _, in := range intents {
-		s, ok := byKey[in.key]
-		first, other := disagreement(in.answers, final)
+		s, ok := byKey[in.Key]
+		first, other := disagreement(in.Answers, final)
 		switch {
 		case first == nil:
 		case !ok:
 			bad++
-			t.Errorf("INVARIANT VIOLATED: key %s answered %d but has no row", in.key, first.Status)
+			t.Errorf("INVARIANT VIOLATED: key %s answered %d but has no row", in.Key, first.Status)
 		case other != nil:
 			bad++
-			t.Errorf("INVARIANT VIOLATED: key %s got two answers:\n%d %s\n%d %s", in.key, first.Status, first.Body, other.Status, other.Body)
+			t.Errorf("INVARIANT VIOLATED: key %s got two answers:\n%d %s\n%d %s", in.Key, first.Status, first.Body, other.Status, other.Body)
 		case s.Status == nil || *s.Status != first.Status || !bytes.Equal(s.Body, first.Body):
 			bad++
 			st := 0
 			if s.Status != nil {
 				st = *s.Status
 			}
-			t.Errorf("INVARIANT VIOLATED: key %s answered %d %s, stored %s %d %s", in.key, first.Status, first.Body, s.State, st, s.Body)
+			t.Errorf("INVARIANT VIOLATED: key %s answered %d %s, stored %s %d %s", in.Key, first.Status, first.Body, s.State, st, s.Body)
 		}
 		if bad > 10 {
 			t.Fatal("too many violations")
 		}
 		// The outcome must match the card: tok_declined never pays, the others never decline.
-		if first != nil && ((in.token == "tok_declined" && first.Status == 201) || (in.token != "tok_declined" && first.Status == 402)) {
-			t.Errorf("INVARIANT VIOLATED: key %s paid with %s got %d %s", in.key, in.token, first.Status, first.Body)
+		if first != nil && ((in.Token == "tok_declined" && first.Status == 201) || (in.Token != "tok_declined" && first.Status == 402)) {
+			t.Errorf("INVARIANT VIOLATED: key %s paid with %s got %d %s", in.Key, in.Token, first.Status, first.Body)
+		}
+		// An abandoned payment says "nothing was charged" only where the provider fenced
+		// the charge; elsewhere it says that a late charge is refunded.
+		if first != nil && first.Code == "payment_abandoned" && strings.Contains(string(first.Body), "nothing was charged") != provider.fences {
+			t.Errorf("INVARIANT VIOLATED: key %s abandoned at a provider that fences (%t): %s", in.Key, provider.fences, first.Body)
 		}
 	}
-}
-
-func ready(base string) bool {
-	c := &http.Client{Timeout: time.Second}
-	r, err := send(c, "GET", base+"/readyz", "", nil)
-	return err == nil && r.Status == 200
 }
 
 func fetchCompleter(base string) (completerTotals, bool) {
@@ -653,38 +703,16 @@ func fetchCompleter(base string) (completerTotals, bool) {
 	return tot, true
 }
 
-// waitUp polls base+path until it answers (anything below 500), failing at once if p exits.
-func waitUp(t *testing.T, p *proc, base, path string, timeout time.Duration) {
+// settleFor waits for cond as waitUntil does, but a timeout fails the test without ending
+// it: the invariants are still checked, and say what the unsettled state left behind. It
+// polls every 100 ms, not 20, since its conditions are SQL queries on a loaded machine.
+func settleFor(t *testing.T, timeout time.Duration, what string, cond func() bool) bool {
 	t.Helper()
-	c := &http.Client{Timeout: time.Second}
-	waitFor(t, timeout, base+path, func() bool {
-		if p.exited() {
-			t.Fatalf("tekrar %v exited (%v)\nstderr:\n%s", p.cmd.Args[1:], p.err, p.stderr)
-		}
-		r, err := send(c, "GET", base+path, "", nil)
-		return err == nil && r.Status < 500
-	})
-}
-
-// waitFor is waitUntil with a slower poll, for conditions that query over HTTP or SQL.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			t.Errorf("timed out after %v waiting for %s", timeout, what)
+			return false
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func crashSleep(ctx context.Context, d time.Duration) error {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-tm.C:
-		return nil
-	}
+	return true
 }

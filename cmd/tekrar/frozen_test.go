@@ -8,8 +8,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,23 +18,33 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/internal/dbtest"
+	"github.com/tekrar/tekrar/internal/proctest"
 )
 
 // TestFrozenWorkerNeverLeavesAChargeBehind runs the scenario against real processes: two
-// `serve` replicas and a `tekrar psp`, all on one database. Not parallel: one variant stops
-// the test binary's database server.
+// `serve` replicas and a `tekrar psp`, all on one database, the provider in each of the
+// crash harness's modes (crashProviders): one that fences, one that cannot (--no-cancel),
+// and one that keeps no keys (--keyless), skipped unless TEKRAR_CRASH_KEYLESS=1 as in
+// TestCrash. Not parallel: one variant stops the test binary's database server.
 func TestFrozenWorkerNeverLeavesAChargeBehind(t *testing.T) {
-	for _, fence := range []bool{true, false} {
+	for _, provider := range []struct {
+		name string
+		mode string // a crashProviders name
+	}{
+		{"provider fences", "keys"},
+		{"provider cannot fence", "no-cancel"},
+		{"provider keeps no keys", "keyless"},
+	} {
+		i := slices.IndexFunc(crashProviders, func(p crashProvider) bool { return p.name == provider.mode })
 		for _, wake := range []string{"killed without waking", "wakes while Postgres is down", "wakes while the provider is down"} {
-			provider := "provider fences"
-			if !fence {
-				provider = "provider cannot fence"
-			}
-			t.Run(provider+"/"+wake, func(t *testing.T) {
+			t.Run(provider.name+"/"+wake, func(t *testing.T) {
+				if provider.mode == "keyless" && os.Getenv("TEKRAR_CRASH_KEYLESS") != "1" {
+					t.Skip("tekrar's recovery does not look a charge up by reference yet (issue 29); TEKRAR_CRASH_KEYLESS=1 runs it")
+				}
 				if wake == "wakes while Postgres is down" && os.Getenv(dbtest.EnvURL) != "" {
 					t.Skip("stops the private test database server; unset " + dbtest.EnvURL)
 				}
-				runFrozen(t, fence, wake)
+				runFrozen(t, crashProviders[i], wake)
 			})
 		}
 	}
@@ -45,16 +55,17 @@ func TestFrozenWorkerNeverLeavesAChargeBehind(t *testing.T) {
 // machine, so that the completer gives up first.
 const late = 6 * time.Second
 
-func runFrozen(t *testing.T, fence bool, wake string) {
+func runFrozen(t *testing.T, provider crashProvider, wake string) {
+	fence := provider.fences
 	dbURL := dbtest.NewURL(t)
 	db := openDB(t, dbURL)
 	ports := freePorts(t, 3)
 
 	pspAddr := addrOf(ports[2])
-	pspEnv := childEnv("DATABASE_URL="+dbURL, "TEKRAR_PSP_ADDR="+pspAddr, "TEKRAR_PSP_SLOW_DELAY="+late.String(),
-		fmt.Sprintf("TEKRAR_PSP_NO_CANCEL=%t", !fence))
-	psp := startTekrar(t, pspEnv, nil, "psp")
-	waitUp(t, psp, "http://"+pspAddr, "/charges/none", 30*time.Second)
+	pspEnv := childEnv("DATABASE_URL="+dbURL, "TEKRAR_PSP_ADDR="+pspAddr, "TEKRAR_PSP_SLOW_DELAY="+late.String())
+	pspArgs := append([]string{"psp"}, provider.flags...)
+	psp := startTekrar(t, pspEnv, nil, pspArgs...)
+	proctest.WaitUp(t, psp.Proc, "http://"+pspAddr, "/refunds/none", 30*time.Second)
 	secret := newClientSecret(t, dbURL, "frozen app")
 
 	common := []string{"DATABASE_URL=" + dbURL, "TEKRAR_PSP_URL=http://" + pspAddr, "TEKRAR_LOG_LEVEL=warn",
@@ -144,8 +155,8 @@ func runFrozen(t *testing.T, fence bool, wake string) {
 		} else {
 			time.Sleep(1500 * time.Millisecond) // A reads its answer
 		}
-		psp = startTekrar(t, pspEnv, nil, "psp")
-		waitUp(t, psp, "http://"+pspAddr, "/charges/none", 30*time.Second)
+		psp = startTekrar(t, pspEnv, nil, pspArgs...)
+		proctest.WaitUp(t, psp.Proc, "http://"+pspAddr, "/refunds/none", 30*time.Second)
 	}
 
 	// 5. Every charge the provider made ends paid or refunded, once.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tekrar/tekrar/checkout/receipts/receiptstest"
 	"github.com/tekrar/tekrar/internal/dbtest"
+	"github.com/tekrar/tekrar/internal/proctest"
 )
 
 // TestLogsCarryNoSecrets runs `tekrar serve` and `tekrar psp` at debug level through the
@@ -35,7 +36,7 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 	ports := freePorts(t, 2)
 	pspAddr := addrOf(ports[1])
 	psp := startTekrar(t, childEnv("DATABASE_URL="+dbURL, "TEKRAR_PSP_ADDR="+pspAddr), nil, "psp")
-	waitUp(t, psp, "http://"+pspAddr, "/charges/none", 30*time.Second)
+	proctest.WaitUp(t, psp.Proc, "http://"+pspAddr, "/charges/none", 30*time.Second)
 	// Receipts go to an SMTP server that wants a password and refuses the first one with a
 	// reply that quotes the address: neither may reach the log.
 	mb := receiptstest.New(t, "smtp-user", smtpPassword)

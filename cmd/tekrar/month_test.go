@@ -21,6 +21,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/sdk"
 	"github.com/tekrar/tekrar/internal/dbtest"
+	"github.com/tekrar/tekrar/internal/proctest"
 )
 
 // TestSimulatedMonth plays out weeks of a deployment, day by day, with real processes on a
@@ -48,7 +49,7 @@ import (
 func TestSimulatedMonth(t *testing.T) {
 	t.Parallel()
 	first, last := monthDay(t, "TEKRAR_MONTH_FROM", "2024-02-20"), monthDay(t, "TEKRAR_MONTH_TO", "2024-03-31")
-	perDay := crashSize(t, "TEKRAR_MONTH_INTENTS", 3)
+	perDay := proctest.EnvSize(t, "TEKRAR_MONTH_INTENTS", 3)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("TEKRAR_MONTH_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tekrar/tekrar/internal/dbtest"
+	"github.com/tekrar/tekrar/internal/proctest"
 )
 
 // TestOutboxSurvivesAKilledReplica: two `tekrar serve` replicas take payments; one is killed
@@ -54,7 +55,7 @@ func TestOutboxSurvivesAKilledReplica(t *testing.T) {
 				t.Errorf("payment %d: unexpected answer %d %s", i, r.Status, r.Body)
 				return
 			}
-			_ = crashSleep(ctx, 20*time.Millisecond) // the client's pause before its retry
+			_ = proctest.Sleep(ctx, 20*time.Millisecond) // the client's pause before its retry
 		}
 	}
 	work := make(chan int)

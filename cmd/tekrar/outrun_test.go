@@ -29,6 +29,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/receipts/receiptstest"
 	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/dbtest"
+	"github.com/tekrar/tekrar/internal/proctest"
 )
 
 // hookRequest is one request the merchant's receiver got, as it saw it.
@@ -147,8 +148,8 @@ func newMerchant(t *testing.T, endpoint int) *merchant {
 //	TEKRAR_OUTBOX_ORDERS=1500 TEKRAR_OUTBOX_KILLS=12 go test -count=1 -timeout 30m -run TestOutboxLongRun -v ./cmd/tekrar/
 func TestOutboxLongRun(t *testing.T) {
 	t.Parallel()
-	orders := crashSize(t, "TEKRAR_OUTBOX_ORDERS", 40)
-	kills := crashSize(t, "TEKRAR_OUTBOX_KILLS", 2)
+	orders := proctest.EnvSize(t, "TEKRAR_OUTBOX_ORDERS", 40)
+	kills := proctest.EnvSize(t, "TEKRAR_OUTBOX_KILLS", 2)
 	dbURL := dbtest.NewURL(t)
 	db := openDB(t, dbURL)
 	mbox := receiptstest.New(t, "", "")
@@ -199,7 +200,7 @@ func TestOutboxLongRun(t *testing.T) {
 				t.Errorf("%s: unexpected answer %d %s", what, r.Status, r.Body)
 				return r, false
 			}
-			_ = crashSleep(ctx, 20*time.Millisecond)
+			_ = proctest.Sleep(ctx, 20*time.Millisecond)
 		}
 		t.Errorf("%s: no final answer", what)
 		return response{}, false
@@ -273,7 +274,7 @@ func TestOutboxLongRun(t *testing.T) {
 			<-procs[victim].done
 			killTimes = append(killTimes, time.Now())
 			restarts.Go(func() {
-				_ = crashSleep(ctx, 300*time.Millisecond)
+				_ = proctest.Sleep(ctx, 300*time.Millisecond)
 				procs[victim], _ = startServe(t, dbURL, ports[victim], env...)
 			})
 		}

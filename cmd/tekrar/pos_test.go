@@ -50,7 +50,7 @@ func TestSalesBatchKilledHalfWay(t *testing.T) {
 		_, err := send(c, "POST", victimBase+"/v1/pos/sales", secret, body)
 		cut <- err
 	}()
-	waitFor(t, 30*time.Second, "some card sales paid", func() bool {
+	waitUntil(t, 30*time.Second, "some card sales paid", func() bool {
 		return countRows(t, db, `SELECT count(*) FROM payments`) >= 8
 	})
 	victim.signal(t, syscall.SIGKILL)

@@ -19,6 +19,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/dbtest"
+	"github.com/tekrar/tekrar/internal/proctest"
 )
 
 // pspLedger is what the sandbox holds about one charge, in a comparable form.
@@ -75,7 +76,7 @@ func TestPSPDashboardCommands(t *testing.T) {
 	base := "http://" + addr
 	p := startTekrar(t, childEnv("DATABASE_URL="+dbURL, "TEKRAR_PSP_ADDR="+addr,
 		"TEKRAR_PSP_WEBHOOK_URL="+hooks.URL, "TEKRAR_PSP_WEBHOOK_SECRET="+stdwebhook.NewSecret()), nil, "psp")
-	waitUp(t, p, base, "/charges/none", 30*time.Second)
+	proctest.WaitUp(t, p.Proc, base, "/charges/none", 30*time.Second)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

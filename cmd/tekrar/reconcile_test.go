@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tekrar/tekrar/internal/dbtest"
+	"github.com/tekrar/tekrar/internal/proctest"
 )
 
 // TestReconcileTwiceAtOnceAndKilledHalfWay: orphan charges at a `tekrar psp` (made there
@@ -31,7 +32,7 @@ func TestReconcileTwiceAtOnceAndKilledHalfWay(t *testing.T) {
 	ports := freePorts(t, 2)
 	pspAddr := addrOf(ports[1])
 	psp := startTekrar(t, childEnv("DATABASE_URL="+dbURL, "TEKRAR_PSP_ADDR="+pspAddr), nil, "psp")
-	waitUp(t, psp, "http://"+pspAddr, "/charges/none", 30*time.Second)
+	proctest.WaitUp(t, psp.Proc, "http://"+pspAddr, "/charges/none", 30*time.Second)
 
 	const orphans = 10
 	c := newHTTPClient()

@@ -24,6 +24,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/dbtest"
+	"github.com/tekrar/tekrar/internal/proctest"
 )
 
 // webhookStack is a psp process and two serve replicas on one database, sharing a webhook
@@ -55,7 +56,7 @@ func startWebhookStackWith(t *testing.T, serveEnv []string, pspArgs ...string) *
 		env = append(env, "TEKRAR_PSP_WEBHOOK_URL="+s.bases[0]+"/webhooks/psp")
 	}
 	p := startTekrar(t, childEnv(env...), nil, append([]string{"psp"}, pspArgs...)...)
-	waitUp(t, p, s.pspBase, "/charges/none", 30*time.Second)
+	proctest.WaitUp(t, p.Proc, s.pspBase, "/charges/none", 30*time.Second)
 	for _, port := range ports[:2] {
 		startServe(t, dbURL, port, append([]string{"TEKRAR_LOG_LEVEL=warn", "TEKRAR_PSP_URL=" + s.pspBase,
 			"TEKRAR_PSP_WEBHOOK_SECRET=" + s.secret, "TEKRAR_PROVIDER_TIMEOUT=2s",
@@ -163,7 +164,7 @@ func TestSandboxWebhooksDuplicatedAndReordered(t *testing.T) {
 		"--webhook-duplicate", "0.3", "--webhook-delay", "0.3", "--webhook-delay-for", "700ms",
 		"--no-cancel", "--slow-delay", "10s")
 	c := newHTTPClient()
-	orders := crashSize(t, "TEKRAR_WEBHOOK_ORDERS", 40) // a long run: TEKRAR_WEBHOOK_ORDERS=1000
+	orders := proctest.EnvSize(t, "TEKRAR_WEBHOOK_ORDERS", 40) // a long run: TEKRAR_WEBHOOK_ORDERS=1000
 	var mu sync.Mutex
 	lost := map[string][]byte{}
 	late := 0
@@ -242,7 +243,7 @@ func TestSandboxWebhooksDuplicatedAndReordered(t *testing.T) {
 	// The lost answers: each retried once more, after the webhooks (or the completer) settled it.
 	for key, body := range lost {
 		var r response
-		waitFor(t, 60*time.Second, "the lost answer of "+key, func() bool {
+		waitUntil(t, 60*time.Second, "the lost answer of "+key, func() bool {
 			var err error
 			r, err = send(c, "POST", s.bases[rand.IntN(2)]+"/v1/orders", s.client, body, "Idempotency-Key", key, "Prefer", "wait=5")
 			if err != nil || r.Status != 201 {
@@ -260,7 +261,7 @@ func TestSandboxWebhooksDuplicatedAndReordered(t *testing.T) {
 			countRows(t, s.db, `SELECT count(*) FROM idempotency_keys WHERE state <> 'completed'`) == 0 &&
 			countRows(t, s.db, `SELECT count(*) FROM psp_events WHERE delivered_at IS NULL`) == 0
 	}
-	waitFor(t, 2*time.Minute+time.Duration(orders)*50*time.Millisecond, "late charges refunded, every event delivered", settled)
+	waitUntil(t, 2*time.Minute+time.Duration(orders)*50*time.Millisecond, "late charges refunded, every event delivered", settled)
 	t.Logf("settled after %s", time.Since(began.Add(time.Minute)).Round(time.Second))
 
 	// Two reconciliations at once over the whole window, as real processes.

@@ -1,15 +1,16 @@
-package main
-
-// The failover harness's history checker: from what each client was told, the provider's
-// ledger and tekrar's database after the run, it counts what the promise forbids (a
-// payment charged twice, an acknowledged answer that no longer holds, a replay that is not
-// the first answer byte for byte, a key left in progress). It reads no log and trusts no
-// counter of tekrar's: only the clients' own record, the provider's record, and what
-// tekrar's database holds once every failover is over.
+// Package ledgercheck checks what clients were answered against the provider's ledger and
+// tekrar's store after a harness's run: from what each client was told, the provider's
+// ledger and tekrar's database, it counts what the promise forbids (a payment charged
+// twice, an acknowledged answer that no longer holds, a replay that is not the first answer
+// byte for byte, a key left in progress). It reads no log and trusts no counter of
+// tekrar's: only the clients' own record, the provider's record, and what tekrar's database
+// holds once every fault is over. The failover harness (cmd/tekrar/failover) and the crash
+// harness (cmd/tekrar) both check their runs with it.
 //
-// The checker is a function of plain values (checkHistory), so that each fault it must
-// catch is shown caught on a small history written by hand (TestHistoryChecker); the
-// harness reads the values with readLedger and readStore.
+// The checker is a function of plain values (Check), so that each fault it must catch is
+// shown caught on a small history written by hand (TestHistoryChecker); a harness reads the
+// values with ReadLedger and ReadStore.
+package ledgercheck
 
 import (
 	"context"
@@ -19,48 +20,51 @@ import (
 	"strings"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/internal/proctest"
 )
 
-type intentKind string
+// Kind is what an intent asks for: a payment (POST /v1/orders) or a refund of its order.
+type Kind string
 
 const (
-	payIntent    intentKind = "pay"
-	refundIntent intentKind = "refund"
+	KindPay    Kind = "pay"
+	KindRefund Kind = "refund"
 )
 
-// historyIntent is one thing a client wanted done once, under one Idempotency-Key, with
+// Intent is one thing a client wanted done once, under one Idempotency-Key, with
 // every answer it got, in order.
-type historyIntent struct {
-	Kind intentKind
+type Intent struct {
+	Kind Kind
 	Key  string
 	// Amount is what is charged or refunded. A payment's amount is its own in the run: the
 	// provider's ledger does not know tekrar's keys, and a charge made for a lost row
 	// names an order the database no longer has, so the amount is what ties a charge to
 	// the intent it was made for.
 	Amount int64
-	Token  string         // a payment's card
-	Order  *historyIntent // a refund's payment
+	Token  string  // a payment's card
+	Order  *Intent // a refund's payment
 	// OrderID is the public id of the order a refund refunds: the id its payment's 201 named.
 	OrderID string
-	Answers []answer
+	Answers []proctest.Answer
 }
 
-// refundReason is the reason a refund intent sends, which the provider keeps on its
+// RefundReason is the reason a refund intent sends, which the provider keeps on its
 // refund: what ties a refund in the ledger to the intent it was made for.
-func refundReason(key string) string { return "history " + key }
+func RefundReason(key string) string { return "history " + key }
 
-// outcome reports whether a is an answer a client stops on: an HTTP answer that retrying
+// Outcome reports whether a is an answer a client stops on: an HTTP answer that retrying
 // with the same key cannot change.
-func outcome(a answer) bool { return a.Err == "" && !retryAgain(a) }
+func Outcome(a proctest.Answer) bool { return a.Err == "" && !retryAgain(a) }
 
 // retryAgain reports whether a client sends the same key again after a: no answer, a
 // server or store failure, the key in use by another attempt, an installment in flight.
-func retryAgain(a answer) bool {
+func retryAgain(a proctest.Answer) bool {
 	return a.Err != "" || a.Status >= 500 || a.Code == "idempotency_key_in_use" || a.Code == "installment_in_flight"
 }
 
-// ledgerCharge and ledgerRefund are the provider's record, read from its own database.
-type ledgerCharge struct {
+// Charge and Refund are the provider's record, read from its own database.
+type Charge struct {
 	ID          string `db:"id"`
 	Key         string `db:"key"`
 	Description string `db:"description"`
@@ -69,7 +73,8 @@ type ledgerCharge struct {
 	Refunded    int64  `db:"refunded_amount"`
 }
 
-type ledgerRefund struct {
+// Refund is a refund in the provider's record; its Reason names the intent (RefundReason).
+type Refund struct {
 	ID       string `db:"id"`
 	Key      string `db:"key"`
 	ChargeID string `db:"charge_id"`
@@ -77,24 +82,25 @@ type ledgerRefund struct {
 	Reason   string `db:"reason"`
 }
 
-type providerLedger struct {
-	Charges []ledgerCharge
-	Refunds []ledgerRefund
+// Ledger is the provider's record of a run: every charge not canceled, every refund.
+type Ledger struct {
+	Charges []Charge
+	Refunds []Refund
 }
 
-// of is the part of l made for intents: the charges of their payments' amounts and the
+// Of is the part of l made for intents: the charges of their payments' amounts and the
 // refunds of their refunds' reasons.
-func (l providerLedger) of(intents []*historyIntent) providerLedger {
+func (l Ledger) Of(intents []*Intent) Ledger {
 	amounts, reasons := map[int64]bool{}, map[string]bool{}
 	for _, in := range intents {
 		switch in.Kind {
-		case payIntent:
+		case KindPay:
 			amounts[in.Amount] = true
-		case refundIntent:
-			reasons[refundReason(in.Key)] = true
+		case KindRefund:
+			reasons[RefundReason(in.Key)] = true
 		}
 	}
-	var out providerLedger
+	var out Ledger
 	for _, c := range l.Charges {
 		if amounts[c.Amount] {
 			out.Charges = append(out.Charges, c)
@@ -108,10 +114,10 @@ func (l providerLedger) of(intents []*historyIntent) providerLedger {
 	return out
 }
 
-// readLedger reads the provider's charges (a canceled key holds no charge and is left out)
+// ReadLedger reads the provider's charges (a canceled key holds no charge and is left out)
 // and refunds.
-func readLedger(ctx context.Context, db *sqlx.DB) (providerLedger, error) {
-	var l providerLedger
+func ReadLedger(ctx context.Context, db *sqlx.DB) (Ledger, error) {
+	var l Ledger
 	if err := db.SelectContext(ctx, &l.Charges, `
 		SELECT id, key, description, amount, status, refunded_amount
 		  FROM psp_charges WHERE status <> 'canceled' ORDER BY seq`); err != nil {
@@ -124,16 +130,18 @@ func readLedger(ctx context.Context, db *sqlx.DB) (providerLedger, error) {
 	return l, nil
 }
 
-// storeAfter is what tekrar's database holds after the run.
-type storeAfter struct {
+// Store is what tekrar's database holds after the run.
+type Store struct {
 	Orders     map[string]string // public id: status
 	Refunds    map[string]string // public id: status
 	InProgress []string          // keys still in progress
 	Attention  []string          // keys handed to an operator
 }
 
-func readStore(ctx context.Context, db *sqlx.DB) (storeAfter, error) {
-	s := storeAfter{Orders: map[string]string{}, Refunds: map[string]string{}}
+// ReadStore reads tekrar's orders and refunds by public id, and its keys left in progress
+// or handed to an operator.
+func ReadStore(ctx context.Context, db *sqlx.DB) (Store, error) {
+	s := Store{Orders: map[string]string{}, Refunds: map[string]string{}}
 	type row struct {
 		ID     string `db:"public_id"`
 		Status string `db:"status"`
@@ -162,10 +170,10 @@ func readStore(ctx context.Context, db *sqlx.DB) (storeAfter, error) {
 	return s, nil
 }
 
-// historyReport is the checker's finding. The harness fails unless every count of a fault
-// is zero; the control run, which loses rows on purpose under the old provider keys,
-// asserts that DoubleCharges (or CompensatedDoubleCharges) is not.
-type historyReport struct {
+// Report is the checker's finding. A harness fails unless every count of a fault is zero
+// (Clean); the failover harness's control run, which loses rows on purpose under the old
+// provider keys, asserts that DoubleCharges (or CompensatedDoubleCharges) is not.
+type Report struct {
 	Payments, Refunds int
 	Answers, Replays  int // every answer received; those marked Idempotent-Replayed: true
 	Acknowledged      int // intents that received a 201
@@ -188,14 +196,14 @@ type historyReport struct {
 	Findings []string // what each fault is, the first few of each kind
 }
 
-// clean reports whether the history keeps the promise.
-func (r historyReport) clean() bool {
+// Clean reports whether the history keeps the promise.
+func (r Report) Clean() bool {
 	return r.DoubleCharges == 0 && r.CompensatedDoubleCharges == 0 && r.DoubleRefunds == 0 &&
 		r.LostPayments == 0 && r.LostRefunds == 0 && r.ReplaysDiffer == 0 && r.InProgress == 0 &&
 		r.UnmatchedCharges == 0
 }
 
-func (r historyReport) String() string {
+func (r Report) String() string {
 	return fmt.Sprintf("payments %d, refunds %d, answers %d (replays %d), acknowledged %d; "+
 		"double charges %d (and %d refunded by compensation), double refunds %d, "+
 		"lost acknowledged answers %d (payments %d, refunds %d), replays not byte-identical %d, "+
@@ -206,10 +214,10 @@ func (r historyReport) String() string {
 		r.InProgress, r.UnmatchedCharges, r.Attention)
 }
 
-// checkHistory compares what the clients were told with the provider's ledger and tekrar's
+// Check compares what the clients were told with the provider's ledger and tekrar's
 // database after the run.
-func checkHistory(intents []*historyIntent, l providerLedger, s storeAfter) historyReport {
-	var r historyReport
+func Check(intents []*Intent, l Ledger, s Store) Report {
+	var r Report
 	shown := map[string]int{}
 	find := func(kind, format string, args ...any) {
 		if shown[kind]++; shown[kind] <= 5 {
@@ -217,13 +225,13 @@ func checkHistory(intents []*historyIntent, l providerLedger, s storeAfter) hist
 		}
 	}
 
-	charges := map[int64][]ledgerCharge{} // succeeded charges by amount
+	charges := map[int64][]Charge{} // succeeded charges by amount
 	for _, c := range l.Charges {
 		if c.Status == "succeeded" {
 			charges[c.Amount] = append(charges[c.Amount], c)
 		}
 	}
-	refunds := map[string][]ledgerRefund{} // refunds by reason
+	refunds := map[string][]Refund{} // refunds by reason
 	for _, rf := range l.Refunds {
 		refunds[rf.Reason] = append(refunds[rf.Reason], rf)
 	}
@@ -240,12 +248,12 @@ func checkHistory(intents []*historyIntent, l providerLedger, s storeAfter) hist
 		if ack != nil {
 			r.Acknowledged++
 		}
-		if first, other := disagreement(in.Answers, outcome); other != nil {
+		if first, other := proctest.Disagreement(in.Answers, Outcome); other != nil {
 			r.ReplaysDiffer++
 			find("replay not byte-identical", "%s %s: %d %s, then %d %s", in.Kind, in.Key, first.Status, first.Body, other.Status, other.Body)
 		}
 		switch in.Kind {
-		case payIntent:
+		case KindPay:
 			r.Payments++
 			placed[in.Amount] = true
 			var standing []string
@@ -265,20 +273,20 @@ func checkHistory(intents []*historyIntent, l providerLedger, s storeAfter) hist
 				find("double charge refunded by compensation", "payment %s (amount %d) charged %d times: %v", in.Key, in.Amount, len(all), describeCharges(charges[in.Amount]))
 			}
 			if ack != nil {
-				id := publicID(ack.Body)
+				id := PublicID(ack.Body)
 				if st, ok := s.Orders[id]; !ok || !paidStatus(st) {
 					r.LostPayments++
 					find("acknowledged payment lost", "payment %s was told 201 with order %q, which is %s after the run", in.Key, id, orNone(st, ok))
 				}
 			}
-		case refundIntent:
+		case KindRefund:
 			r.Refunds++
-			if n := len(refunds[refundReason(in.Key)]); n > 1 {
+			if n := len(refunds[RefundReason(in.Key)]); n > 1 {
 				r.DoubleRefunds++
 				find("double refund", "refund %s of order %s refunded %d times at the provider", in.Key, in.OrderID, n)
 			}
 			if ack != nil {
-				id := publicID(ack.Body)
+				id := PublicID(ack.Body)
 				if st, ok := s.Refunds[id]; !ok || st != "succeeded" {
 					r.LostRefunds++
 					find("acknowledged refund lost", "refund %s was told 201 with refund %q, which is %s after the run", in.Key, id, orNone(st, ok))
@@ -302,7 +310,7 @@ func checkHistory(intents []*historyIntent, l providerLedger, s storeAfter) hist
 }
 
 // acknowledged is the first 201 in answers, or nil.
-func acknowledged(answers []answer) *answer {
+func acknowledged(answers []proctest.Answer) *proctest.Answer {
 	for i := range answers {
 		if answers[i].Err == "" && answers[i].Status == 201 {
 			return &answers[i]
@@ -315,7 +323,9 @@ func paidStatus(status string) bool {
 	return status == "paid" || status == "partially_refunded" || status == "refunded"
 }
 
-func publicID(body []byte) string {
+// PublicID is the public id an answer's body names: an order's in a payment's 201, a
+// refund's in a refund's.
+func PublicID(body []byte) string {
 	var v struct {
 		ID string `json:"id"`
 	}
@@ -330,7 +340,7 @@ func orNone(status string, ok bool) string {
 	return status
 }
 
-func describeCharges(cs []ledgerCharge) string {
+func describeCharges(cs []Charge) string {
 	var parts []string
 	for _, c := range cs {
 		parts = append(parts, fmt.Sprintf("%s %q refunded %d/%d", c.ID, c.Description, c.Refunded, c.Amount))

@@ -1,11 +1,11 @@
-package main
+package failover
 
 // The failover harness: two `tekrar serve` replicas on a three-node Patroni cluster
 // (internal/cluster), reaching the primary through its several-host URL, while retrying
 // clients pay and refund; the leader is SIGKILLed, frozen past its TTL and switched over
 // under them. The provider runs as its own process with its ledger outside the cluster, so
 // that no failover can lose what the provider did. Afterwards the history checker
-// (failover_check_test.go) compares what each client was told with that ledger and with
+// (internal/ledgercheck) compares what each client was told with that ledger and with
 // what the cluster holds.
 //
 // The control run shows the checker catching a double charge: the provider keys of the
@@ -14,7 +14,7 @@ package main
 //
 // Sizes are small by default so that CI runs both in a few minutes; for a longer run:
 //
-//	TEKRAR_FAILOVER_FAULTS=12 TEKRAR_FAILOVER_CLIENTS=16 go test -timeout 60m -run Failover -v ./cmd/tekrar/
+//	TEKRAR_FAILOVER_FAULTS=12 TEKRAR_FAILOVER_CLIENTS=16 go test -timeout 60m -run Failover -v ./cmd/tekrar/failover/
 //
 // TEKRAR_FAILOVER_KINDS (default kill,freeze,switchover) is the cycle of faults;
 // TEKRAR_FAILOVER_LOSSES (default 1) the control run's rounds of lost rows.
@@ -37,6 +37,8 @@ import (
 
 	"github.com/tekrar/tekrar/internal/cluster"
 	"github.com/tekrar/tekrar/internal/dbtest"
+	"github.com/tekrar/tekrar/internal/ledgercheck"
+	"github.com/tekrar/tekrar/internal/proctest"
 )
 
 // TestFailover runs the harness on synchronous replication, where the promise must hold
@@ -57,7 +59,7 @@ func TestFailover(t *testing.T) {
 	}
 	t.Run("Synchronous", func(t *testing.T) {
 		r := runFailover(t, failoverMode{name: "synchronous"})[intentKeys]
-		if !r.clean() {
+		if !r.Clean() {
 			t.Errorf("the history breaks the promise: %v\n  %s", r, strings.Join(r.Findings, "\n  "))
 		}
 	})
@@ -105,9 +107,9 @@ type failoverCounts struct {
 }
 
 // runFailover runs the harness and returns the checker's report on each group of clients.
-func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
-	faults := crashSize(t, "TEKRAR_FAILOVER_FAULTS", 3)
-	workers := crashSize(t, "TEKRAR_FAILOVER_CLIENTS", 8)
+func runFailover(t *testing.T, mode failoverMode) map[string]ledgercheck.Report {
+	faults := proctest.EnvSize(t, "TEKRAR_FAILOVER_FAULTS", 3)
+	workers := proctest.EnvSize(t, "TEKRAR_FAILOVER_CLIENTS", 8)
 	kinds := []string{"kill", "freeze", "switchover"}
 	if v := os.Getenv("TEKRAR_FAILOVER_KINDS"); v != "" {
 		kinds = strings.Split(v, ",")
@@ -118,7 +120,7 @@ func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
 		}
 	}
 	if mode.control {
-		faults = crashSize(t, "TEKRAR_FAILOVER_LOSSES", 1)
+		faults = proctest.EnvSize(t, "TEKRAR_FAILOVER_LOSSES", 1)
 	}
 	start := time.Now()
 	// Every fault is bounded at three minutes; so are the start and the last healthy wait.
@@ -144,8 +146,8 @@ func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
 	})
 	t.Logf("cluster of %d nodes up after %v", cl.Nodes(), time.Since(start).Round(time.Second))
 	dbURL := cl.URL(cluster.Database)
-	mustRun(t, childEnv("DATABASE_URL="+dbURL), nil, "migrate", "up")
-	db := openDB(t, dbURL)
+	proctest.MustRun(t, proctest.ChildEnv("DATABASE_URL="+dbURL), nil, "migrate", "up")
+	db := proctest.OpenDB(t, dbURL)
 	if mode.control {
 		// The old derivation, with no change to the product: a key row without an intent
 		// derives its provider keys from its id and created_at (checkout.providerKey).
@@ -157,46 +159,38 @@ func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
 			t.Fatalf("install the control's trigger: %v", err)
 		}
 	}
-	secret := newClientSecret(t, dbURL, "failover app")
+	secret := proctest.NewClientSecret(t, dbURL, "failover app")
 
 	// The provider, with its ledger on the test's own Postgres, outside the cluster.
 	ledgerURL := dbtest.NewURL(t)
-	ledgerDB := openDB(t, ledgerURL)
-	ports := freePorts(t, 3)
-	pspAddr := addrOf(ports[2])
-	psp := startTekrar(t, childEnv("DATABASE_URL="+ledgerURL, "TEKRAR_PSP_ADDR="+pspAddr), nil, "psp")
-	waitUp(t, psp, "http://"+pspAddr, "/charges/none", 30*time.Second)
+	ledgerDB := proctest.OpenDB(t, ledgerURL)
+	ports := proctest.FreePorts(t, 3)
+	pspAddr := proctest.Addr(ports[2])
+	psp := proctest.Start(t, proctest.ChildEnv("DATABASE_URL="+ledgerURL, "TEKRAR_PSP_ADDR="+pspAddr), nil, "psp")
+	proctest.WaitUp(t, psp, "http://"+pspAddr, "/charges/none", 30*time.Second)
 
 	// Two replicas on the cluster's several-host URL, each with its completer, restarted
 	// if they die (which counts against the run: nothing here kills them).
-	r := &crashRun{t: t, mode: crashMode{name: "failover"}, dbURL: dbURL}
+	r := proctest.NewReplicas(t)
 	for _, port := range ports[:2] {
-		s := &crashSlot{base: "http://" + addrOf(port), port: port, env: childEnv(
-			"DATABASE_URL="+dbURL, "TEKRAR_ADDR="+addrOf(port), "TEKRAR_PSP_URL=http://"+pspAddr,
+		r.Add("http://"+proctest.Addr(port), proctest.ChildEnv(
+			"DATABASE_URL="+dbURL, "TEKRAR_ADDR="+proctest.Addr(port), "TEKRAR_PSP_URL=http://"+pspAddr,
 			"TEKRAR_LOG_LEVEL=warn", "TEKRAR_LEASE=2s", "TEKRAR_COMPLETER_INTERVAL=200ms",
 			"TEKRAR_COMPLETER_GRACE=1s", "TEKRAR_PROVIDER_TIMEOUT=2s", "TEKRAR_DB_TIMEOUT=2s",
-			"TEKRAR_SWEEP_INTERVAL=24h")}
-		r.slots = append(r.slots, s)
-		s.p = startTekrar(t, s.env, nil, "serve")
-		s.all = append(s.all, s.p)
-		waitReady(t, s.p, s.base, 60*time.Second)
+			"TEKRAR_SWEEP_INTERVAL=24h"), 60*time.Second)
 	}
-	t.Cleanup(func() { r.stopping.Store(true) })
 	supervise, stopSupervise := context.WithCancel(context.Background())
 	defer stopSupervise()
 	var bg sync.WaitGroup
-	for _, s := range r.slots {
-		bg.Go(func() { r.supervise(supervise, s) })
-	}
-	bg.Go(func() { r.pollCompleters(supervise) })
+	bg.Go(func() { r.Supervise(supervise) })
 
 	// Load: retrying clients paying, and refunding some of what they paid.
 	var counts failoverCounts
 	var faultsDone atomic.Bool
 	var nextAmount atomic.Int64
 	nextAmount.Store(10000)
-	histories := make([][]*historyIntent, workers)
-	c := newHTTPClient()
+	histories := make([][]*ledgercheck.Intent, workers)
+	c := proctest.NewHTTPClient()
 	c.Timeout = 15 * time.Second
 	var load sync.WaitGroup
 	for w := range workers {
@@ -207,21 +201,21 @@ func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
 				prefix = oldKeyPrefix
 			}
 			for i := 0; !faultsDone.Load(); i++ {
-				pay := &historyIntent{Kind: payIntent, Key: fmt.Sprintf("%s%d-%d-%d", prefix, start.UnixNano(), w, i),
+				pay := &ledgercheck.Intent{Kind: ledgercheck.KindPay, Key: fmt.Sprintf("%s%d-%d-%d", prefix, start.UnixNano(), w, i),
 					Amount: nextAmount.Add(1), Token: "tok_visa"}
 				if rng.IntN(10) == 0 {
 					pay.Token = "tok_declined"
 				}
 				histories[w] = append(histories[w], pay)
-				ack := r.untilOutcome(c, rng, w, pay, secret, time.Minute)
+				ack := untilOutcome(r, c, rng, w, pay, secret, time.Minute)
 				time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond) // a customer's pace, not a storm
 				if ack == nil || ack.Status != 201 || rng.IntN(3) != 0 {
 					continue
 				}
-				refund := &historyIntent{Kind: refundIntent, Key: pay.Key + "-refund", Amount: pay.Amount / 4,
-					Order: pay, OrderID: publicID(ack.Body)}
+				refund := &ledgercheck.Intent{Kind: ledgercheck.KindRefund, Key: pay.Key + "-refund", Amount: pay.Amount / 4,
+					Order: pay, OrderID: ledgercheck.PublicID(ack.Body)}
 				histories[w] = append(histories[w], refund)
-				r.untilOutcome(c, rng, w, refund, secret, time.Minute)
+				untilOutcome(r, c, rng, w, refund, secret, time.Minute)
 			}
 		})
 	}
@@ -265,31 +259,29 @@ func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
 	}
 
 	// Both replicas up on the last leader, every key settled by retries or the completer.
-	for _, s := range r.slots {
-		waitFor(t, 60*time.Second, "server "+s.base+" to be ready", func() bool {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return !s.p.exited() && ready(s.base)
+	for _, s := range r.List {
+		proctest.WaitUntil(t, 60*time.Second, "server "+s.Base+" to be ready", func() bool {
+			return !s.Proc().Exited() && proctest.Ready(s.Base)
 		})
 	}
-	waitFor(t, 60*time.Second, "no key in progress", func() bool {
-		return countRows(t, db, `SELECT count(*) FROM idempotency_keys WHERE state = 'in_progress'`) == 0
+	proctest.WaitUntil(t, 60*time.Second, "no key in progress", func() bool {
+		return proctest.CountRows(t, db, `SELECT count(*) FROM idempotency_keys WHERE state = 'in_progress'`) == 0
 	})
 
 	// Late retries: every intent is sent once more with its key, after every failover, so
 	// that an answer a client was given before a failover is compared with the one the
 	// surviving database gives (and an intent whose client gave up gets its outcome).
-	var all []*historyIntent
+	var all []*ledgercheck.Intent
 	for _, h := range histories {
 		all = append(all, h...)
 	}
-	late := make(chan *historyIntent)
+	late := make(chan *ledgercheck.Intent)
 	var lateWG sync.WaitGroup
 	for w := range workers {
 		lateWG.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(start.UnixNano()), uint64(1000+w)))
 			for in := range late {
-				if r.untilOutcome(c, rng, w, in, secret, 45*time.Second) == nil {
+				if untilOutcome(r, c, rng, w, in, secret, 45*time.Second) == nil {
 					t.Errorf("late retries of %s %s: no outcome within 45s, last %v", in.Kind, in.Key, in.Answers[len(in.Answers)-1])
 				}
 			}
@@ -300,26 +292,26 @@ func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
 	}
 	close(late)
 	lateWG.Wait()
-	waitFor(t, 60*time.Second, "no key in progress after the late retries", func() bool {
-		return countRows(t, db, `SELECT count(*) FROM idempotency_keys WHERE state = 'in_progress'`) == 0
+	proctest.WaitUntil(t, 60*time.Second, "no key in progress after the late retries", func() bool {
+		return proctest.CountRows(t, db, `SELECT count(*) FROM idempotency_keys WHERE state = 'in_progress'`) == 0
 	})
 	stopSupervise()
 	bg.Wait()
-	r.stopping.Store(true)
-	r.checkOutput()
+	r.Stop()
+	r.CheckOutput()
 
 	// The checker.
 	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer rcancel()
-	l, err := readLedger(rctx, ledgerDB)
+	l, err := ledgercheck.ReadLedger(rctx, ledgerDB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := readStore(rctx, db)
+	st, err := ledgercheck.ReadStore(rctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	groups := map[string][]*historyIntent{}
+	groups := map[string][]*ledgercheck.Intent{}
 	for _, in := range all {
 		g := intentKeys
 		if strings.HasPrefix(in.Key, oldKeyPrefix) {
@@ -327,11 +319,11 @@ func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
 		}
 		groups[g] = append(groups[g], in)
 	}
-	reps := map[string]historyReport{}
+	reps := map[string]ledgercheck.Report{}
 	for g, ins := range groups {
-		reps[g] = checkHistory(ins, l.of(ins), st)
+		reps[g] = ledgercheck.Check(ins, l.Of(ins), st)
 	}
-	unplaced := checkHistory(all, l, storeAfter{}).UnmatchedCharges
+	unplaced := ledgercheck.Check(all, l, ledgercheck.Store{}).UnmatchedCharges
 
 	byStatus := map[string]int{}
 	for _, in := range all {
@@ -380,18 +372,18 @@ func runFailover(t *testing.T, mode failoverMode) map[string]historyReport {
 
 // untilOutcome sends in with its key until an answer retrying cannot change, alternating
 // the replicas, for at most d; it returns that answer, or nil when d ran out.
-func (r *crashRun) untilOutcome(c *http.Client, rng *rand.Rand, w int, in *historyIntent, secret string, d time.Duration) *answer {
-	method, path, body := "POST", "/v1/orders", orderJSONBody(in.Amount, in.Token)
-	if in.Kind == refundIntent {
+func untilOutcome(r *proctest.Replicas, c *http.Client, rng *rand.Rand, w int, in *ledgercheck.Intent, secret string, d time.Duration) *proctest.Answer {
+	method, path, body := "POST", "/v1/orders", proctest.OrderJSONBody(in.Amount, in.Token)
+	if in.Kind == ledgercheck.KindRefund {
 		path = "/v1/orders/" + in.OrderID + "/refunds"
-		body = fmt.Appendf(nil, `{"amount":%d,"reason":%q}`, in.Amount, refundReason(in.Key))
+		body = fmt.Appendf(nil, `{"amount":%d,"reason":%q}`, in.Amount, ledgercheck.RefundReason(in.Key))
 	}
 	backoff := 50 * time.Millisecond
 	for try, deadline := 0, time.Now().Add(d); time.Now().Before(deadline); try++ {
-		base := r.slots[(w+try)%len(r.slots)].base
-		a := record(send(c, method, base+path, secret, body, "Idempotency-Key", in.Key, "Prefer", "wait=3"))
+		base := r.List[(w+try)%len(r.List)].Base
+		a := proctest.Record(proctest.Send(c, method, base+path, secret, body, "Idempotency-Key", in.Key, "Prefer", "wait=3"))
 		in.Answers = append(in.Answers, a)
-		if outcome(a) {
+		if ledgercheck.Outcome(a) {
 			return &in.Answers[len(in.Answers)-1]
 		}
 		time.Sleep(backoff/2 + time.Duration(rng.Int64N(int64(backoff))))
@@ -416,7 +408,7 @@ func waitHealthy(ctx context.Context, cl *cluster.Cluster) error {
 		if err == nil {
 			return nil
 		}
-		if crashSleep(ctx, 300*time.Millisecond) != nil {
+		if proctest.Sleep(ctx, 300*time.Millisecond) != nil {
 			return fmt.Errorf("the cluster is not healthy: %w", err)
 		}
 	}
