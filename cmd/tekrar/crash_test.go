@@ -12,8 +12,7 @@ package main
 // those words (default: all three). A run costs about as much as any other, so by default
 // "keys" meets each fault on its own (crash points, SIGKILL, a database restart) and the
 // others meet one run with crash points armed and SIGKILL together; TEKRAR_CRASH_FAULTS=all
-// runs every fault in every mode. The key-less mode is skipped unless TEKRAR_CRASH_KEYLESS=1,
-// until tekrar's recovery looks a charge up by reference (issue 29).
+// runs every fault in every mode.
 //
 // Sizes are small by default so that CI runs it in seconds; for a longer run:
 //
@@ -50,9 +49,6 @@ func TestCrash(t *testing.T) {
 	every := os.Getenv("TEKRAR_CRASH_FAULTS") == "all"
 	for _, p := range crashProvidersOf(t) {
 		t.Run(p.name, func(t *testing.T) {
-			if p.name == "keyless" && os.Getenv("TEKRAR_CRASH_KEYLESS") != "1" {
-				t.Skip("tekrar's recovery does not look a charge up by reference yet (issue 29); TEKRAR_CRASH_KEYLESS=1 runs it")
-			}
 			faults := []crashMode{crashPointsAndKills}
 			if p.fences || every {
 				faults = crashFaults

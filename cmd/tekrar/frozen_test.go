@@ -24,8 +24,7 @@ import (
 // TestFrozenWorkerNeverLeavesAChargeBehind runs the scenario against real processes: two
 // `serve` replicas and a `tekrar psp`, all on one database, the provider in each of the
 // crash harness's modes (crashProviders): one that fences, one that cannot (--no-cancel),
-// and one that keeps no keys (--keyless), skipped unless TEKRAR_CRASH_KEYLESS=1 as in
-// TestCrash. Not parallel: one variant stops the test binary's database server.
+// and one that keeps no keys (--keyless). Not parallel: one variant stops the test binary's database server.
 func TestFrozenWorkerNeverLeavesAChargeBehind(t *testing.T) {
 	for _, provider := range []struct {
 		name string
@@ -38,9 +37,6 @@ func TestFrozenWorkerNeverLeavesAChargeBehind(t *testing.T) {
 		i := slices.IndexFunc(crashProviders, func(p crashProvider) bool { return p.name == provider.mode })
 		for _, wake := range []string{"killed without waking", "wakes while Postgres is down", "wakes while the provider is down"} {
 			t.Run(provider.name+"/"+wake, func(t *testing.T) {
-				if provider.mode == "keyless" && os.Getenv("TEKRAR_CRASH_KEYLESS") != "1" {
-					t.Skip("tekrar's recovery does not look a charge up by reference yet (issue 29); TEKRAR_CRASH_KEYLESS=1 runs it")
-				}
 				if wake == "wakes while Postgres is down" && os.Getenv(dbtest.EnvURL) != "" {
 					t.Skip("stops the private test database server; unset " + dbtest.EnvURL)
 				}
