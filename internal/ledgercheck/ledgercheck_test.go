@@ -49,6 +49,10 @@ func TestHistoryChecker(t *testing.T) {
 			func(_ []*Intent, l *Ledger, _ *Store) {
 				l.Charges = append(l.Charges, Charge{ID: "ch_3", Key: "k1-again", Description: "order ord_9", Amount: 10001, Status: "succeeded"})
 			}, func(r Report) int { return r.DoubleCharges }, "double charge: payment p1 (amount 10001) charged 2 times, 2 standing"},
+		{"a payment charged twice by a key-less provider (a resumed order sent again under its reference)",
+			func(_ []*Intent, l *Ledger, _ *Store) {
+				l.Charges = append(l.Charges, Charge{ID: "ch_3", Key: "k1", Description: "order ord_1", Amount: 10001, Status: "succeeded"})
+			}, func(r Report) int { return r.DoubleCharges }, "double charge: payment p1 (amount 10001) charged 2 times, 2 standing"},
 		{"a payment charged twice, the second charge refunded in full",
 			func(_ []*Intent, l *Ledger, _ *Store) {
 				l.Charges = append(l.Charges, Charge{ID: "ch_3", Key: "k1-again", Description: "order ord_9", Amount: 10001, Status: "succeeded", Refunded: 10001})
