@@ -362,7 +362,11 @@ func (o *orderOp) Run(ctx context.Context, k *Key, resumed bool) (Response, erro
 	}
 	pctx, cancel := context.WithTimeout(ctx, o.s.cfg.ProviderTimeout)
 	defer cancel()
+	// send is whether the charge goes to the provider: always on a first run; on a resumed
+	// one only when the look-up found no charge yet. A charge neither sent nor found is
+	// never settled.
 	var ch psp.Charge
+	send := true
 	if resumed {
 		// The previous worker may have charged before it died: ask first, the way the
 		// provider can find a charge. A charge is sent again only if the provider answers a
@@ -375,8 +379,9 @@ func (o *orderOp) Run(ctx context.Context, k *Key, resumed bool) (Response, erro
 		if psp.NoChargeYet(err) && !psp.MayResend(c, o.s.cfg.Now().Sub(k.CreatedAt)) {
 			return o.s.giveUpResumed(ctx, k, c)
 		}
+		send = psp.NoChargeYet(err)
 	}
-	if !resumed || psp.NoChargeYet(err) {
+	if send {
 		ch, err = o.s.provider.Charge(pctx, psp.ChargeRequest{
 			Key: pk, Amount: o.in.firstCharge(), Currency: o.in.Currency, CardToken: o.in.Payment.CardToken,
 			Customer: customer, PaymentMethod: o.in.Payment.PaymentMethod,
