@@ -2,7 +2,6 @@ package api
 
 import (
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 
@@ -28,14 +27,8 @@ const StripeProvider = "stripe"
 // Stripe to deliver it again.
 func StripeInbox(in *inbox.Inbox, secret string, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxWebhookBody))
-		var tooLarge *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooLarge):
-			server.Abort(c, problem.Of(problem.CodeBodyTooLarge))
-			return
-		case err != nil:
-			server.Abort(c, problem.Of(problem.CodeMalformedRequest).WithDetail("the body could not be read"))
+		body, ok := readWebhookBody(c)
+		if !ok {
 			return
 		}
 		e, err := stripe.EventOf(body, c.GetHeader(stripe.SignatureHeader), secret)

@@ -19,6 +19,22 @@ import (
 // maxWebhookBody bounds a provider webhook's body; the sandbox's are under 2 KiB.
 const maxWebhookBody = 256 << 10
 
+// readWebhookBody reads a provider webhook's body, bounded by maxWebhookBody, for every
+// provider's door; on failure it has answered the problem and reports false.
+func readWebhookBody(c *gin.Context) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxWebhookBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		server.Abort(c, problem.Of(problem.CodeBodyTooLarge))
+		return nil, false
+	case err != nil:
+		server.Abort(c, problem.Of(problem.CodeMalformedRequest).WithDetail("the body could not be read"))
+		return nil, false
+	}
+	return body, true
+}
+
 // ProviderInbox answers POST /webhooks/psp: the payment provider's webhooks, outside /v1's
 // client authentication. The Standard Webhooks signature (under one of keys) and a
 // timestamp within five minutes are checked before anything is read or stored: a forged,
@@ -32,14 +48,8 @@ const maxWebhookBody = 256 << 10
 func ProviderInbox(in *inbox.Inbox, keys []stdwebhook.Key, logger *slog.Logger) gin.HandlerFunc {
 	verifier := stdwebhook.Verifier{Keys: keys}
 	return func(c *gin.Context) {
-		body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxWebhookBody))
-		var tooLarge *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooLarge):
-			server.Abort(c, problem.Of(problem.CodeBodyTooLarge))
-			return
-		case err != nil:
-			server.Abort(c, problem.Of(problem.CodeMalformedRequest).WithDetail("the body could not be read"))
+		body, ok := readWebhookBody(c)
+		if !ok {
 			return
 		}
 		m, err := verifier.Verify(c.Request.Header, body)
