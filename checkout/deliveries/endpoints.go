@@ -126,6 +126,12 @@ func (s *Store) Create(ctx context.Context, clientID int64, in EndpointInput) (E
 	u, _ := url.Parse(in.URL)
 	var e Endpoint
 	err := s.inTx(ctx, "create webhook endpoint", func(tx *sqlx.Tx) error {
+		// The count is taken under the client's lock (lockClientSQL): without it,
+		// concurrent creations each counted fewer than MaxEndpoints and all inserted.
+		var locked int64
+		if err := tx.GetContext(ctx, &locked, lockClientSQL, clientID); err != nil {
+			return fmt.Errorf("create webhook endpoint: lock client %d: %w", clientID, err)
+		}
 		var n int
 		if err := tx.GetContext(ctx, &n, countEndpointsSQL, clientID); err != nil {
 			return fmt.Errorf("create webhook endpoint: %w", err)

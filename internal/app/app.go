@@ -146,7 +146,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	if sealer == nil {
 		logger.Warn("TEKRAR_SECRETS_KEY is not set: client webhook endpoints cannot be created (503 webhook_secrets_key_missing)")
 	}
-	policy := deliveries.Policy{AllowLoopback: cfg.WebhooksAllowLoopback}
+	policy := deliveries.Policy{AllowLoopback: cfg.WebhooksAllowLoopback, Logger: logger}
 	endpoints := &deliveries.Store{DB: db, Sealer: sealer, Policy: policy, Now: o.now}
 	api.Register(e.Group("/v1"), api.Deps{
 		Logger:        logger,
