@@ -127,7 +127,7 @@ func TestEachChangeWritesItsEventOnce(t *testing.T) {
 	if err := json.Unmarshal([]byte(e.str(`SELECT payload::text FROM outbox_events WHERE type = 'order.paid'`)), &data); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{"order": paid, "status": "paid", "amount": float64(5000), "currency": "TRY"}
+	want := map[string]any{"order": paid, "status": "paid", "amount": float64(5000), "currency": "TRY", "sequence": float64(1)}
 	if !maps.Equal(data, want) {
 		t.Errorf("order.paid data %v, want %v", data, want)
 	}

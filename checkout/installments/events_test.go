@@ -31,10 +31,11 @@ func (e *installmentEnv) installmentEvents(id int64, typ string) []map[string]an
 }
 
 // installmentData is the documented data of an installment event: the order's, then the
-// installment as recorded.
-func installmentData(order string, orderAmount int64, inst map[string]any) map[string]any {
+// installment as recorded, and the order's sequence: its order.paid is 1, each later event
+// one more.
+func installmentData(order string, orderAmount int64, sequence float64, inst map[string]any) map[string]any {
 	return map[string]any{"order": order, "status": "paid", "amount": float64(orderAmount), "currency": "TRY",
-		"installment": inst}
+		"sequence": sequence, "installment": inst}
 }
 
 // TestInstallmentOutcomesWriteTheirEvents: a client in Istanbul (its days start at 21:00 UTC)
@@ -92,20 +93,20 @@ func TestInstallmentOutcomesWriteTheirEvents(t *testing.T) {
 		}
 	}
 	check("installment.paid of A", e.installmentEvents(idA, outbox.InstallmentPaid),
-		installmentData(pubA, 1000, map[string]any{"n": 2.0, "count": 3.0, "amount": 333.0, "due_on": "2027-02-15",
+		installmentData(pubA, 1000, 2, map[string]any{"n": 2.0, "count": 3.0, "amount": 333.0, "due_on": "2027-02-15",
 			"status": "paid", "attempts": 1.0, "charge": chargeA2, "decline_code": nil, "next_attempt_at": nil}))
 	declined := func(attempts float64, next string) map[string]any {
-		return installmentData(pubB, 2000, map[string]any{"n": 2.0, "count": 2.0, "amount": 1000.0, "due_on": "2027-02-20",
+		return installmentData(pubB, 2000, 1+attempts, map[string]any{"n": 2.0, "count": 2.0, "amount": 1000.0, "due_on": "2027-02-20",
 			"status": "scheduled", "attempts": attempts, "charge": nil, "decline_code": "card_declined", "next_attempt_at": next})
 	}
 	// Retries as the 1st, 3rd and 7th day after the due date start in Istanbul.
 	check("installment.declined of B", e.installmentEvents(idB, outbox.InstallmentDeclined),
 		declined(1, "2027-02-20T21:00:00Z"), declined(2, "2027-02-22T21:00:00Z"), declined(3, "2027-02-26T21:00:00Z"))
-	lastB := installmentData(pubB, 2000, map[string]any{"n": 2.0, "count": 2.0, "amount": 1000.0, "due_on": "2027-02-20",
+	lastB := installmentData(pubB, 2000, 5, map[string]any{"n": 2.0, "count": 2.0, "amount": 1000.0, "due_on": "2027-02-20",
 		"status": "attention", "attempts": 4.0, "charge": nil, "decline_code": "card_declined", "next_attempt_at": nil})
 	lastB["reason"] = "retries_exhausted"
 	check("installment.needs_attention of B", e.installmentEvents(idB, outbox.InstallmentNeedsAttention), lastB)
-	refusedA := installmentData(pubA, 1000, map[string]any{"n": 3.0, "count": 3.0, "amount": 333.0, "due_on": "2027-03-15",
+	refusedA := installmentData(pubA, 1000, 3, map[string]any{"n": 3.0, "count": 3.0, "amount": 333.0, "due_on": "2027-03-15",
 		"status": "attention", "attempts": 1.0, "charge": nil, "decline_code": "provider_refused", "next_attempt_at": nil})
 	refusedA["reason"] = "provider_refused"
 	check("installment.needs_attention of A", e.installmentEvents(idA, outbox.InstallmentNeedsAttention), refusedA)

@@ -39,6 +39,15 @@
 // new_events is read once, so Postgres inlines it: each statement's plan is what it was
 // when it wrote its own INSERT.
 //
+// # The order's sequence
+//
+// InsertSQL also numbers each event about an order (SequenceField in its data), from the
+// order's row (next_event_sequence, migration 43), under the row lock the transaction then
+// holds: consumers, who receive deliveries in any order, tell a late event from a newer one
+// by it, and since it is stored with the event every retry and channel carries the same
+// number. Being the one writer, InsertSQL numbers the events of every statement, and of a
+// type added later, with no code of their own.
+//
 // # Handlers
 //
 // A dispatch job (DispatchArgs) loads its event and calls every registered Handler, in one

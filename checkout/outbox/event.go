@@ -59,13 +59,26 @@ func (e Event) Body() ([]byte, error) {
 	return b, nil
 }
 
+// Sequence is the event's order sequence (SequenceField in its data), and false for an
+// event about no order or written before orders had one (migration 43).
+func (e Event) Sequence() (int64, bool) {
+	var d struct {
+		Sequence *int64 `json:"sequence"`
+	}
+	if err := json.Unmarshal(e.Payload, &d); err != nil || d.Sequence == nil {
+		return 0, false
+	}
+	return *d.Sequence, true
+}
+
 // Querier is what reads and writes events: a *sql.Tx, a *sql.DB, or sqlx's equivalents.
 type Querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 // Insert writes an event, with its dispatch job, in tx: call it in the transaction that
-// makes the change the event describes. data is marshalled to the event's Payload.
+// makes the change the event describes. data is marshalled to the event's Payload, to
+// which the statement adds the order's sequence (SequenceField) when orderID is valid.
 // Statements that make their change in one SQL statement write their events there
 // instead, splicing InsertSQL.
 func Insert(ctx context.Context, tx Querier, clientID int64, typ string, orderID sql.NullInt64, data any) (Event, error) {
@@ -73,10 +86,12 @@ func Insert(ctx context.Context, tx Querier, clientID int64, typ string, orderID
 	if err != nil {
 		return Event{}, fmt.Errorf("%s payload: %w", typ, err)
 	}
-	ev := Event{ClientID: clientID, Type: typ, OrderID: orderID, Payload: payload}
-	if err := tx.QueryRowContext(ctx, insertSQL, clientID, typ, orderID, string(payload)).Scan(&ev.ID, &ev.CreatedAt); err != nil {
+	ev := Event{ClientID: clientID, Type: typ, OrderID: orderID}
+	var stored []byte // with the order's sequence, which the statement adds
+	if err := tx.QueryRowContext(ctx, insertSQL, clientID, typ, orderID, string(payload)).Scan(&ev.ID, &stored, &ev.CreatedAt); err != nil {
 		return Event{}, fmt.Errorf("insert %s event: %w", typ, err)
 	}
+	ev.Payload = stored
 	return ev, nil
 }
 
