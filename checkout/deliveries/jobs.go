@@ -46,8 +46,19 @@ type DeliverWorker struct {
 	Deliverer *Deliverer
 }
 
-// Work makes one attempt.
+// Work makes one attempt, once the endpoint and its client have a free slot (lease.go);
+// while they have none, the job waits, snoozed, without counting an attempt, until an
+// attempt that ends wakes it.
 func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
+	jobs, _ := river.ClientFromContextSafely[*sql.Tx](ctx) // nil: no waiter is woken
+	lease, wait, err := w.Deliverer.claim(ctx, job.Args.DeliveryID, job.ID, job.Args.Manual)
+	if err != nil {
+		return err
+	}
+	if wait > 0 {
+		return river.JobSnooze(wait)
+	}
+	defer w.Deliverer.release(jobs, lease)
 	out, err := w.Deliverer.Attempt(ctx, job.Args.DeliveryID, job.Args.Manual)
 	if w.Deliverer.Observe != nil {
 		w.Deliverer.Observe(out, err)
