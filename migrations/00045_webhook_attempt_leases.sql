@@ -30,6 +30,11 @@ CREATE TABLE webhook_attempt_waiters (
 );
 CREATE INDEX webhook_attempt_waiters_client_idx ON webhook_attempt_waiters (client_id, since, job_id);
 
+-- A client's deliveries never attempted, counted at each fan-out (deliveries.FanOut): those
+-- queued beyond the client's share are queued waiting.
+CREATE INDEX webhook_deliveries_unattempted_idx ON webhook_deliveries (endpoint_id) WHERE state = 'pending' AND attempts = 0;
+
 -- +goose Down
+DROP INDEX webhook_deliveries_unattempted_idx;
 DROP TABLE webhook_attempt_waiters;
 DROP TABLE webhook_attempt_leases;

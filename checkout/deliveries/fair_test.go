@@ -164,3 +164,70 @@ func TestADeadClientDoesNotDelayAnother(t *testing.T) {
 			most, mostEndpoint, deliveries.ClientInFlight, deliveries.EndpointInFlight)
 	}
 }
+
+// A burst to one slow endpoint waits for its slots, not for a timer: each attempt that ends
+// wakes the next waiting job. Twelve events to an endpoint that answers after 300 ms, two at
+// a time (EndpointInFlight), arrive in about six rounds of an answer and a poll; jobs that
+// found no slot and waited for their own snooze (WaitAtMost, 24 s at the least) would take
+// longer than the whole bound.
+func TestWaitingDeliveriesRunWhenASlotFrees(t *testing.T) {
+	f := newFixture(t)
+	f.deliverer.Now = nil // River schedules on the wall clock
+	const poll = 100 * time.Millisecond
+	var mu sync.Mutex
+	var now, most, got int
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		now++
+		most = max(most, now)
+		mu.Unlock()
+		time.Sleep(300 * time.Millisecond)
+		mu.Lock()
+		now--
+		got++
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer slow.Close()
+	f.deliverer.Client = deliveries.NewHTTPClient(deliveries.Policy{AllowLoopback: true}, deliveries.AttemptTimeout)
+	client := f.client(t, "shop")
+	f.endpoint(t, client, slow.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	workers := river.NewWorkers()
+	outbox.AddWorkers(workers, f.db.DB, deliveries.Handler{})
+	deliveries.AddWorkers(workers, f.deliverer)
+	rc, err := outbox.NewClient(f.db.DB, workers, outbox.Config{PollInterval: poll,
+		Queues: map[string]river.QueueConfig{deliveries.Queue: {MaxWorkers: 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Stop(context.Background())
+	const events = 12
+	start := time.Now()
+	for i := range events {
+		if _, err := outbox.Insert(ctx, f.db, client, outbox.OrderPaid, sql.NullInt64{}, map[string]any{"order": i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bound := 12 * time.Second // six rounds of 300 ms and a poll, with room for a loaded machine
+	for {
+		mu.Lock()
+		n := got
+		mu.Unlock()
+		if n >= events {
+			break
+		}
+		if time.Since(start) > bound {
+			t.Fatalf("%d of %d events delivered after %s", n, events, time.Since(start))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("%d events delivered in %s, at most %d at once", events, time.Since(start), most)
+	if most > deliveries.EndpointInFlight {
+		t.Errorf("%d attempts at once at one endpoint; the cap is %d", most, deliveries.EndpointInFlight)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/riverqueue/river"
 
@@ -83,14 +84,38 @@ func AddWorkers(workers *river.Workers, d *Deliverer) {
 // FanOut creates, in tx, one delivery of ev per enabled endpoint of its client subscribed
 // to its type, and a job for each. Run again for the same event (the outbox retrying), it
 // creates nothing more.
+//
+// A job queued while its client already has ClientInFlight deliveries never attempted
+// (queued, or in their first attempt) is queued waiting (lease.go): snoozed, among the
+// client's waiters, to be woken when one of the client's attempts ends. A client's burst
+// (an event fans out to each of its endpoints) then costs the queue nothing, where each of
+// its jobs would be fetched only to find the client's slots taken, ahead of every other
+// client's deliveries.
 func FanOut(ctx context.Context, tx *sql.Tx, jobs *river.Client[*sql.Tx], ev outbox.Event) (int, error) {
 	ids, err := CreateDeliveries(ctx, tx, ev)
-	if err != nil {
+	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	for _, id := range ids {
-		if _, err := jobs.InsertTx(ctx, tx, DeliverArgs{DeliveryID: id}, nil); err != nil {
+	var queued int // the client's deliveries never attempted, these ones included
+	if err := tx.QueryRowContext(ctx, backlogSQL, ev.ClientID).Scan(&queued); err != nil {
+		return 0, fmt.Errorf("fan out %s: count queued deliveries: %w", ev.ID, err)
+	}
+	ahead := queued - len(ids)
+	for i, id := range ids {
+		var opts *river.InsertOpts
+		waiting := ahead+i >= ClientInFlight
+		now := time.Now() // River's clock
+		if waiting {
+			opts = &river.InsertOpts{ScheduledAt: now.Add(WaitAtMost)}
+		}
+		res, err := jobs.InsertTx(ctx, tx, DeliverArgs{DeliveryID: id}, opts)
+		if err != nil {
 			return 0, fmt.Errorf("queue delivery %d of %s: %w", id, ev.ID, err)
+		}
+		if waiting && !res.UniqueSkippedAsDuplicate {
+			if _, err := tx.ExecContext(ctx, queueWaitingSQL, res.Job.ID, ev.ClientID, id, now); err != nil {
+				return 0, fmt.Errorf("queue delivery %d of %s: wait: %w", id, ev.ID, err)
+			}
 		}
 	}
 	return len(ids), nil

@@ -58,6 +58,19 @@ const (
 	        SELECT endpoint_id FROM webhook_attempt_waiters WHERE client_id = $1 AND woken_at > $2) t
 	 GROUP BY endpoint_id`
 
+	// backlogSQL counts the client's deliveries never attempted and still pending: queued,
+	// or in their first attempt (the partial index of migration 00045).
+	backlogSQL = `
+	SELECT count(*)
+	  FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+	 WHERE e.client_id = $1 AND d.state = 'pending' AND d.attempts = 0`
+
+	// queueWaitingSQL puts a job queued by a fan-out ($1, of client $2, for delivery $3)
+	// among the waiters since $4.
+	queueWaitingSQL = `
+	INSERT INTO webhook_attempt_waiters (job_id, client_id, endpoint_id, since)
+	SELECT $1, $2, endpoint_id, $4 FROM webhook_deliveries WHERE id = $3`
+
 	releaseLeaseSQL = `DELETE FROM webhook_attempt_leases WHERE id = $1`
 
 	// waitersSQL lists the client's waiters not woken after $2, oldest first.
