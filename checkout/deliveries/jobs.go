@@ -81,6 +81,9 @@ func AddWorkers(workers *river.Workers, d *Deliverer) {
 	river.AddWorker(workers, &DeliverWorker{Deliverer: d})
 }
 
+// backlogFor is how far back FanOut counts a client's deliveries never attempted.
+const backlogFor = time.Hour
+
 // FanOut creates, in tx, one delivery of ev per enabled endpoint of its client subscribed
 // to its type, and a job for each. Run again for the same event (the outbox retrying), it
 // creates nothing more.
@@ -96,8 +99,12 @@ func FanOut(ctx context.Context, tx *sql.Tx, jobs *river.Client[*sql.Tx], ev out
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	var queued int // the client's deliveries never attempted, these ones included
-	if err := tx.QueryRowContext(ctx, backlogSQL, ev.ClientID).Scan(&queued); err != nil {
+	// The client's deliveries never attempted, these ones included. Those of events older
+	// than backlogFor are left out: a delivery that lost its job (River gave up on it after
+	// failures of tekrar's own) would otherwise count for ever, and leave every later job
+	// of its client waiting for its own snooze.
+	var queued int
+	if err := tx.QueryRowContext(ctx, backlogSQL, ev.ClientID, ev.CreatedAt.Add(-backlogFor)).Scan(&queued); err != nil {
 		return 0, fmt.Errorf("fan out %s: count queued deliveries: %w", ev.ID, err)
 	}
 	ahead := queued - len(ids)

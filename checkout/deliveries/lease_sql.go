@@ -58,12 +58,13 @@ const (
 	        SELECT endpoint_id FROM webhook_attempt_waiters WHERE client_id = $1 AND woken_at > $2) t
 	 GROUP BY endpoint_id`
 
-	// backlogSQL counts the client's deliveries never attempted and still pending: queued,
-	// or in their first attempt (the partial index of migration 00045).
+	// backlogSQL counts the client's deliveries never attempted and still pending, of
+	// events since $2: queued, or in their first attempt (the partial index of migration
+	// 00045).
 	backlogSQL = `
 	SELECT count(*)
 	  FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-	 WHERE e.client_id = $1 AND d.state = 'pending' AND d.attempts = 0`
+	 WHERE e.client_id = $1 AND d.state = 'pending' AND d.attempts = 0 AND d.created_at > $2`
 
 	// queueWaitingSQL puts a job queued by a fan-out ($1, of client $2, for delivery $3)
 	// among the waiters since $4.
