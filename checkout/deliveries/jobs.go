@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/riverqueue/river"
 
@@ -46,8 +47,19 @@ type DeliverWorker struct {
 	Deliverer *Deliverer
 }
 
-// Work makes one attempt.
+// Work makes one attempt, once the endpoint and its client have a free slot (lease.go);
+// while they have none, the job waits, snoozed, without counting an attempt, until an
+// attempt that ends wakes it.
 func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
+	jobs, _ := river.ClientFromContextSafely[*sql.Tx](ctx) // nil: no waiter is woken
+	lease, wait, err := w.Deliverer.claim(ctx, job.Args.DeliveryID, job.ID, job.Args.Manual)
+	if err != nil {
+		return err
+	}
+	if wait > 0 {
+		return river.JobSnooze(wait)
+	}
+	defer w.Deliverer.release(jobs, lease)
 	out, err := w.Deliverer.Attempt(ctx, job.Args.DeliveryID, job.Args.Manual)
 	if w.Deliverer.Observe != nil {
 		w.Deliverer.Observe(out, err)
@@ -69,17 +81,48 @@ func AddWorkers(workers *river.Workers, d *Deliverer) {
 	river.AddWorker(workers, &DeliverWorker{Deliverer: d})
 }
 
+// backlogFor is how far back FanOut counts a client's deliveries never attempted.
+const backlogFor = time.Hour
+
 // FanOut creates, in tx, one delivery of ev per enabled endpoint of its client subscribed
 // to its type, and a job for each. Run again for the same event (the outbox retrying), it
 // creates nothing more.
+//
+// A job queued while its client already has ClientInFlight deliveries never attempted
+// (queued, or in their first attempt) is queued waiting (lease.go): snoozed, among the
+// client's waiters, to be woken when one of the client's attempts ends. A client's burst
+// (an event fans out to each of its endpoints) then costs the queue nothing, where each of
+// its jobs would be fetched only to find the client's slots taken, ahead of every other
+// client's deliveries.
 func FanOut(ctx context.Context, tx *sql.Tx, jobs *river.Client[*sql.Tx], ev outbox.Event) (int, error) {
 	ids, err := CreateDeliveries(ctx, tx, ev)
-	if err != nil {
+	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	for _, id := range ids {
-		if _, err := jobs.InsertTx(ctx, tx, DeliverArgs{DeliveryID: id}, nil); err != nil {
+	// The client's deliveries never attempted, these ones included. Those of events older
+	// than backlogFor are left out: a delivery that lost its job (River gave up on it after
+	// failures of tekrar's own) would otherwise count for ever, and leave every later job
+	// of its client waiting for its own snooze.
+	var queued int
+	if err := tx.QueryRowContext(ctx, backlogSQL, ev.ClientID, ev.CreatedAt.Add(-backlogFor)).Scan(&queued); err != nil {
+		return 0, fmt.Errorf("fan out %s: count queued deliveries: %w", ev.ID, err)
+	}
+	ahead := queued - len(ids)
+	for i, id := range ids {
+		var opts *river.InsertOpts
+		waiting := ahead+i >= ClientInFlight
+		now := time.Now() // River's clock
+		if waiting {
+			opts = &river.InsertOpts{ScheduledAt: now.Add(WaitAtMost)}
+		}
+		res, err := jobs.InsertTx(ctx, tx, DeliverArgs{DeliveryID: id}, opts)
+		if err != nil {
 			return 0, fmt.Errorf("queue delivery %d of %s: %w", id, ev.ID, err)
+		}
+		if waiting && !res.UniqueSkippedAsDuplicate {
+			if _, err := tx.ExecContext(ctx, queueWaitingSQL, res.Job.ID, ev.ClientID, id, now); err != nil {
+				return 0, fmt.Errorf("queue delivery %d of %s: wait: %w", id, ev.ID, err)
+			}
 		}
 	}
 	return len(ids), nil

@@ -31,6 +31,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/inbox"
 	"github.com/tekrar/tekrar/checkout/installments"
 	"github.com/tekrar/tekrar/checkout/operator"
+	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/psp/stripe"
 	"github.com/tekrar/tekrar/checkout/reconcile"
@@ -62,6 +63,8 @@ type App struct {
 	Settler *settlement.Settler
 	// River works the outbox's jobs; Run starts and stops it.
 	River *river.Client[*sql.Tx]
+	// Rescuer takes over a dead process's jobs sooner than River's leader does; Run runs it.
+	Rescuer *outbox.Rescuer
 	// Metrics are the process's Prometheus metrics; Metrics.Handler serves them.
 	Metrics *metrics.Metrics
 
@@ -216,7 +219,8 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		return nil, err
 	}
 	return &App{Handler: server.HeadAsGet(e), Service: svc, Inbox: in, Sweeper: sw, Completer: comp,
-		Scheduler: sched, Installments: charger, Settler: settler, River: rc, Metrics: m, engine: e, logger: logger, closeRead: closeRead}, nil
+		Scheduler: sched, Installments: charger, Settler: settler, River: rc, Metrics: m,
+		Rescuer: outbox.NewRescuer(db.DB, cfg.OutboxRescueAfter, logger.With("component", "river")), engine: e, logger: logger, closeRead: closeRead}, nil
 }
 
 // readyTimeout is how long /readyz waits for the database to say it takes writes.
@@ -254,14 +258,16 @@ func wantsHTML(r *http.Request) bool {
 
 // Run does the app's background work until ctx ends, and returns once River has stopped:
 // River works the outbox's jobs and the scheduled tasks (sweeping, reconciling with the
-// provider), and the completer completes abandoned keys in every process.
+// provider), the rescuer takes over the jobs of dead processes, and the completer completes
+// abandoned keys in every process.
 func (a *App) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	events, unsubscribe := a.River.Subscribe(metrics.JobEvents...)
 	defer unsubscribe()
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); a.Metrics.Jobs(ctx, events) }()
 	go func() { defer wg.Done(); runRiver(ctx, a.River, a.logger) }()
+	go func() { defer wg.Done(); a.Rescuer.Run(ctx) }()
 	go func() { defer wg.Done(); a.Completer.Run(ctx) }()
 	wg.Wait()
 }
