@@ -88,3 +88,45 @@ func TestReceiptAddressIsAMailbox(t *testing.T) {
 		wantOutcomes(t, out, 1, "created", nil)
 	}
 }
+
+// TestReceiptTextIsBounded: the text a client writes that a receipt prints (an item's name,
+// a refund's reason) is one line of printable text of bounded length: a line break (a
+// header of its own, were it ever put in one), another control character or a
+// bidirectional control is refused with 422 naming the field, at both order doors and at
+// the refund's, before anything is written.
+func TestReceiptTextIsBounded(t *testing.T) {
+	e := apptest.New(t)
+	for i, name := range []string{
+		"Latte\r\nBcc: evil@attacker.example", "Latte\n", "Lat\tte", "Lat\x1bte", "Lat\u2028te",
+		"Latte \u202egnp.exe", strings.Repeat("L", 201),
+	} {
+		t.Run(fmt.Sprintf("%q", name), func(t *testing.T) {
+			refusedAtBothDoors(t, e, fmt.Sprintf("bad-name-%d", i), cashOrder(name, "ayse@example.com"), "items[0].name")
+		})
+	}
+	if n := count(t, e, `SELECT count(*) FROM orders`); n != 0 {
+		t.Fatalf("%d orders from refused requests", n)
+	}
+
+	card := strings.Replace(cashOrder("Türk kahvesi ☕", "ayse@example.com"), `"payment":{"method":"cash"}`, `"payment":{"card_token":"tok_visa"}`, 1)
+	r := postOrder(t, e, e.Secret, "good-name", []byte(card))
+	if r.Status != 201 {
+		t.Fatalf("an ordinary name: %d %s", r.Status, r.Body)
+	}
+	var o orderJSON
+	if err := json.Unmarshal(r.Body, &o); err != nil {
+		t.Fatal(err)
+	}
+	for i, reason := range []string{"customer asked\r\nBcc: evil@attacker.example", "x\u202e", strings.Repeat("r", 501)} {
+		key := fmt.Sprintf("bad-reason-%d", i)
+		r := e.Do(t, "POST", "/v1/orders/"+o.ID+"/refunds", e.Secret, []byte(fmt.Sprintf(`{"amount":1,"reason":%s}`, jsonString(reason))), "Idempotency-Key", key)
+		p := problemOf(t, r, 422, "validation_failed")
+		b, _ := json.Marshal(p)
+		if got := fieldsOf(t, b); len(got) != 1 || got[0] != "reason" {
+			t.Errorf("reason %q: fields %v", reason, got)
+		}
+	}
+	if n := count(t, e, `SELECT count(*) FROM refunds`); n != 0 {
+		t.Fatalf("%d refunds from refused requests", n)
+	}
+}

@@ -1,10 +1,12 @@
-// Package mailbox is the one check of an address tekrar sends mail to on a client's word
-// (a receipt's customer e-mail): an ordinary mailbox, local@domain, and nothing a mail
-// server could route elsewhere. net/mail alone takes address literals (a@[10.0.0.1]), a
+// Package mailbox holds the checks of what tekrar puts into mail on a client's word: the
+// address (Check: a receipt's customer e-mail, an ordinary mailbox, local@domain, and
+// nothing a mail server could route elsewhere) and the text (PlainText: an item's name, a
+// refund's reason, one line of printable text). net/mail alone takes address literals (a@[10.0.0.1]), a
 // bare host (a@localhost), quoted local parts and the old % and ! routing, each of which
 // lets an API client aim tekrar's mail server at a host of its choosing. It is its own
-// package, on the standard library only, because the door (checkout, refusing the address)
-// and the sender (checkout/receipts, refusing a stored one) import neither each other.
+// package, on the standard library only, because the doors (checkout and checkout/catalog,
+// refusing them) and the sender (checkout/receipts, refusing a stored address) import
+// neither each other.
 package mailbox
 
 import (

@@ -76,3 +76,32 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainText: one line of printable text, in any script, passes; what could start a
+// header or a line, or reorder what a reader sees, is refused.
+func TestPlainText(t *testing.T) {
+	for _, tc := range []struct {
+		s  string
+		ok bool
+	}{
+		{"", true},
+		{"Latte", true},
+		{"Türk kahvesi, çifte kavrulmuş ☕ 250 g", true},
+		{"拿铁 / لاتيه", true},
+		{"Latte\r\nBcc: evil@attacker.example", false},
+		{"Latte\n", false},
+		{"Lat\tte", false},
+		{"Lat\x00te", false},
+		{"Lat\x1bte", false},
+		{"Lat\u0085te", false}, // NEL
+		{"Lat\u2028te", false}, // line separator
+		{"Lat\u2029te", false}, // paragraph separator
+		{"Latte \u202egnp.exe", false},
+		{"Latte \u2066x\u2069", false},
+		{"Latte \u200fx", false}, // right-to-left mark
+	} {
+		if got := PlainText(tc.s); got != tc.ok {
+			t.Errorf("PlainText(%q) = %v, want %v", tc.s, got, tc.ok)
+		}
+	}
+}
