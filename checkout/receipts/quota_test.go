@@ -2,12 +2,14 @@ package receipts
 
 import (
 	"context"
+	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tekrar/tekrar/checkout/receipts/receiptstest"
+	"github.com/tekrar/tekrar/internal/config"
 )
 
 // refusals counts what a Recorder's Refused hook heard, by reason.
@@ -200,5 +202,14 @@ func TestPerMinuteLimitRefusesABurst(t *testing.T) {
 	}
 	if got := ref.of(ReasonRateLimited); got != 2 {
 		t.Errorf("%d refusals, want 2", got)
+	}
+}
+
+// TestSettingsAreTheDefaults: TEKRAR_RECEIPTS_PER_MINUTE and TEKRAR_RECEIPTS_PER_DAY
+// default to PerMinuteDefault and PerDayDefault, the bounds of a Recorder left zero.
+func TestSettingsAreTheDefaults(t *testing.T) {
+	c, err := config.LoadServer("serve", nil, func(string) string { return "" }, io.Discard)
+	if err != nil || c.ReceiptsPerMinute != PerMinuteDefault || c.ReceiptsPerDay != PerDayDefault {
+		t.Fatalf("settings %d, %d (%v); defaults %d, %d", c.ReceiptsPerMinute, c.ReceiptsPerDay, err, PerMinuteDefault, PerDayDefault)
 	}
 }
