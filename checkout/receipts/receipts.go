@@ -13,6 +13,10 @@
 // recording it) therefore carries the Message-ID of the first send, and the customer's mail
 // client or a deduplicating relay recognises it.
 //
+// Each client's receipts are bounded per minute and per UTC day (Recorder.PerMinute,
+// PerDay), counted in receipt_counts in the same transaction; one over a bound is stored
+// refused, never sent, and the sale it belongs to is not touched.
+//
 // The package must not import checkout (checkout dispatches events to it); it reads the
 // orders, payments and refunds it needs with its own SQL.
 package receipts
