@@ -6,8 +6,8 @@
 -- the statement that takes a receipt's place, in the transaction that records the receipt:
 --   INSERT ... ON CONFLICT DO UPDATE SET sent = sent + 1 WHERE receipt_counts.sent < cap
 -- The row's lock serialises a client's concurrent receipts, so a cap holds whatever the
--- concurrency, and a dispatch rolled back takes its count back with it. Rows of past windows
--- are only history (a few per client and day).
+-- concurrency, and a dispatch rolled back takes its count back with it. A client's first
+-- receipt of a day deletes its minute rows of the days before; its day rows stay, one a day.
 --
 -- A receipt over a bound is kept, never sent: state 'refused', with refused_reason
 -- 'rate_limited' (the minute's) or 'daily_cap' (the day's). The order it belongs to is not

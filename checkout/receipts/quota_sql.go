@@ -26,17 +26,26 @@ const countSQL = `
 // astride a minute's end may send up to twice perMinute in sixty seconds.
 func takeCount(ctx context.Context, tx *sql.Tx, clientID int64, now time.Time, perMinute, perDay int) (reason string, _ error) {
 	day, minute := now.UTC().Truncate(24*time.Hour), now.UTC().Truncate(time.Minute)
-	ok, err := take(ctx, tx, clientID, "day", day, perDay)
+	sent, err := take(ctx, tx, clientID, "day", day, perDay)
 	if err != nil {
 		return "", err
 	}
-	if !ok {
+	if sent == 0 {
 		return ReasonDailyCap, nil
 	}
-	if ok, err = take(ctx, tx, clientID, "minute", minute, perMinute); err != nil {
+	if sent == 1 {
+		// The client's first receipt of the day: its minutes before today are history no
+		// bound reads again, and go (its days stay, a row each).
+		if _, err := tx.ExecContext(ctx, `
+			DELETE FROM receipt_counts WHERE client_id = $1 AND kind = 'minute' AND window_start < $2`,
+			clientID, day); err != nil {
+			return "", fmt.Errorf("forget past minutes: %w", err)
+		}
+	}
+	if sent, err = take(ctx, tx, clientID, "minute", minute, perMinute); err != nil {
 		return "", err
 	}
-	if ok {
+	if sent > 0 {
 		return "", nil
 	}
 	// Not sent: the day's place goes back (its row is locked by this transaction already).
@@ -48,16 +57,17 @@ func takeCount(ctx context.Context, tx *sql.Tx, clientID int64, now time.Time, p
 	return ReasonRateLimited, nil
 }
 
-func take(ctx context.Context, tx *sql.Tx, clientID int64, kind string, start time.Time, limit int) (bool, error) {
-	var sent int
+// take counts one receipt in the client's window and returns the window's count with it,
+// or 0 when the window was full.
+func take(ctx context.Context, tx *sql.Tx, clientID int64, kind string, start time.Time, limit int) (sent int, _ error) {
 	err := tx.QueryRowContext(ctx, countSQL, clientID, kind, start, limit).Scan(&sent)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
+		return 0, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("count receipt (%s): %w", kind, err)
+		return 0, fmt.Errorf("count receipt (%s): %w", kind, err)
 	}
-	return true, nil
+	return sent, nil
 }
 
 // refuseReceipt marks a receipt just stored as refused, for reason.

@@ -126,7 +126,8 @@ func TestConcurrentReceiptsStopAtTheCap(t *testing.T) {
 }
 
 // TestDailyCapResetsTheNextDay: a client at its daily cap has its next receipt refused
-// until the UTC day changes; then receipts are queued again. Another client is never held
+// until the UTC day changes; then receipts are queued again, and the past day's minute rows
+// are gone. Another client is never held
 // by the first's count. An event dispatched again (after a crash) takes no second place.
 func TestDailyCapResetsTheNextDay(t *testing.T) {
 	f := newFixture(t)
@@ -162,6 +163,11 @@ func TestDailyCapResetsTheNextDay(t *testing.T) {
 	}
 	if got := ref.of(ReasonDailyCap); got != 1 {
 		t.Errorf("%d refusals, want 1", got)
+	}
+	var minutes, days int
+	if err := f.db.QueryRow(`SELECT count(*) FILTER (WHERE kind = 'minute'), count(*) FILTER (WHERE kind = 'day')
+		  FROM receipt_counts WHERE client_id = $1`, client).Scan(&minutes, &days); err != nil || minutes != 1 || days != 2 {
+		t.Errorf("the client's rows: %d minutes, %d days (%v), want today's minute and both days", minutes, days, err)
 	}
 }
 
