@@ -13,7 +13,8 @@ import (
 )
 
 // receiptsPage lists the e-mail receipts (?client=, ?order=, ?state= narrow it): sent,
-// kept for want of an SMTP server, queued or failed.
+// kept for want of an SMTP server, queued, failed, or refused (over the client's bounds,
+// with the reason: ?state=refused&client= is what a client was refused, newest first).
 func (a *console) receiptsPage(c *gin.Context) error {
 	p := views.ReceiptsPage{Nav: nav(c, "Receipts"), Client: strings.TrimSpace(c.Query("client")),
 		Order: strings.TrimSpace(c.Query("order")), State: c.Query("state")}
@@ -26,16 +27,16 @@ func (a *console) receiptsPage(c *gin.Context) error {
 		f.ClientID = id
 	}
 	switch p.State {
-	case "", receipts.StateKept, receipts.StateQueued, receipts.StateSent, receipts.StateFailed:
+	case "", receipts.StateKept, receipts.StateQueued, receipts.StateSent, receipts.StateFailed, receipts.StateRefused:
 		f.State = p.State
 	default:
-		return badRequest("state must be kept, queued, sent or failed")
+		return badRequest("state must be kept, queued, sent, failed or refused")
 	}
 	rows, counts, err := receipts.List(c.Request.Context(), a.DB, f)
 	if err != nil {
 		return err
 	}
-	p.Kept, p.Queued, p.Sent, p.Failed = counts.Kept, counts.Queued, counts.Sent, counts.Failed
+	p.Kept, p.Queued, p.Sent, p.Failed, p.Refused = counts.Kept, counts.Queued, counts.Sent, counts.Failed, counts.Refused
 	for _, r := range rows {
 		p.Rows = append(p.Rows, receiptLine(r))
 	}
@@ -52,6 +53,9 @@ func receiptLine(r receipts.Receipt) views.ReceiptLine {
 	}
 	if r.SentAt != nil {
 		l.Sent = *r.SentAt
+	}
+	if r.RefusedReason != nil {
+		l.Refused = *r.RefusedReason
 	}
 	return l
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
 
@@ -121,5 +122,65 @@ func TestReceiptsPage(t *testing.T) {
 	}
 	if p := b.do("GET", link, nil); p.doc.Find("table.receipts tbody tr").Length() != 1 || !strings.Contains(p.body, ev) {
 		t.Errorf("the order's receipts: %s", p.body)
+	}
+}
+
+// TestRefusedReceiptsPage: receipts over a client's bounds are listed as refused, with when
+// and why, narrowed to the client and to state=refused, counted apart, and the receipt's
+// page says why it was not sent.
+func TestRefusedReceiptsPage(t *testing.T) {
+	e := apptest.New(t)
+	b := actSignIn(t, e, "viewer@example.com", admin.RoleViewer)
+	made := time.Now().UTC().Truncate(time.Minute) // one minute for all three, whenever the test runs
+	rc := &receipts.Recorder{From: "Shop <receipts@shop.example>", PerMinute: 2, PerDay: 100,
+		Now: func() time.Time { return made }}
+	var evs []string
+	for i := range 3 {
+		order := pay(t, e, payment{key: "refused-" + strconv.Itoa(i), item: "Latte", amount: 4500, email: "ayse@example.com"})
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		ev := "evt_" + hex.EncodeToString(b)
+		tx, err := e.DB.DB.BeginTx(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := rc.Record(context.Background(), tx, ev, receipts.KindPaid, order, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+
+	p := b.do("GET", "/admin/receipts?state=refused&client="+strconv.FormatInt(e.ClientID, 10), nil)
+	if p.status != http.StatusOK {
+		t.Fatalf("refused receipts: %d %s", p.status, p.body)
+	}
+	rows := p.doc.Find("table.receipts tbody tr")
+	if rows.Length() != 1 || !strings.Contains(rows.Text(), "refused") {
+		t.Fatalf("%d rows: %s", rows.Length(), rows.Text())
+	}
+	if reason := rows.Find("td.refused-reason").Text(); !strings.Contains(reason, "rate_limited") {
+		t.Errorf("the reason shown is %q", reason)
+	}
+	if made := rows.Find("td").First().Text(); strings.TrimSpace(made) == "" {
+		t.Error("no time shown")
+	}
+	if href, _ := rows.Find("a").First().Attr("href"); href != "/admin/receipts/"+evs[2] {
+		t.Errorf("the row links to %q, want the third receipt", href)
+	}
+	var pairs []string
+	p.doc.Find("dl.counts dt").Each(func(_ int, dt *goquery.Selection) { pairs = append(pairs, dt.Text()+" "+dt.Next().Text()) })
+	if counts := strings.Join(pairs, ", "); !strings.Contains(counts, "Refused (over the client's bounds) 1") || !strings.Contains(counts, "Kept (no SMTP server) 2") {
+		t.Errorf("counts %q", counts)
+	}
+
+	one := b.do("GET", "/admin/receipts/"+evs[2], nil)
+	if one.status != http.StatusOK || !strings.Contains(one.doc.Find("dd.refused-reason").Text(), "rate_limited") {
+		t.Errorf("the receipt's page: %d, reason %q", one.status, one.doc.Find("dd.refused-reason").Text())
+	}
+	if other := b.do("GET", "/admin/receipts?state=refused&client=999999", nil); other.doc.Find("table.receipts tbody tr").Length() != 0 {
+		t.Error("another client's filter lists the refused receipt")
 	}
 }

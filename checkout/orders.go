@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"net/mail"
 	"slices"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/clients"
 	"github.com/tekrar/tekrar/checkout/fields"
 	"github.com/tekrar/tekrar/checkout/internal/keyed"
+	"github.com/tekrar/tekrar/checkout/mailbox"
 	"github.com/tekrar/tekrar/checkout/money"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/pgtext"
@@ -162,8 +162,10 @@ func (in *OrderInput) validate(sale bool) []FieldError {
 			add("customer.id", noNUL)
 		}
 		if c.Email != "" {
-			if a, err := mail.ParseAddress(c.Email); err != nil || a.Address != c.Email || len(c.Email) > 254 {
-				add("customer.email", "must be a plain email address")
+			// The receipt's address: tekrar mails it on the client's word (docs/receipts.md).
+			var bad *mailbox.Invalid
+			if errors.As(mailbox.Check(c.Email), &bad) {
+				add("customer.email", "must be an ordinary mailbox address, local@domain: %s", bad.Reason)
 			}
 		}
 	}

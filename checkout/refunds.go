@@ -11,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout/catalog"
+	"github.com/tekrar/tekrar/checkout/mailbox"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/pgtext"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -43,6 +44,8 @@ func (in *RefundInput) Validate() []FieldError {
 		errs = append(errs, FieldError{Field: "reason", Message: "must be at most 500 characters"})
 	} else if !pgtext.Valid(in.Reason) {
 		errs = append(errs, FieldError{Field: "reason", Message: noNUL})
+	} else if !mailbox.PlainText(in.Reason) {
+		errs = append(errs, FieldError{Field: "reason", Message: mailbox.TextMessage})
 	}
 	if len(in.RestockItems) > 0 && !in.Restock {
 		errs = append(errs, FieldError{Field: "restock", Message: "must be true when restock_items is sent"})

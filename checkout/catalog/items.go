@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/tekrar/tekrar/checkout/fields"
+	"github.com/tekrar/tekrar/checkout/mailbox"
 	"github.com/tekrar/tekrar/checkout/money"
 	"github.com/tekrar/tekrar/internal/pgtext"
 )
@@ -44,6 +45,8 @@ func ValidateItems(add func(field, format string, args ...any), field string, it
 			add(f+"name", "must be 1 to 200 characters")
 		} else if !pgtext.Valid(it.Name) {
 			add(f+"name", fields.NoNUL)
+		} else if !mailbox.PlainText(it.Name) {
+			add(f+"name", mailbox.TextMessage)
 		}
 		if it.Quantity < 1 || it.Quantity > MaxQuantity {
 			add(f+"quantity", "must be between 1 and %d", MaxQuantity)

@@ -13,6 +13,10 @@
 // recording it) therefore carries the Message-ID of the first send, and the customer's mail
 // client or a deduplicating relay recognises it.
 //
+// Each client's receipts are bounded per minute and per UTC day (Recorder.PerMinute,
+// PerDay), counted in receipt_counts in the same transaction; one over a bound is stored
+// refused, never sent, and the sale it belongs to is not touched.
+//
 // The package must not import checkout (checkout dispatches events to it); it reads the
 // orders, payments and refunds it needs with its own SQL.
 package receipts
@@ -34,6 +38,23 @@ const (
 	StateQueued = "queued" // a send job owns it (attempts and LastError say how it goes)
 	StateSent   = "sent"   // the SMTP server accepted it
 	StateFailed = "failed" // refused for good, or the send job gave up
+	// StateRefused: over the client's bounds (RefusedReason says which); kept, never sent.
+	StateRefused = "refused"
+)
+
+// Why a receipt was refused (Receipt.RefusedReason, the reason label of
+// tekrar_receipts_refused_total).
+const (
+	ReasonRateLimited = "rate_limited" // the client's receipts of the minute reached PerMinute
+	ReasonDailyCap    = "daily_cap"    // the client's receipts of the UTC day reached PerDay
+)
+
+// Bounds of a client's receipts when Recorder leaves them zero, and the defaults of
+// TEKRAR_RECEIPTS_PER_MINUTE and TEKRAR_RECEIPTS_PER_DAY: a register sending a day of
+// offline sales at once stays under the minute's, a busy shop under the day's.
+const (
+	PerMinuteDefault = 600
+	PerDayDefault    = 10_000
 )
 
 // Receipt is one row of the receipts table.
@@ -52,6 +73,7 @@ type Receipt struct {
 	State         string     `db:"state"`
 	Attempts      int        `db:"attempts"`
 	LastError     *string    `db:"last_error"`
+	RefusedReason *string    `db:"refused_reason"`
 	CreatedAt     time.Time  `db:"created_at"`
 	SentAt        *time.Time `db:"sent_at"`
 }

@@ -134,7 +134,7 @@ func insertReceipt(ctx context.Context, tx *sql.Tx, r newReceipt) (int64, error)
 
 const receiptColumns = `r.id, r.event_id, o.public_id AS order_public_id, r.client_id, c.name AS client_name, r.kind,
 	r.recipient, r.subject, r.message_id, r.body_text, r.body_html, r.state, r.attempts, r.last_error,
-	r.created_at, r.sent_at`
+	r.refused_reason, r.created_at, r.sent_at`
 
 const receiptFrom = ` FROM receipts r JOIN orders o ON o.id = r.order_id JOIN clients c ON c.id = r.client_id `
 
@@ -184,7 +184,7 @@ type Filter struct {
 }
 
 // Counts are the receipts per state, within the filter's client and order.
-type Counts struct{ Kept, Queued, Sent, Failed int }
+type Counts struct{ Kept, Queued, Sent, Failed, Refused int }
 
 // List returns the receipts that match f, newest first, and the counts per state of the
 // receipts of f's client and order (whatever the state asked for).
@@ -201,8 +201,9 @@ func List(ctx context.Context, db *sqlx.DB, f Filter) ([]Receipt, Counts, error)
 	var c Counts
 	if err := db.QueryRowxContext(ctx, `SELECT
 		    count(*) FILTER (WHERE r.state = 'kept'), count(*) FILTER (WHERE r.state = 'queued'),
-		    count(*) FILTER (WHERE r.state = 'sent'), count(*) FILTER (WHERE r.state = 'failed')`+
-		receiptFrom+where, f.ClientID, f.Order).Scan(&c.Kept, &c.Queued, &c.Sent, &c.Failed); err != nil {
+		    count(*) FILTER (WHERE r.state = 'sent'), count(*) FILTER (WHERE r.state = 'failed'),
+		    count(*) FILTER (WHERE r.state = 'refused')`+
+		receiptFrom+where, f.ClientID, f.Order).Scan(&c.Kept, &c.Queued, &c.Sent, &c.Failed, &c.Refused); err != nil {
 		return nil, Counts{}, fmt.Errorf("count receipts: %w", err)
 	}
 	return rows, c, nil

@@ -236,7 +236,9 @@ func TestRefundReceipt(t *testing.T) {
 }
 
 // TestHeaderInjectionIsRefused: a client name with a line break cannot add a header (it is
-// encoded into the Subject), and a customer e-mail with one is not sent to at all.
+// encoded into the Subject), and a customer e-mail with one, or one that is not an ordinary
+// mailbox (an address literal, localhost, % routing: stored before the API refused them), is
+// not sent to at all.
 func TestHeaderInjectionIsRefused(t *testing.T) {
 	f := newFixture(t)
 	mb := receiptstest.New(t, "", "")
@@ -258,7 +260,8 @@ func TestHeaderInjectionIsRefused(t *testing.T) {
 		t.Errorf("a Bcc line in the headers:\n%s", head)
 	}
 
-	for _, email := range []string{"gina@example.com\r\nBcc: evil@attacker.example", "a@example.com, b@example.com", "Gina <gina@example.com>"} {
+	for _, email := range []string{"gina@example.com\r\nBcc: evil@attacker.example", "a@example.com, b@example.com", "Gina <gina@example.com>",
+		"a@[10.0.0.1]", "a@localhost", "a%b@x"} {
 		order, _ := f.paidOrder(f.client("Shop "+email), email)
 		id, queued := f.record(sending, eventID(), KindPaid, order, "")
 		state, _, lastErr, _ := f.row(id)

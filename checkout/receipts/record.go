@@ -16,6 +16,12 @@ type Recorder struct {
 	// Without one the receipt is kept for the console.
 	Send bool
 	Now  func() time.Time
+	// PerMinute and PerDay bound each client's receipts in a minute and in a UTC day (0:
+	// PerMinuteDefault, PerDayDefault). A receipt over either is stored refused, not sent;
+	// the sale it belongs to is not touched.
+	PerMinute, PerDay int
+	// Refused hears of each receipt refused, with its reason (the metric); nil: not told.
+	Refused func(reason string)
 }
 
 // Record renders the receipt of kind (KindPaid or KindRefunded) for event eventID about
@@ -26,7 +32,9 @@ type Recorder struct {
 // nobody to send it to.
 //
 // An address that cannot be used safely (a line break, several mailboxes) is not sent to:
-// the receipt is stored as failed, with the reason, for an operator to see.
+// the receipt is stored as failed, with the reason, for an operator to see. A receipt over
+// the client's bounds (PerMinute, PerDay) is stored refused, with the reason, and not
+// queued.
 func (rc *Recorder) Record(ctx context.Context, tx *sql.Tx, eventID, kind, orderPublicID, refundPublicID string) (id int64, queued bool, _ error) {
 	if kind != KindPaid && kind != KindRefunded {
 		return 0, false, fmt.Errorf("receipt kind %q", kind)
@@ -87,10 +95,35 @@ func (rc *Recorder) record(ctx context.Context, tx *sql.Tx, eventID, kind, order
 		n.State = StateQueued
 	}
 	id, err = insertReceipt(ctx, tx, n)
+	if err != nil || id == 0 {
+		return id, false, err
+	}
+	if n.State == StateFailed {
+		return id, false, nil // never sent: not counted
+	}
+	// Counted once the receipt is in: an event dispatched again finds it there (id 0) and
+	// takes no second count.
+	reason, err := takeCount(ctx, tx, o.ClientID, n.CreatedAt, rc.bound(rc.PerMinute, PerMinuteDefault), rc.bound(rc.PerDay, PerDayDefault))
 	if err != nil {
 		return 0, false, err
 	}
-	return id, id != 0 && n.State == StateQueued, nil
+	if reason != "" {
+		if err := refuseReceipt(ctx, tx, id, reason); err != nil {
+			return 0, false, err
+		}
+		if rc.Refused != nil {
+			rc.Refused(reason)
+		}
+		return id, false, nil
+	}
+	return id, n.State == StateQueued, nil
+}
+
+func (rc *Recorder) bound(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 func (rc *Recorder) now() time.Time {

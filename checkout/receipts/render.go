@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
+	"github.com/tekrar/tekrar/checkout/mailbox"
 	"github.com/tekrar/tekrar/checkout/money"
 	"github.com/tekrar/tekrar/views"
 )
@@ -28,7 +30,7 @@ func compose(o orderFacts, rf *refundFacts, in *installmentFacts, messageID stri
 	m := views.ReceiptMail{Merchant: o.ClientName, OrderID: o.PublicID, Total: money.Format(o.Amount, o.Currency),
 		MessageID: messageID}
 	for _, it := range items {
-		m.Items = append(m.Items, views.ReceiptItem{Name: it.Name, Quantity: strconv.FormatInt(it.Quantity, 10),
+		m.Items = append(m.Items, views.ReceiptItem{Name: oneLine(it.Name), Quantity: strconv.FormatInt(it.Quantity, 10),
 			Amount: money.Format(it.Quantity*it.UnitAmount, o.Currency)})
 	}
 	if o.CardLast4 != "" {
@@ -45,11 +47,26 @@ func compose(o orderFacts, rf *refundFacts, in *installmentFacts, messageID stri
 		m.When = in.PaidAt.UTC().Format(receiptTime)
 	}
 	if rf != nil {
-		m.Refund, m.RefundID, m.Reason = true, rf.PublicID, rf.Reason
+		m.Refund, m.RefundID, m.Reason = true, rf.PublicID, oneLine(rf.Reason)
 		m.Refunded = money.Format(rf.Amount, o.Currency)
 		m.When = rf.At.UTC().Format(receiptTime)
 	}
 	return m, nil
+}
+
+// oneLine is text the client wrote, for the message: the API refuses what mailbox.PlainText
+// does not take, and a row stored before it did has its control characters, separators and
+// bidirectional controls printed as spaces.
+func oneLine(s string) string {
+	if mailbox.PlainText(s) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if !mailbox.PlainText(string(r)) {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 // render writes the receipt's subject, text and HTML.

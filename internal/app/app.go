@@ -213,7 +213,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	m.Completer(comp.Totals)
 	e.GET("/readyz/completer", func(c *gin.Context) { c.JSON(http.StatusOK, comp.Totals()) })
 	e.NoRoute(notFound(consoleNotFound))
-	rc, err = newRiver(cfg, db.DB, logger, append(append(consumers(cfg, db.DB, logger), outgoing, scheduleConsumer(sched)), o.consumers...))
+	rc, err = newRiver(cfg, db.DB, logger, append(append(consumers(cfg, db.DB, logger, m, o.now), outgoing, scheduleConsumer(sched)), o.consumers...))
 	if err != nil {
 		closeRead()
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/receipts"
 	"github.com/tekrar/tekrar/internal/config"
+	"github.com/tekrar/tekrar/internal/metrics"
 	"github.com/tekrar/tekrar/internal/schedule"
 )
 
@@ -31,17 +32,20 @@ type Consumer struct {
 
 // consumers lists what every tekrar process runs on the outbox. A part of tekrar that
 // reacts to events adds its Consumer here.
-func consumers(cfg config.Server, db *sql.DB, logger *slog.Logger) []Consumer {
-	return []Consumer{receiptsConsumer(cfg, db, logger)}
+func consumers(cfg config.Server, db *sql.DB, logger *slog.Logger, m *metrics.Metrics, now func() time.Time) []Consumer {
+	return []Consumer{receiptsConsumer(cfg, db, logger, m, now)}
 }
 
 // receiptsConsumer e-mails receipts of paid and refunded orders through cfg.SMTP, or keeps
-// them for the console when no SMTP server is configured (docs/receipts.md).
-func receiptsConsumer(cfg config.Server, db *sql.DB, logger *slog.Logger) Consumer {
+// them for the console when no SMTP server is configured (docs/receipts.md); each client's
+// receipts within its bounds (TEKRAR_RECEIPTS_PER_MINUTE, TEKRAR_RECEIPTS_PER_DAY), counted
+// on the app's clock, and those over them refused and counted in m.
+func receiptsConsumer(cfg config.Server, db *sql.DB, logger *slog.Logger, m *metrics.Metrics, now func() time.Time) Consumer {
 	sender := &receipts.Sender{DB: db, Mailer: &receipts.Mailer{Server: cfg.SMTP, From: cfg.SMTPFrom}}
+	rc := &receipts.Recorder{From: cfg.SMTPFrom, Send: cfg.SMTP.Configured(), Now: now,
+		PerMinute: cfg.ReceiptsPerMinute, PerDay: cfg.ReceiptsPerDay, Refused: m.ReceiptRefused}
 	return Consumer{
-		Handler: &receipts.Handler{Recorder: &receipts.Recorder{From: cfg.SMTPFrom, Send: cfg.SMTP.Configured()},
-			Logger: logger.With("component", "receipts")},
+		Handler:    &receipts.Handler{Recorder: rc, Logger: logger.With("component", "receipts")},
 		AddWorkers: func(w *river.Workers) { receipts.AddWorkers(w, sender) },
 		Queues:     map[string]river.QueueConfig{receipts.Queue: {MaxWorkers: 5}},
 	}

@@ -212,3 +212,25 @@ func TestSMTPURL(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiptBounds: TEKRAR_RECEIPTS_PER_MINUTE and TEKRAR_RECEIPTS_PER_DAY default to 600
+// and 10,000 (receipts.PerMinuteDefault and PerDayDefault, which TestSettingsAreTheDefaults
+// in checkout/receipts holds to these), are read, and refuse 0 or less: a bound of nothing
+// would refuse every receipt, which is not a setting but an outage.
+func TestReceiptBounds(t *testing.T) {
+	c, err := LoadServer("serve", nil, env(), io.Discard)
+	if err != nil || c.ReceiptsPerMinute != 600 || c.ReceiptsPerDay != 10_000 {
+		t.Fatalf("defaults %d, %d (%v)", c.ReceiptsPerMinute, c.ReceiptsPerDay, err)
+	}
+	c, err = LoadServer("serve", nil, env("TEKRAR_RECEIPTS_PER_MINUTE", "5", "TEKRAR_RECEIPTS_PER_DAY", "50"), io.Discard)
+	if err != nil || c.ReceiptsPerMinute != 5 || c.ReceiptsPerDay != 50 {
+		t.Fatalf("set: %d, %d (%v)", c.ReceiptsPerMinute, c.ReceiptsPerDay, err)
+	}
+	for _, name := range []string{"TEKRAR_RECEIPTS_PER_MINUTE", "TEKRAR_RECEIPTS_PER_DAY"} {
+		for _, v := range []string{"0", "-1", "lots"} {
+			if _, err := LoadServer("serve", nil, env(name, v), io.Discard); err == nil {
+				t.Errorf("%s=%s accepted", name, v)
+			}
+		}
+	}
+}

@@ -54,6 +54,10 @@ type Server struct {
 	// their From address.
 	SMTP     SMTPServer
 	SMTPFrom string
+	// ReceiptsPerMinute and ReceiptsPerDay bound each client's receipts in a minute and in a
+	// UTC day; one over either is stored refused, not sent (docs/receipts.md).
+	ReceiptsPerMinute int
+	ReceiptsPerDay    int
 
 	// The checkout engine.
 	Lease            time.Duration
@@ -144,6 +148,8 @@ func BindServer(s *Set, command string, c *Server) {
 	s.CIDRs(&c.TrustedProxies, "trusted-proxies", "TEKRAR_TRUSTED_PROXIES", "comma-separated CIDRs of proxies whose X-Forwarded-For is believed for the client address in key history")
 	s.SMTPURL(&c.SMTP, "smtp-url", "TEKRAR_SMTP_URL", "SMTP server for receipts: smtp://user:pass@host:port (STARTTLS when offered) or smtps://...; unset: receipts are kept for the console, not sent")
 	s.MailAddress(&c.SMTPFrom, "smtp-from", "TEKRAR_SMTP_FROM", "tekrar <receipts@localhost>", "From address of receipts; its domain ends their Message-IDs")
+	s.Int(&c.ReceiptsPerMinute, "receipts-per-minute", "TEKRAR_RECEIPTS_PER_MINUTE", "600", "most receipts of one client in a minute; more are stored refused (rate_limited), not sent, and the sale goes on", 1, 1_000_000)
+	s.Int(&c.ReceiptsPerDay, "receipts-per-day", "TEKRAR_RECEIPTS_PER_DAY", "10000", "most receipts of one client in a UTC day; more are stored refused (daily_cap), not sent, and the sale goes on", 1, 100_000_000)
 	s.Int(&c.MaxBodyBytes, "max-body-bytes", "TEKRAR_MAX_BODY_BYTES", "65536", "largest request body accepted; larger gets 413", 1024, 10<<20)
 	s.Duration(&c.Lease, "lease", "TEKRAR_LEASE", "30s", "how long a worker holds an idempotency key before a retry may take it over", time.Second, time.Hour)
 	s.Duration(&c.ProviderTimeout, "provider-timeout", "TEKRAR_PROVIDER_TIMEOUT", "10s", "longest wait for one payment provider call; past it the outcome is unknown (503 payment_pending)", 10*time.Millisecond, 5*time.Minute)

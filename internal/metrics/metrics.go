@@ -39,6 +39,8 @@ type Metrics struct {
 	sched       scheduledMetrics
 	pos         posMetrics
 	backlog     *backlog
+
+	receiptsRefused *prometheus.CounterVec // receipts.go
 }
 
 // New registers tekrar's metrics, the Go runtime's and the process's, db's pool statistics
@@ -104,6 +106,8 @@ func New(db *sqlx.DB, logger *slog.Logger, doubleTap time.Duration) *Metrics {
 	)
 	r.MustRegister(m.sched.collectors()...)
 	r.MustRegister(m.pos.collectors()...)
+	m.receiptsRefused = newReceiptsRefused()
+	r.MustRegister(m.receiptsRefused)
 	return m
 }
 
