@@ -116,7 +116,7 @@ type deliveryRow struct {
 	Payload    string    `db:"payload"`
 	State      string    `db:"state"`
 	Attempts   int       `db:"attempts"`
-	CreatedAt  time.Time `db:"created_at"`
+	CreatedAt  time.Time `db:"created_at"` // the horizon's start: the event's time, or the resend's (resent_at)
 	URL        string    `db:"url"`
 	Disabled   bool      `db:"disabled"`
 	Deleted    bool      `db:"deleted"`

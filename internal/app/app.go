@@ -215,6 +215,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		closeRead()
 		return nil, err
 	}
+	endpoints.Jobs = rc // a resend queues its deliveries' jobs
 	return &App{Handler: server.HeadAsGet(e), Service: svc, Inbox: in, Sweeper: sw, Completer: comp,
 		Scheduler: sched, Installments: charger, Settler: settler, River: rc, Metrics: m, engine: e, logger: logger, closeRead: closeRead}, nil
 }
