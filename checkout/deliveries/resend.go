@@ -70,6 +70,17 @@ var ErrNoJobs = errors.New("webhook resend: no job client")
 // again. Everything happens in one transaction, under the endpoint's row lock, so that two
 // resends at once queue each event once.
 func (s *Store) Resend(ctx context.Context, clientID int64, id string, w Window) (ResendResult, error) {
+	var res ResendResult
+	err := s.inTx(ctx, "resend webhook window", func(tx *sqlx.Tx) (err error) {
+		res, err = s.ResendTx(ctx, tx, clientID, id, w)
+		return err
+	})
+	return res, err
+}
+
+// ResendTx is Resend in tx: the console's, which writes its audit record in the same
+// transaction.
+func (s *Store) ResendTx(ctx context.Context, tx *sqlx.Tx, clientID int64, id string, w Window) (ResendResult, error) {
 	res := ResendResult{Endpoint: id, Window: Window{Since: w.Since.UTC(), Until: w.Until.UTC()}}
 	if err := w.Validate(s.now()); err != nil {
 		return res, err
@@ -80,7 +91,7 @@ func (s *Store) Resend(ctx context.Context, clientID int64, id string, w Window)
 	if s.Jobs == nil {
 		return res, ErrNoJobs
 	}
-	err := s.inTx(ctx, "resend webhook window", func(tx *sqlx.Tx) error {
+	err := func() error {
 		var endpoint int64
 		err := tx.GetContext(ctx, &endpoint, lockEndpointSQL, clientID, id)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -132,7 +143,7 @@ func (s *Store) Resend(ctx context.Context, clientID int64, id string, w Window)
 		}
 		res.Queued = len(queue)
 		return nil
-	})
+	}()
 	return res, err
 }
 

@@ -209,7 +209,8 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc, Operator: operator.New(db, svc), Inbox: in, Tasks: sched.Tasks(),
 		Redeliver: func(ctx context.Context, tx *sql.Tx, id int64, nonce string) error {
 			return deliveries.Redeliver(ctx, tx, rc, id, nonce)
-		}})
+		},
+		Resend: endpoints.ResendTx})
 	comp := completer.New(db, svc, completer.Config{
 		Interval:       cfg.CompleterInterval,
 		Grace:          cfg.CompleterGrace,
