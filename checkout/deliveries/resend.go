@@ -91,60 +91,57 @@ func (s *Store) ResendTx(ctx context.Context, tx *sqlx.Tx, clientID int64, id st
 	if s.Jobs == nil {
 		return res, ErrNoJobs
 	}
-	err := func() error {
-		var endpoint int64
-		err := tx.GetContext(ctx, &endpoint, lockEndpointSQL, clientID, id)
+	var endpoint int64
+	err := tx.GetContext(ctx, &endpoint, lockEndpointSQL, clientID, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return res, ErrEndpointNotFound
+	}
+	if err != nil {
+		return res, fmt.Errorf("resend: lock endpoint: %w", err)
+	}
+	now := s.now()
+	enabled, err := tx.ExecContext(ctx, enableEndpointSQL, endpoint)
+	if err != nil {
+		return res, fmt.Errorf("resend: enable endpoint: %w", err)
+	}
+	n, _ := enabled.RowsAffected()
+	res.Reenabled = n > 0
+	missing, err := windowEvents(ctx, tx, endpoint, w, &res.Events)
+	if err != nil {
+		return res, err
+	}
+	var queue []int64
+	for _, ev := range missing {
+		body, err := ev.Body() // the same body as the fan-out's
+		if err != nil {
+			return res, err
+		}
+		var d int64
+		err = tx.GetContext(ctx, &d, insertResentSQL, ev.ID, ev.Type, endpoint, string(body), ev.CreatedAt, now)
 		if errors.Is(err, sql.ErrNoRows) {
-			return ErrEndpointNotFound
+			continue
 		}
 		if err != nil {
-			return fmt.Errorf("resend: lock endpoint: %w", err)
+			return res, fmt.Errorf("resend %s: %w", ev.ID, err)
 		}
-		now := s.now()
-		enabled, err := tx.ExecContext(ctx, enableEndpointSQL, endpoint)
-		if err != nil {
-			return fmt.Errorf("resend: enable endpoint: %w", err)
+		queue = append(queue, d)
+	}
+	var revived []int64
+	if err := tx.SelectContext(ctx, &revived, reviveDeadSQL, endpoint, w.Since, w.Until, now); err != nil {
+		return res, fmt.Errorf("resend: dead deliveries: %w", err)
+	}
+	queue = append(queue, revived...)
+	// Each job is a scheduled one (the delivery's own schedule, from now), told apart
+	// from the delivery's first job by the resend's time, which River's unique args
+	// would otherwise take for a duplicate.
+	nonce := "resend " + now.UTC().Format(time.RFC3339Nano)
+	for _, d := range queue {
+		if _, err := s.Jobs.InsertTx(ctx, tx.Tx, DeliverArgs{DeliveryID: d, Nonce: nonce}, nil); err != nil {
+			return res, fmt.Errorf("queue resend of delivery %d: %w", d, err)
 		}
-		n, _ := enabled.RowsAffected()
-		res.Reenabled = n > 0
-		missing, err := windowEvents(ctx, tx, endpoint, w, &res.Events)
-		if err != nil {
-			return err
-		}
-		var queue []int64
-		for _, ev := range missing {
-			body, err := ev.Body() // the same body as the fan-out's
-			if err != nil {
-				return err
-			}
-			var d int64
-			err = tx.GetContext(ctx, &d, insertResentSQL, ev.ID, ev.Type, endpoint, string(body), ev.CreatedAt, now)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("resend %s: %w", ev.ID, err)
-			}
-			queue = append(queue, d)
-		}
-		var revived []int64
-		if err := tx.SelectContext(ctx, &revived, reviveDeadSQL, endpoint, w.Since, w.Until, now); err != nil {
-			return fmt.Errorf("resend: dead deliveries: %w", err)
-		}
-		queue = append(queue, revived...)
-		// Each job is a scheduled one (the delivery's own schedule, from now), told apart
-		// from the delivery's first job by the resend's time, which River's unique args
-		// would otherwise take for a duplicate.
-		nonce := "resend " + now.UTC().Format(time.RFC3339Nano)
-		for _, d := range queue {
-			if _, err := s.Jobs.InsertTx(ctx, tx.Tx, DeliverArgs{DeliveryID: d, Nonce: nonce}, nil); err != nil {
-				return fmt.Errorf("queue resend of delivery %d: %w", d, err)
-			}
-		}
-		res.Queued = len(queue)
-		return nil
-	}()
-	return res, err
+	}
+	res.Queued = len(queue)
+	return res, nil
 }
 
 // windowEvents returns the events of the window the endpoint has no delivery of, and counts
