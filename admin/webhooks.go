@@ -69,7 +69,7 @@ func (a *console) webhookEndpoint(c *gin.Context) error {
 
 func endpointLine(e deliveries.EndpointSummary) views.WebhookEndpointLine {
 	l := views.WebhookEndpointLine{ID: e.ID, Href: "/admin/webhooks/" + e.ID, Client: fmt.Sprintf("%s (%d)", e.ClientName, e.ClientID),
-		URL: e.URL, Types: strings.Join(e.EventTypes, ", "), State: "enabled", Created: e.CreatedAt,
+		Contact: e.ClientContact, URL: e.URL, Types: strings.Join(e.EventTypes, ", "), State: "enabled", Created: e.CreatedAt,
 		Pending: e.Pending, Succeeded: e.Succeeded, Dead: e.Dead}
 	switch {
 	case e.DeletedAt != nil:

@@ -110,7 +110,8 @@ func TestRedeliverADeadWebhook(t *testing.T) {
 	}
 }
 
-// An admin resends a disabled endpoint's window from its page: the form is prefilled from
+// An admin resends a disabled endpoint's window from its page, which shows the client's
+// contact e-mail (or that it has none): the form is prefilled from
 // the disabling, the post enables the endpoint and queues each missed event once, the same
 // form posted again is audited and queued once, a viewer has no button, and a bad window is
 // refused on the form.
@@ -135,8 +136,13 @@ func TestResendAWindowFromTheConsole(t *testing.T) {
 		t.Error("a viewer is offered the resend")
 	}
 	b := actSignIn(t, e, "admin@example.com", admin.RoleAdmin)
-	if p := b.do("GET", "/admin/webhooks/"+ep.ID, nil); p.doc.Find(`a[href="`+resend+`"]`).Length() != 1 {
-		t.Fatalf("no resend button on the endpoint page: %s", p.body)
+	if p := b.do("GET", "/admin/webhooks/"+ep.ID, nil); p.doc.Find(`a[href="`+resend+`"]`).Length() != 1 ||
+		!strings.Contains(p.doc.Find("dl.fields").Text(), "none: a disabling is told to nobody") {
+		t.Fatalf("no resend button, or no word of the missing contact, on the endpoint page: %s", p.body)
+	}
+	e.DB.MustExec(`UPDATE clients SET contact_email = 'ops@shop.example' WHERE id = $1`, e.ClientID)
+	if p := b.do("GET", "/admin/webhooks/"+ep.ID, nil); !strings.Contains(p.doc.Find("dl.fields").Text(), "ops@shop.example") {
+		t.Fatalf("the endpoint page does not show its client's contact e-mail: %s", p.body)
 	}
 	formPage := b.do("GET", resend, nil)
 	bad := actForm(t, formPage, resend, "until", "yesterday")
