@@ -59,6 +59,8 @@ var flashes = map[string]views.FlashMsg{
 
 	"redelivery-queued":         {Kind: "ok", Text: "Redelivery queued: it is sent within seconds, with the same webhook-id, and shows below as a redelivery attempt."},
 	"redelivery-queued-already": {Kind: "warn", Text: "This form had been sent already: its redelivery was queued once, and nothing more was queued."},
+	"resend-queued":             {Kind: "ok", Text: "Resend queued: the endpoint is enabled, and every event of the window it had not received is sent within seconds, each under its own webhook-id."},
+	"resend-queued-already":     {Kind: "warn", Text: "This form had been sent already: its resend was queued once, and nothing more was queued."},
 }
 
 // flash shows the result named by ?done= on the page the action redirected to.

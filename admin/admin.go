@@ -55,6 +55,8 @@ type Deps struct {
 	Inbox *inbox.Inbox
 	// Redeliver queues a webhook redelivery (nil: the console offers none).
 	Redeliver Redeliverer
+	// Resend resends a window of events to an endpoint (nil: the console offers none).
+	Resend Resender
 	// Tasks are the scheduled tasks this process runs, listed by /admin/schedule.
 	Tasks []schedule.Task
 }
@@ -132,6 +134,8 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	acts.POST("/keys/:client/:key/expire", h(c.expire))
 	acts.GET("/webhooks/deliveries/:delivery/redeliver", h(c.redeliverForm))
 	acts.POST("/webhooks/deliveries/:delivery/redeliver", h(c.redeliver))
+	acts.GET("/webhooks/:id/resend", h(c.resendForm))
+	acts.POST("/webhooks/:id/resend", h(c.resend))
 	acts.GET("/inbox/dead/:id/replay", h(c.replayForm))
 	acts.POST("/inbox/dead/:id/replay", h(c.replay))
 	acts.GET("/operators", h(c.operators))

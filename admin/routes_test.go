@@ -257,7 +257,7 @@ func TestEveryConsoleErrorIsAConsolePage(t *testing.T) {
 		p := send(request{viewer, r.Method, path, url.Values{"nonce": {"n-viewer"}}})
 		adminOnly := r.Method == http.MethodPost || strings.HasPrefix(r.Path, "/admin/operators") ||
 			strings.HasSuffix(r.Path, "/refund") || strings.HasSuffix(r.Path, "/release") || strings.HasSuffix(r.Path, "/expire") ||
-			strings.HasSuffix(r.Path, "/redeliver") || strings.HasSuffix(r.Path, "/replay")
+			strings.HasSuffix(r.Path, "/redeliver") || strings.HasSuffix(r.Path, "/replay") || strings.HasSuffix(r.Path, "/resend")
 		switch {
 		case adminOnly:
 			refused++

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/a-h/templ"
 	"github.com/gin-gonic/gin"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/checkout/operator"
@@ -58,13 +60,16 @@ func (a *console) webhookEndpoint(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	return a.render(c, http.StatusOK, views.WebhookEndpoint(views.WebhookEndpointPage{Nav: nav(c, "Webhooks"),
-		Endpoint: endpointLine(e), Deliveries: deliveryLines(c, ds)}))
+	p := views.WebhookEndpointPage{Nav: nav(c, "Webhooks"), Endpoint: endpointLine(e), Deliveries: deliveryLines(c, ds)}
+	if e.DeletedAt == nil && session(c).Operator.CanAct() {
+		p.ResendHref = resendHref(e.ID)
+	}
+	return a.render(c, http.StatusOK, views.WebhookEndpoint(p))
 }
 
 func endpointLine(e deliveries.EndpointSummary) views.WebhookEndpointLine {
 	l := views.WebhookEndpointLine{ID: e.ID, Href: "/admin/webhooks/" + e.ID, Client: fmt.Sprintf("%s (%d)", e.ClientName, e.ClientID),
-		URL: e.URL, Types: strings.Join(e.EventTypes, ", "), State: "enabled", Created: e.CreatedAt,
+		Contact: e.ClientContact, URL: e.URL, Types: strings.Join(e.EventTypes, ", "), State: "enabled", Created: e.CreatedAt,
 		Pending: e.Pending, Succeeded: e.Succeeded, Dead: e.Dead}
 	switch {
 	case e.DeletedAt != nil:
@@ -206,5 +211,122 @@ func (a *console) redeliver(c *gin.Context) error {
 		done = "redelivery-queued"
 	}
 	c.Redirect(http.StatusSeeOther, "/admin/webhooks/"+d.EndpointID+"?done="+done)
+	return nil
+}
+
+// ActionResendWebhookWindow is a resend of a window in the audit log.
+const ActionResendWebhookWindow = "resend_webhook_window"
+
+// Resender resends, in tx, the events of a window to a client's endpoint
+// (deliveries.Store.ResendTx over the process's River client).
+type Resender func(ctx context.Context, tx *sqlx.Tx, clientID int64, endpointID string, w deliveries.Window) (deliveries.ResendResult, error)
+
+func resendHref(endpointID string) string { return "/admin/webhooks/" + endpointID + "/resend" }
+
+func (a *console) resendForm(c *gin.Context) error {
+	e, _, err := deliveries.ConsoleEndpoint(c.Request.Context(), a.DB, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	now := a.Now().UTC().Truncate(time.Second).Add(time.Second) // until is excluded: the events of this second are in
+	since := now.Add(-deliveries.Horizon)                       // the failures that disable an endpoint last a horizon
+	if e.DisabledAt != nil {
+		since = e.DisabledAt.UTC().Add(-deliveries.Horizon).Truncate(time.Second)
+	}
+	return a.render(c, http.StatusOK, resendPage(c, e, since.Format(time.RFC3339), now.Format(time.RFC3339), "", a.Resend != nil))
+}
+
+func resendPage(c *gin.Context, e deliveries.EndpointSummary, since, until, errText string, available bool) templ.Component {
+	state := "enabled"
+	switch {
+	case e.DeletedAt != nil:
+		state = "deleted"
+	case e.DisabledAt != nil:
+		state = "disabled"
+	}
+	v := views.ConfirmView{
+		Nav:   nav(c, "Webhooks"),
+		Title: "Resend a window of webhooks",
+		Subject: []views.Field{
+			{Label: "Endpoint", Value: e.ID + " " + e.URL, Href: "/admin/webhooks/" + e.ID},
+			field("Client", fmt.Sprintf("%s (%d)", e.ClientName, e.ClientID)),
+			field("State", state),
+		},
+		Explain: []string{
+			"Every event of the window (since included, until excluded, RFC 3339 times in UTC) that the endpoint is subscribed to and never received is sent within seconds, each under its own webhook-id, with a new retry schedule: events it was never sent because it was disabled, and deliveries that died. Those it received, or is still being retried, are left alone, so resending a window twice sends nothing twice.",
+			"A disabled endpoint is enabled first. The window may reach back at most 30 days.",
+		},
+		Error:  errText,
+		Action: resendHref(e.ID),
+		Nonce:  randomToken(),
+		Button: "Resend",
+		Cancel: "/admin/webhooks/" + e.ID,
+	}
+	switch {
+	case e.DeletedAt != nil:
+		v.Refused = "The endpoint is deleted: nothing is sent to it."
+	case !available:
+		v.Refused = "This process has no job queue to send a resend with."
+	}
+	return views.ResendConfirmPage(v, since, until)
+}
+
+// resend enables the endpoint, queues the window's missed events and records it in the
+// audit log, in one transaction; a form posted twice is audited and queued once (its
+// nonce), and a second form for the same window queues nothing more (deliveries.Store.Resend).
+func (a *console) resend(c *gin.Context) error {
+	ctx := c.Request.Context()
+	e, _, err := deliveries.ConsoleEndpoint(ctx, a.DB, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	since, until := c.PostForm("since"), c.PostForm("until")
+	nonce := c.PostForm("nonce")
+	if !operator.ValidNonce(nonce) || a.Resend == nil || e.DeletedAt != nil {
+		return a.render(c, http.StatusBadRequest, resendPage(c, e, since, until, "The form was incomplete; confirm again.", a.Resend != nil))
+	}
+	var w deliveries.Window
+	var bad []string
+	if w.Since, err = time.Parse(time.RFC3339, strings.TrimSpace(since)); err != nil {
+		bad = append(bad, "since must be an RFC 3339 time, such as 2026-12-03T15:30:00Z")
+	}
+	if w.Until, err = time.Parse(time.RFC3339, strings.TrimSpace(until)); err != nil {
+		bad = append(bad, "until must be an RFC 3339 time, such as 2026-12-03T15:30:00Z")
+	}
+	if len(bad) == 0 {
+		var invalid deliveries.InvalidError
+		if err := w.Validate(a.Now()); errors.As(err, &invalid) {
+			for _, f := range invalid {
+				bad = append(bad, f.Field+" "+f.Message)
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return a.render(c, http.StatusUnprocessableEntity, resendPage(c, e, since, until, strings.Join(bad, "; ")+".", true))
+	}
+	tx, err := a.DB.BeginTxx(db.Detach(ctx), nil)
+	if err != nil {
+		return fmt.Errorf("resend: %w", err)
+	}
+	defer tx.Rollback()
+	recorded, err := RecordAuditOnce(ctx, tx, AuditRecord{At: a.Now(), OperatorID: session(c).Operator.ID,
+		Action: ActionResendWebhookWindow, Target: "webhook_endpoint:" + e.ID, Nonce: nonce,
+		Detail: map[string]any{"since": w.Since.UTC(), "until": w.Until.UTC(), "client_id": e.ClientID}})
+	if err != nil {
+		return err
+	}
+	done := "resend-queued-already"
+	if recorded {
+		res, err := a.Resend(ctx, tx, e.ClientID, e.ID, w)
+		if err != nil {
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("resend: %w", err)
+		}
+		a.Logger.Info("webhook window resent from the console", "endpoint", e.ID, "queued", res.Queued, "reenabled", res.Reenabled)
+		done = "resend-queued"
+	}
+	c.Redirect(http.StatusSeeOther, "/admin/webhooks/"+e.ID+"?done="+done)
 	return nil
 }

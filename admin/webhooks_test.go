@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -106,5 +107,69 @@ func TestRedeliverADeadWebhook(t *testing.T) {
 	}
 	if n := actInt(t, e, `SELECT count(*) FROM webhook_attempts WHERE manual`); n != 1 {
 		t.Fatalf("%d manual attempts recorded", n)
+	}
+}
+
+// An admin resends a disabled endpoint's window from its page, which shows the client's
+// contact e-mail (or that it has none): the form is prefilled from
+// the disabling, the post enables the endpoint and queues each missed event once, the same
+// form posted again is audited and queued once, a viewer has no button, and a bad window is
+// refused on the form.
+func TestResendAWindowFromTheConsole(t *testing.T) {
+	e := apptest.New(t, func(c *config.Server) { c.SecretsKey = deliveries.NewSecretsKey() })
+	created := e.Do(t, "POST", "/v1/webhook-endpoints", e.Secret, []byte(`{"url":"https://93.184.215.14/hooks","event_types":["order.paid"]}`),
+		"Content-Type", "application/json")
+	var ep struct{ ID string }
+	if err := json.Unmarshal(created.Body, &ep); err != nil || created.Status != 201 {
+		t.Fatalf("create: %d %s", created.Status, created.Body)
+	}
+	e.DB.MustExec(`UPDATE webhook_endpoints SET disabled_at = now(), disabled_reason = 'every delivery failed' WHERE public_id = $1`, ep.ID)
+	ctx := context.Background()
+	for i := range 2 {
+		if _, err := outbox.Insert(ctx, e.DB, e.ClientID, outbox.OrderPaid, sql.NullInt64{}, map[string]any{"order": i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resend := "/admin/webhooks/" + ep.ID + "/resend"
+	viewer := actSignIn(t, e, "viewer@example.com", admin.RoleViewer)
+	if p := viewer.do("GET", "/admin/webhooks/"+ep.ID, nil); p.doc.Find(`a[href="`+resend+`"]`).Length() != 0 {
+		t.Error("a viewer is offered the resend")
+	}
+	b := actSignIn(t, e, "admin@example.com", admin.RoleAdmin)
+	if p := b.do("GET", "/admin/webhooks/"+ep.ID, nil); p.doc.Find(`a[href="`+resend+`"]`).Length() != 1 ||
+		!strings.Contains(p.doc.Find("dl.fields").Text(), "none: a disabling is told to nobody") {
+		t.Fatalf("no resend button, or no word of the missing contact, on the endpoint page: %s", p.body)
+	}
+	e.DB.MustExec(`UPDATE clients SET contact_email = 'ops@shop.example' WHERE id = $1`, e.ClientID)
+	if p := b.do("GET", "/admin/webhooks/"+ep.ID, nil); !strings.Contains(p.doc.Find("dl.fields").Text(), "ops@shop.example") {
+		t.Fatalf("the endpoint page does not show its client's contact e-mail: %s", p.body)
+	}
+	formPage := b.do("GET", resend, nil)
+	bad := actForm(t, formPage, resend, "until", "yesterday")
+	if p := b.do("POST", resend, bad); p.status != http.StatusUnprocessableEntity || !strings.Contains(p.doc.Find(".error").Text(), "until must be") {
+		t.Fatalf("a bad window: %d %s", p.status, p.body)
+	}
+	form := actForm(t, formPage, resend)
+	for i, want := range []string{"resend-queued", "resend-queued-already"} {
+		p := b.do("POST", resend, form)
+		if p.status != http.StatusSeeOther || p.header.Get("Location") != "/admin/webhooks/"+ep.ID+"?done="+want {
+			t.Fatalf("post %d: %d %s %s", i+1, p.status, p.header.Get("Location"), p.body)
+		}
+	}
+	if n := actInt(t, e, `SELECT count(*) FROM audit_log WHERE action = 'resend_webhook_window' AND target = $1`, "webhook_endpoint:"+ep.ID); n != 1 {
+		t.Errorf("%d audit records, want 1", n)
+	}
+	if n := actInt(t, e, `SELECT count(*) FROM river_job WHERE kind = 'webhook_delivery'`); n != 2 {
+		t.Errorf("%d delivery jobs, want one per missed event (2)", n)
+	}
+	if n := actInt(t, e, `SELECT count(*) FROM webhook_endpoints WHERE public_id = $1 AND disabled_at IS NULL`, ep.ID); n != 1 {
+		t.Error("the endpoint is still disabled")
+	}
+	// A new form for the same window queues nothing more.
+	if p := b.do("POST", resend, actForm(t, b.do("GET", resend, nil), resend, "since", form.Get("since"), "until", form.Get("until"))); p.status != http.StatusSeeOther {
+		t.Fatalf("a second form: %d %s", p.status, p.body)
+	}
+	if n := actInt(t, e, `SELECT count(*) FROM river_job WHERE kind = 'webhook_delivery'`); n != 2 {
+		t.Errorf("%d delivery jobs after a second form, want 2", n)
 	}
 }

@@ -62,6 +62,7 @@ func Register(g *gin.RouterGroup, d Deps) {
 	g.GET("/webhook-endpoints/:id", a.getEndpoint)
 	g.DELETE("/webhook-endpoints/:id", a.deleteEndpoint)
 	g.POST("/webhook-endpoints/:id/rotate-secret", a.rotateEndpointSecret)
+	g.POST("/webhook-endpoints/:id/resend", a.resendEndpoint)
 }
 
 // whoami lets an app or an operator check which client a secret belongs to.

@@ -100,6 +100,52 @@ func (a *handlers) rotateEndpointSecret(c *gin.Context) {
 	c.JSON(http.StatusOK, e)
 }
 
+// resendInput is the body of resend: the window of event times, [since, until), RFC 3339.
+type resendInput struct {
+	Since string `json:"since" tekrar:"required"`
+	Until string `json:"until" tekrar:"required"`
+}
+
+// resendEndpoint answers POST /v1/webhook-endpoints/{id}/resend: every event of the window
+// the endpoint did not receive is sent again under its own webhook-id, and a disabled
+// endpoint is enabled. It takes no Idempotency-Key: a resend asked again queues nothing
+// more (deliveries.Store.Resend), so a retried call is safe as it is.
+func (a *handlers) resendEndpoint(c *gin.Context) {
+	body, p := readJSON(c.Request, a.maxBody)
+	if p != nil {
+		server.Abort(c, p)
+		return
+	}
+	var in resendInput
+	if p := decodeStrict(body, &in); p != nil {
+		server.Abort(c, p)
+		return
+	}
+	var w deliveries.Window
+	var errs []checkout.FieldError
+	for _, f := range []struct {
+		name, value string
+		to          *time.Time
+	}{{"since", in.Since, &w.Since}, {"until", in.Until, &w.Until}} {
+		t, err := time.Parse(time.RFC3339, f.value)
+		if err != nil {
+			errs = append(errs, checkout.FieldError{Field: f.name, Message: "must be an RFC 3339 time, such as 2026-12-03T15:30:00Z"})
+			continue
+		}
+		*f.to = t
+	}
+	if len(errs) > 0 {
+		server.Abort(c, invalid(errs))
+		return
+	}
+	res, err := a.endpoints.Resend(c.Request.Context(), client(c).ID, c.Param("id"), w)
+	if err != nil {
+		a.failEndpoint(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, res)
+}
+
 // invalid is validation_failed for a request without an Idempotency-Key.
 func invalid(errs []checkout.FieldError) *problem.Problem {
 	return problem.Of(problem.CodeValidationFailed).

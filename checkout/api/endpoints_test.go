@@ -1,11 +1,15 @@
 package api_test
 
 import (
+	"context"
+	"database/sql"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tekrar/tekrar/checkout/deliveries"
+	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/config"
 )
@@ -112,5 +116,67 @@ func TestWebhookEndpointsNeedTheSecretsKey(t *testing.T) {
 		"Content-Type", "application/json")
 	if res.Status != 503 || !strings.Contains(string(res.Body), `"webhook_secrets_key_missing"`) {
 		t.Fatalf("%d %s", res.Status, res.Body)
+	}
+}
+
+// Resend of a window: the events of the window the endpoint is subscribed to are queued
+// once (the same call again queues none), a disabled endpoint is enabled, another client's
+// endpoint is 404, and a window that is missing, reversed, unparsable or older than 30 days
+// is 422 validation_failed naming the field.
+func TestWebhookEndpointResendAPI(t *testing.T) {
+	e := apptest.New(t, withSecretsKey)
+	created := e.Do(t, "POST", "/v1/webhook-endpoints", e.Secret, []byte(`{"url":"https://93.184.215.14/hooks","event_types":["order.paid"]}`),
+		"Content-Type", "application/json")
+	ep := decodeEndpoint(t, created)
+	if created.Status != 201 {
+		t.Fatalf("create: %d %s", created.Status, created.Body)
+	}
+	if _, err := e.DB.Exec(`UPDATE webhook_endpoints SET disabled_at = now(), disabled_reason = 'test' WHERE public_id = $1`, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	since := time.Now().Add(-time.Minute).UTC()
+	for i := range 3 {
+		if _, err := outbox.Insert(ctx, e.DB, e.ClientID, outbox.OrderPaid, sql.NullInt64{}, map[string]any{"order": i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := outbox.Insert(ctx, e.DB, e.ClientID, outbox.OrderRefunded, sql.NullInt64{}, map[string]any{"order": 9}); err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(time.Minute).UTC()
+	window := []byte(`{"since":"` + since.Format(time.RFC3339) + `","until":"` + until.Format(time.RFC3339) + `"}`)
+	path := "/v1/webhook-endpoints/" + ep.ID + "/resend"
+	for i, want := range []string{`"events":3,"queued":3,"reenabled":true`, `"events":3,"queued":0,"reenabled":false`} {
+		res := e.Do(t, "POST", path, e.Secret, window, "Content-Type", "application/json")
+		if res.Status != 200 || !strings.Contains(string(res.Body), want) {
+			t.Fatalf("resend %d: %d %s, want %s", i+1, res.Status, res.Body, want)
+		}
+	}
+	if got := decodeEndpoint(t, e.Do(t, "GET", "/v1/webhook-endpoints/"+ep.ID, e.Secret, nil)); got.Status != "enabled" {
+		t.Errorf("after the resend the endpoint is %s", got.Status)
+	}
+	var jobs int
+	if err := e.DB.Get(&jobs, `SELECT count(*) FROM river_job WHERE kind = 'webhook_delivery'`); err != nil || jobs != 3 {
+		t.Errorf("%d delivery jobs (%v), want 3", jobs, err)
+	}
+
+	other, _ := e.NewClient(t, "another app")
+	if res := e.Do(t, "POST", path, other, window, "Content-Type", "application/json"); res.Status != 404 ||
+		!strings.Contains(string(res.Body), `"webhook_endpoint_not_found"`) {
+		t.Errorf("another client's resend: %d %s", res.Status, res.Body)
+	}
+	old := time.Now().Add(-31 * 24 * time.Hour).UTC().Format(time.RFC3339)
+	for _, c := range []struct{ body, field string }{
+		{`{"until":"` + until.Format(time.RFC3339) + `"}`, "since"},
+		{`{"since":"` + since.Format(time.RFC3339) + `"}`, "until"},
+		{`{"since":"yesterday","until":"` + until.Format(time.RFC3339) + `"}`, "since"},
+		{`{"since":"` + until.Format(time.RFC3339) + `","until":"` + since.Format(time.RFC3339) + `"}`, "until"},
+		{`{"since":"` + old + `","until":"` + until.Format(time.RFC3339) + `"}`, "since"},
+	} {
+		res := e.Do(t, "POST", path, e.Secret, []byte(c.body), "Content-Type", "application/json")
+		if res.Status != 422 || !strings.Contains(string(res.Body), `"validation_failed"`) || !strings.Contains(string(res.Body), `"field":"`+c.field+`"`) {
+			t.Errorf("%s: %d %s", c.body, res.Status, res.Body)
+		}
 	}
 }

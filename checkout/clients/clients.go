@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/mail"
 	"strings"
 	"time"
 	_ "time/tzdata" // a client's zone must load where the host has no zoneinfo
@@ -49,6 +50,9 @@ type Settings struct {
 	// TimeZone is the IANA zone of the client's business day (Europe/Istanbul): scheduled
 	// work keyed by a day (due dates, settlements) reads the day there.
 	TimeZone string
+	// ContactEmail is where tekrar writes to the client's people when one of its webhook
+	// endpoints is disabled (docs/webhooks-out.md); empty: nobody is written to.
+	ContactEmail string
 }
 
 // Bounds of the settings; the database checks the same.
@@ -72,6 +76,32 @@ func (s Settings) Validate() error {
 	}
 	if _, err := Location(s.TimeZone); err != nil {
 		return err
+	}
+	if s.ContactEmail != "" {
+		if err := CheckContactEmail(s.ContactEmail); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckContactEmail accepts one ordinary mailbox address, bare (no display name, no angle
+// brackets), whose domain is a dotted name: no address literal ([10.0.0.1]), no single-label
+// host such as localhost, no % routing, nothing a header could be split at.
+func CheckContactEmail(s string) error {
+	bad := fmt.Errorf("contact e-mail %q is not one plain address such as ops@shop.example", s)
+	if len(s) < 3 || len(s) > 254 || strings.ContainsFunc(s, func(r rune) bool { return r < 0x21 || r == 0x7f || r == '%' }) {
+		return bad
+	}
+	a, err := mail.ParseAddress(s)
+	if err != nil || a.Name != "" || a.Address != s {
+		return bad
+	}
+	at := strings.LastIndexByte(s, '@')
+	domain := s[at+1:]
+	if at < 1 || strings.HasPrefix(domain, "[") || !strings.Contains(domain, ".") ||
+		strings.HasPrefix(domain, ".") || strings.HasSuffix(domain, ".") || strings.Contains(domain, "..") {
+		return bad
 	}
 	return nil
 }
@@ -130,9 +160,10 @@ func CreateWith(ctx context.Context, db sqlx.ExtContext, name, secret string, se
 	h := Hash(secret)
 	var c Client
 	err := sqlx.GetContext(ctx, db, &c, `
-		INSERT INTO clients (name, secret_hash, key_ttl, tombstone_grace, time_zone)
-		VALUES ($1, $2, make_interval(secs => $3), make_interval(secs => $4), $5)
-		RETURNING id, name, provider_customer_prefix`, name, h[:], set.KeyTTL.Seconds(), set.TombstoneGrace.Seconds(), set.TimeZone)
+		INSERT INTO clients (name, secret_hash, key_ttl, tombstone_grace, time_zone, contact_email)
+		VALUES ($1, $2, make_interval(secs => $3), make_interval(secs => $4), $5, nullif($6, ''))
+		RETURNING id, name, provider_customer_prefix`, name, h[:], set.KeyTTL.Seconds(), set.TombstoneGrace.Seconds(), set.TimeZone,
+		set.ContactEmail)
 	if err != nil {
 		return Client{}, fmt.Errorf("create client: %w", err)
 	}
@@ -151,8 +182,8 @@ func Update(ctx context.Context, db sqlx.ExtContext, id int64, set Settings) err
 	}
 	res, err := db.ExecContext(ctx, `
 		UPDATE clients SET key_ttl = make_interval(secs => $2), tombstone_grace = make_interval(secs => $3),
-		       time_zone = $4
-		 WHERE id = $1`, id, set.KeyTTL.Seconds(), set.TombstoneGrace.Seconds(), set.TimeZone)
+		       time_zone = $4, contact_email = nullif($5, '')
+		 WHERE id = $1`, id, set.KeyTTL.Seconds(), set.TombstoneGrace.Seconds(), set.TimeZone, set.ContactEmail)
 	if err != nil {
 		return fmt.Errorf("update client: %w", err)
 	}
@@ -171,10 +202,11 @@ func Get(ctx context.Context, db sqlx.QueryerContext, id int64) (Client, Setting
 		Grace float64 `db:"grace"`
 		Zone  string  `db:"time_zone"`
 		Pre   string  `db:"provider_customer_prefix"`
+		Email string  `db:"contact_email"`
 	}
 	err := sqlx.GetContext(ctx, db, &row, `
 		SELECT id, name, extract(epoch FROM key_ttl)::float8 AS ttl, extract(epoch FROM tombstone_grace)::float8 AS grace,
-		       time_zone, provider_customer_prefix
+		       time_zone, provider_customer_prefix, coalesce(contact_email, '') AS contact_email
 		  FROM clients WHERE id = $1`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Client{}, Settings{}, ErrNoClient
@@ -182,7 +214,7 @@ func Get(ctx context.Context, db sqlx.QueryerContext, id int64) (Client, Setting
 	if err != nil {
 		return Client{}, Settings{}, fmt.Errorf("get client: %w", err)
 	}
-	set := Settings{KeyTTL: time.Duration(row.TTL * float64(time.Second)), TombstoneGrace: time.Duration(row.Grace * float64(time.Second)), TimeZone: row.Zone}
+	set := Settings{KeyTTL: time.Duration(row.TTL * float64(time.Second)), TombstoneGrace: time.Duration(row.Grace * float64(time.Second)), TimeZone: row.Zone, ContactEmail: row.Email}
 	return Client{ID: row.ID, Name: row.Name, KeyTTL: set.KeyTTL, ProviderCustomerPrefix: row.Pre}, set, nil
 }
 

@@ -20,6 +20,7 @@ type EndpointSummary struct {
 	ID             string         `db:"public_id"`
 	ClientID       int64          `db:"client_id"`
 	ClientName     string         `db:"client_name"`
+	ClientContact  string         `db:"client_contact"` // the client's contact e-mail; empty: none
 	URL            string         `db:"url"`
 	EventTypes     pq.StringArray `db:"event_types"`
 	CreatedAt      time.Time      `db:"created_at"`
@@ -62,7 +63,8 @@ type AttemptLine struct {
 
 const (
 	consoleEndpointColumns = `
-	SELECT e.id, e.public_id, e.client_id, c.name AS client_name, e.url, e.event_types, e.created_at,
+	SELECT e.id, e.public_id, e.client_id, c.name AS client_name, coalesce(c.contact_email, '') AS client_contact,
+	       e.url, e.event_types, e.created_at,
 	       e.disabled_at, e.disabled_reason, e.deleted_at,
 	       count(d.id) FILTER (WHERE d.state = 'pending') AS pending,
 	       count(d.id) FILTER (WHERE d.state = 'succeeded') AS succeeded,
@@ -72,13 +74,13 @@ const (
 	  LEFT JOIN webhook_deliveries d ON d.endpoint_id = e.id`
 
 	consoleEndpointsSQL = consoleEndpointColumns + `
-	 GROUP BY e.id, c.name
+	 GROUP BY e.id, c.id
 	 ORDER BY (e.disabled_at IS NOT NULL AND e.deleted_at IS NULL) DESC, e.deleted_at IS NOT NULL, e.created_at DESC
 	 LIMIT 500`
 
 	consoleEndpointSQL = consoleEndpointColumns + `
 	 WHERE e.public_id = $1
-	 GROUP BY e.id, c.name`
+	 GROUP BY e.id, c.id`
 
 	deliveryLineColumns = `
 	SELECT d.id, d.event_id, d.event_type, e.public_id AS endpoint_public_id, e.url, c.name AS client_name,

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/riverqueue/river"
 
 	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/db"
@@ -60,6 +61,9 @@ type Deliverer struct {
 	FirstRetry time.Duration
 	// Observe, when not nil, is told every scheduled or manual attempt's outcome (metrics).
 	Observe func(Outcome, error)
+	// Jobs queues, in the transaction that disables an endpoint, the notice to its client
+	// (NoticeArgs); nil: no notice is queued, which is logged.
+	Jobs *river.Client[*sql.Tx]
 }
 
 func (d *Deliverer) now() time.Time {
@@ -107,6 +111,8 @@ type Outcome struct {
 	// Attempted is false when nothing was sent: the delivery was finished already, or its
 	// endpoint was disabled or deleted (the delivery is then dead).
 	Attempted bool
+	// Disabled: this attempt disabled the endpoint (its notice is queued).
+	Disabled bool
 }
 
 type deliveryRow struct {
@@ -116,7 +122,7 @@ type deliveryRow struct {
 	Payload    string    `db:"payload"`
 	State      string    `db:"state"`
 	Attempts   int       `db:"attempts"`
-	CreatedAt  time.Time `db:"created_at"`
+	CreatedAt  time.Time `db:"created_at"` // the horizon's start: the event's time, or the resend's (resent_at)
 	URL        string    `db:"url"`
 	Disabled   bool      `db:"disabled"`
 	Deleted    bool      `db:"deleted"`
@@ -229,6 +235,7 @@ func (d *Deliverer) record(ctx context.Context, r deliveryRow, manual bool, at t
 	// timeout, a shutdown): what the endpoint was sent must show in the console.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	disabled := false
 	err := db.InTx(ctx, d.DB, "record webhook attempt", func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, insertAttemptSQL, r.ID, at, manual, statusCol,
 			latency.Milliseconds(), errText, nullable(respExcerpt)); err != nil {
@@ -243,8 +250,18 @@ func (d *Deliverer) record(ctx context.Context, r deliveryRow, manual bool, at t
 			if err != nil {
 				return fmt.Errorf("disable endpoint %d: %w", r.EndpointID, err)
 			}
-			if n, _ := res.RowsAffected(); n > 0 && d.Logger != nil {
-				d.Logger.Warn("webhook endpoint disabled: it failed for the whole retry horizon", "endpoint_id", r.EndpointID)
+			if n, _ := res.RowsAffected(); n > 0 {
+				disabled = true
+				if d.Logger != nil {
+					d.Logger.Warn("webhook endpoint disabled: it failed for the whole retry horizon", "endpoint_id", r.EndpointID)
+				}
+				if d.Jobs == nil {
+					if d.Logger != nil {
+						d.Logger.Warn("webhook endpoint disabled: no job client, its client is not written to", "endpoint_id", r.EndpointID)
+					}
+				} else if _, err := d.Jobs.InsertTx(ctx, tx.Tx, NoticeArgs{EndpointID: r.EndpointID, DisabledAt: now}, nil); err != nil {
+					return fmt.Errorf("queue the notice of disabled endpoint %d: %w", r.EndpointID, err)
+				}
 			}
 		}
 		return nil
@@ -252,6 +269,7 @@ func (d *Deliverer) record(ctx context.Context, r deliveryRow, manual bool, at t
 	if err != nil {
 		return Outcome{}, err
 	}
+	out.Disabled = disabled
 	return out, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+	"github.com/riverqueue/river"
 
 	"github.com/tekrar/tekrar/checkout/stdwebhook"
 	"github.com/tekrar/tekrar/internal/db"
@@ -33,6 +34,8 @@ type Store struct {
 	Sealer *Sealer // nil: no TEKRAR_SECRETS_KEY, endpoints cannot be created or rotated
 	Policy Policy
 	Now    func() time.Time
+	// Jobs queues the jobs of a resend (Resend); nil: resends are refused with an error.
+	Jobs *river.Client[*sql.Tx]
 }
 
 func (s *Store) now() time.Time {

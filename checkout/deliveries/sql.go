@@ -71,7 +71,8 @@ const (
 	RETURNING id`
 
 	loadDeliverySQL = `
-	SELECT d.id, d.event_id, d.endpoint_id, d.payload, d.state, d.attempts, d.created_at,
+	SELECT d.id, d.event_id, d.endpoint_id, d.payload, d.state, d.attempts,
+	       coalesce(d.resent_at, d.created_at) AS created_at, -- where the horizon starts
 	       e.url, e.disabled_at IS NOT NULL AS disabled, e.deleted_at IS NOT NULL AS deleted
 	  FROM webhook_deliveries d
 	  JOIN webhook_endpoints e ON e.id = d.endpoint_id

@@ -21,6 +21,7 @@ type clientSettings struct {
 	url        string
 	ttl, grace time.Duration
 	zone       string
+	email      string
 }
 
 func (c *clientSettings) bind(s *config.Set) {
@@ -28,6 +29,7 @@ func (c *clientSettings) bind(s *config.Set) {
 	s.Duration(&c.ttl, "key-ttl", "TEKRAR_KEY_TTL", "0s", "how long a key is replayed (1m to 90d; 0: keep / the default 24h)", 0, clients.MaxKeyTTL)
 	s.Duration(&c.grace, "tombstone-grace", "TEKRAR_TOMBSTONE_GRACE", "0s", "how long an expired key is still refused before it is forgotten (1h to 365d; 0: keep / the default 30d)", 0, clients.MaxTombstoneGrace)
 	s.String(&c.zone, "time-zone", "TEKRAR_CLIENT_TIME_ZONE", "", "IANA zone of the client's business day, e.g. Europe/Istanbul (empty: keep / the default UTC)")
+	s.String(&c.email, "contact-email", "TEKRAR_CLIENT_CONTACT_EMAIL", "", "where tekrar writes when one of the client's webhook endpoints is disabled (empty: keep / none; \"none\": remove it)")
 }
 
 // check refuses, before the command connects, what the database step would refuse: a value
@@ -52,6 +54,13 @@ func (c *clientSettings) apply(set *clients.Settings) {
 	}
 	if c.zone != "" {
 		set.TimeZone = c.zone
+	}
+	switch c.email {
+	case "":
+	case "none":
+		set.ContactEmail = ""
+	default:
+		set.ContactEmail = c.email
 	}
 }
 
@@ -86,7 +95,7 @@ func clientsCreateCmd(e env) *cobra.Command {
 // clientsUpdateCmd: `tekrar clients update ID` changes a client's key TTL or tombstone grace.
 func clientsUpdateCmd(e env) *cobra.Command {
 	var c clientSettings
-	return command(e, "update ID", "change a client's key TTL or tombstone grace", exactArgs(1), c.bind,
+	return command(e, "update ID", "change a client's key TTL, tombstone grace, time zone or contact e-mail", exactArgs(1), c.bind,
 		func(ctx context.Context, args []string) error {
 			id, err := strconv.ParseInt(args[0], 10, 64)
 			if err != nil {
@@ -108,7 +117,11 @@ func clientsUpdateCmd(e env) *cobra.Command {
 			if err := clients.Update(ctx, pool, id, set); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "client %d: key TTL %s, tombstone grace %s, time zone %s\n", id, set.KeyTTL, set.TombstoneGrace, set.TimeZone)
+			contact := set.ContactEmail
+			if contact == "" {
+				contact = "none"
+			}
+			fmt.Fprintf(e.stdout, "client %d: key TTL %s, tombstone grace %s, time zone %s, contact e-mail %s\n", id, set.KeyTTL, set.TombstoneGrace, set.TimeZone, contact)
 			return nil
 		})
 }

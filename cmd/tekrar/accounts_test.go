@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"strconv"
 	"strings"
 	"testing"
@@ -185,6 +186,20 @@ func TestClientsCreateAndUpdateSettings(t *testing.T) {
 	if z := zone(); z != "Europe/Istanbul" {
 		t.Fatalf("after update: time zone %q", z)
 	}
+	contact := func() (c sql.NullString) {
+		t.Helper()
+		if err := db.QueryRow(`SELECT contact_email FROM clients WHERE id = $1`, id).Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if c := contact(); c.Valid {
+		t.Fatalf("a new client's contact e-mail is %q, want none", c.String)
+	}
+	mustRun(t, env, nil, "clients", "update", "--contact-email", "ops@shop.example", strconv.FormatInt(id, 10))
+	if c := contact(); c.String != "ops@shop.example" {
+		t.Fatalf("after update: contact e-mail %q", c.String)
+	}
 
 	// Out of bounds is refused at configuration time, in one line, changing nothing.
 	for _, args := range [][]string{
@@ -195,6 +210,10 @@ func TestClientsCreateAndUpdateSettings(t *testing.T) {
 		{"clients", "update", "--time-zone", "Mars/Olympus", strconv.FormatInt(id, 10)},
 		{"clients", "update", "--time-zone", "Local", strconv.FormatInt(id, 10)},
 		{"clients", "create", "--time-zone", "+03:00", "bad zone"},
+		{"clients", "update", "--contact-email", "ops@localhost", strconv.FormatInt(id, 10)},
+		{"clients", "update", "--contact-email", "ops@[10.0.0.1]", strconv.FormatInt(id, 10)},
+		{"clients", "update", "--contact-email", "a%b@shop.example", strconv.FormatInt(id, 10)},
+		{"clients", "update", "--contact-email", "Ops <ops@shop.example>", strconv.FormatInt(id, 10)},
 	} {
 		stdout, stderr, code := runTekrar(t, env, nil, args...)
 		if code == 0 || stdout != "" {
@@ -210,6 +229,13 @@ func TestClientsCreateAndUpdateSettings(t *testing.T) {
 	}
 	if z := zone(); z != "Europe/Istanbul" {
 		t.Fatalf("a refused update changed the time zone to %q", z)
+	}
+	if c := contact(); c.String != "ops@shop.example" {
+		t.Fatalf("a refused update changed the contact e-mail to %q", c.String)
+	}
+	mustRun(t, env, nil, "clients", "update", "--contact-email", "none", strconv.FormatInt(id, 10))
+	if c := contact(); c.Valid {
+		t.Fatalf("--contact-email none left %q", c.String)
 	}
 }
 

@@ -34,6 +34,7 @@ import (
 	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/checkout/psp/stripe"
+	"github.com/tekrar/tekrar/checkout/receipts"
 	"github.com/tekrar/tekrar/checkout/reconcile"
 	"github.com/tekrar/tekrar/checkout/settlement"
 	"github.com/tekrar/tekrar/checkout/stdwebhook"
@@ -177,10 +178,17 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	deliverer := &deliveries.Deliverer{DB: db, Sealer: sealer, Logger: logger,
 		Client: deliveries.NewHTTPClient(policy, deliveries.AttemptTimeout), Now: o.now, FirstRetry: cfg.WebhookRetryBase,
 		Observe: m.Delivery}
+	notices := &deliveries.NoticeWorker{DB: db, From: cfg.SMTPFrom, Logger: logger.With("component", "webhooks")}
+	if cfg.SMTP.Configured() {
+		notices.Mailer = &receipts.Mailer{Server: cfg.SMTP, From: cfg.SMTPFrom}
+	}
 	outgoing := Consumer{ // client webhooks: the fan-out, and the delivery jobs on their own queue
-		Handler:    deliveries.Handler{},
-		AddWorkers: func(w *river.Workers) { deliveries.AddWorkers(w, deliverer) },
-		Queues:     map[string]river.QueueConfig{deliveries.Queue: {MaxWorkers: 20}},
+		Handler: deliveries.Handler{},
+		AddWorkers: func(w *river.Workers) {
+			deliveries.AddWorkers(w, deliverer)
+			deliveries.AddNoticeWorker(w, notices)
+		},
+		Queues: map[string]river.QueueConfig{deliveries.Queue: {MaxWorkers: 20}},
 	}
 	sweepCfg := SweepConfig(cfg, o.now)
 	sweepCfg.Observe = m.Sweep
@@ -204,7 +212,8 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc, Operator: operator.New(db, svc), Inbox: in, Tasks: sched.Tasks(),
 		Redeliver: func(ctx context.Context, tx *sql.Tx, id int64, nonce string) error {
 			return deliveries.Redeliver(ctx, tx, rc, id, nonce)
-		}})
+		},
+		Resend: endpoints.ResendTx})
 	comp := completer.New(db, svc, completer.Config{
 		Interval:       cfg.CompleterInterval,
 		Grace:          cfg.CompleterGrace,
@@ -218,6 +227,8 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		closeRead()
 		return nil, err
 	}
+	endpoints.Jobs = rc // a resend queues its deliveries' jobs
+	deliverer.Jobs = rc // a disabling queues its notice
 	return &App{Handler: server.HeadAsGet(e), Service: svc, Inbox: in, Sweeper: sw, Completer: comp,
 		Scheduler: sched, Installments: charger, Settler: settler, River: rc, Metrics: m,
 		Rescuer: outbox.NewRescuer(db.DB, cfg.OutboxRescueAfter, logger.With("component", "river")), engine: e, logger: logger, closeRead: closeRead}, nil

@@ -26,7 +26,8 @@ const backlogTimeout = 2 * time.Second
 //   - attention: keys handed to an operator (needs_attention);
 //   - the outbox: dispatch jobs not yet finished, the oldest one's age (outbox lag), and
 //     dispatch jobs River gave up on;
-//   - client webhook deliveries pending or dead;
+//   - client webhook deliveries pending or dead, and endpoints disabled (not deleted; at most
+//     20 a client);
 //   - provider webhooks received more than once (duplicates the inbox absorbed);
 //   - the last reconciliation run;
 //   - per scheduled task (over schedule_runs' (task, id) index, at most a thousand rows a
@@ -46,6 +47,7 @@ SELECT
   (SELECT count(*) FROM river_job WHERE kind = 'outbox_dispatch' AND state = 'discarded'),
   (SELECT count(*) FROM webhook_deliveries WHERE state = 'pending'),
   (SELECT count(*) FROM webhook_deliveries WHERE state = 'dead'),
+  (SELECT count(*) FROM webhook_endpoints WHERE disabled_at IS NOT NULL AND deleted_at IS NULL),
   (SELECT COALESCE(sum(deliveries - 1), 0) FROM provider_events),
   (SELECT COALESCE(EXTRACT(EPOCH FROM max(finished_at)), 0)::float8 FROM reconciliation_runs
     WHERE error IS NULL AND finished_at IS NOT NULL),
@@ -76,6 +78,8 @@ var (
 		"Outbox events whose dispatch River gave up on (discarded jobs): their consumers never saw them.", nil, nil)
 	descDeliveries = prometheus.NewDesc("tekrar_webhook_deliveries",
 		"Client webhook deliveries by state (pending: still being retried; dead: given up after the horizon).", []string{"state"}, nil)
+	descEndpointsDisabled = prometheus.NewDesc("tekrar_webhook_endpoints_disabled",
+		"Client webhook endpoints disabled (and not deleted): they receive no events until their client resends a window or deletes them.", nil, nil)
 	descInboxDup = prometheus.NewDesc("tekrar_inbox_duplicate_deliveries",
 		"Provider webhook deliveries of an event already received (absorbed by the inbox), over the events kept.", nil, nil)
 	descReconcileLast = prometheus.NewDesc("tekrar_reconcile_last_success_timestamp_seconds",
@@ -114,7 +118,7 @@ const doubleTapHour = time.Hour
 
 func (b *backlog) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUp, descUnknown, descUnknownAge, descAttention, descOutboxPending,
-		descOutboxLag, descOutboxDiscarded, descDeliveries, descInboxDup, descReconcileLast, descReconcileFailed, descDoubleTaps,
+		descOutboxLag, descOutboxDiscarded, descDeliveries, descEndpointsDisabled, descInboxDup, descReconcileLast, descReconcileFailed, descDoubleTaps,
 		descTaskLastOK, descTaskUnfinished} {
 		ch <- d
 	}
@@ -124,12 +128,12 @@ func (b *backlog) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
 	var v struct {
-		unknown, attention, outboxPending, discarded, pending, dead, dup, failed int64
-		unknownAge, outboxLag, reconciled                                        float64
-		tasks                                                                    string
+		unknown, attention, outboxPending, discarded, pending, dead, disabled, dup, failed int64
+		unknownAge, outboxLag, reconciled                                                  float64
+		tasks                                                                              string
 	}
 	err := b.db.QueryRowContext(ctx, backlogSQL).Scan(&v.unknown, &v.unknownAge, &v.attention, &v.outboxPending,
-		&v.outboxLag, &v.discarded, &v.pending, &v.dead, &v.dup, &v.reconciled, &v.failed, &v.tasks)
+		&v.outboxLag, &v.discarded, &v.pending, &v.dead, &v.disabled, &v.dup, &v.reconciled, &v.failed, &v.tasks)
 	var runs map[string][2]float64 // task → [last ok, unfinished]
 	if err == nil {
 		err = json.Unmarshal([]byte(v.tasks), &runs)
@@ -151,6 +155,7 @@ func (b *backlog) Collect(ch chan<- prometheus.Metric) {
 	gauge(descOutboxDiscarded, float64(v.discarded))
 	gauge(descDeliveries, float64(v.pending), "pending")
 	gauge(descDeliveries, float64(v.dead), "dead")
+	gauge(descEndpointsDisabled, float64(v.disabled))
 	gauge(descInboxDup, float64(v.dup))
 	gauge(descReconcileLast, v.reconciled)
 	gauge(descReconcileFailed, float64(v.failed))

@@ -36,6 +36,7 @@ type Metrics struct {
 	swept       *prometheus.CounterVec
 	jobs        *prometheus.CounterVec
 	deliveries  *prometheus.CounterVec
+	disabled    prometheus.Counter
 	sched       scheduledMetrics
 	pos         posMetrics
 	backlog     *backlog
@@ -80,6 +81,10 @@ func New(db *sqlx.DB, logger *slog.Logger, doubleTap time.Duration) *Metrics {
 			Name: "tekrar_webhook_delivery_attempts_total",
 			Help: "Client webhook delivery attempts by what they left the delivery as: succeeded, retry, dead, skipped, error.",
 		}, []string{"outcome"}),
+		disabled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tekrar_webhook_endpoints_disabled_total",
+			Help: "Client webhook endpoints this process disabled because they failed for the whole retry horizon (each notice is queued to the client's contact e-mail).",
+		}),
 		sched:   newScheduledMetrics(),
 		pos:     newPOSMetrics(),
 		backlog: &backlog{db: db, logger: logger, timeout: backlogTimeout, doubleTap: doubleTap},
@@ -98,7 +103,7 @@ func New(db *sqlx.DB, logger *slog.Logger, doubleTap time.Duration) *Metrics {
 	for _, o := range []string{"completed", "failed", "cancelled", "snoozed"} {
 		m.jobs.WithLabelValues("outbox_dispatch", o) // the job every process works
 	}
-	r.MustRegister(m.requests, m.idempotency, m.provider, m.sweeps, m.swept, m.jobs, m.deliveries,
+	r.MustRegister(m.requests, m.idempotency, m.provider, m.sweeps, m.swept, m.jobs, m.deliveries, m.disabled,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewDBStatsCollector(db.DB, "tekrar"),

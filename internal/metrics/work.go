@@ -59,6 +59,9 @@ func (m *Metrics) Delivery(out deliveries.Outcome, err error) {
 		outcome = "dead"
 	}
 	m.deliveries.WithLabelValues(outcome).Inc()
+	if err == nil && out.Disabled {
+		m.disabled.Inc()
+	}
 }
 
 // JobEvents are the River events Jobs counts.
