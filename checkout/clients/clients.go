@@ -10,12 +10,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net/mail"
 	"strings"
 	"time"
 	_ "time/tzdata" // a client's zone must load where the host has no zoneinfo
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/checkout/mailbox"
 )
 
 // SecretPrefix starts every client secret, so that secret scanners and humans recognise one
@@ -85,23 +86,12 @@ func (s Settings) Validate() error {
 	return nil
 }
 
-// CheckContactEmail accepts one ordinary mailbox address, bare (no display name, no angle
-// brackets), whose domain is a dotted name: no address literal ([10.0.0.1]), no single-label
-// host such as localhost, no % routing, nothing a header could be split at.
+// CheckContactEmail accepts one ordinary mailbox address, by the same check as a receipt's
+// (mailbox.Check): no address literal ([10.0.0.1]), no single-label host such as localhost,
+// no % routing, nothing a header could be split at.
 func CheckContactEmail(s string) error {
-	bad := fmt.Errorf("contact e-mail %q is not one plain address such as ops@shop.example", s)
-	if len(s) < 3 || len(s) > 254 || strings.ContainsFunc(s, func(r rune) bool { return r < 0x21 || r == 0x7f || r == '%' }) {
-		return bad
-	}
-	a, err := mail.ParseAddress(s)
-	if err != nil || a.Name != "" || a.Address != s {
-		return bad
-	}
-	at := strings.LastIndexByte(s, '@')
-	domain := s[at+1:]
-	if at < 1 || strings.HasPrefix(domain, "[") || !strings.Contains(domain, ".") ||
-		strings.HasPrefix(domain, ".") || strings.HasSuffix(domain, ".") || strings.Contains(domain, "..") {
-		return bad
+	if err := mailbox.Check(s); err != nil {
+		return fmt.Errorf("contact e-mail %q is not one plain address such as ops@shop.example: %w", s, err)
 	}
 	return nil
 }
