@@ -64,6 +64,9 @@ type Deliverer struct {
 	// Jobs queues, in the transaction that disables an endpoint, the notice to its client
 	// (NoticeArgs); nil: no notice is queued, which is logged.
 	Jobs *river.Client[*sql.Tx]
+	// InFlight bounds the attempts in flight per endpoint and per client (lease.go); the
+	// zero value is the defaults. Every process must use the same: the handler's fan-out too.
+	InFlight InFlight
 }
 
 func (d *Deliverer) now() time.Time {

@@ -169,9 +169,25 @@ func TestADeadClientDoesNotDelayAnother(t *testing.T) {
 // wakes the next waiting job. Twelve events to an endpoint that answers after 300 ms, two at
 // a time (EndpointInFlight), arrive in about six rounds of an answer and a poll; jobs that
 // found no slot and waited for their own snooze (WaitAtMost, 24 s at the least) would take
-// longer than the whole bound.
+// longer than the whole bound. The endpoint's bound is a setting: at 3, three attempts are
+// in flight at once, and never more.
 func TestWaitingDeliveriesRunWhenASlotFrees(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		inFlight deliveries.InFlight
+		cap      int
+	}{
+		{"default", deliveries.InFlight{}, deliveries.EndpointInFlight},
+		{"three", deliveries.InFlight{Endpoint: 3}, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) { waitingDeliveriesRun(t, c.inFlight, c.cap) })
+	}
+}
+
+func waitingDeliveriesRun(t *testing.T, inFlight deliveries.InFlight, cap int) {
+	t.Helper()
 	f := newFixture(t)
+	f.deliverer.InFlight = inFlight
 	f.deliverer.Now = nil // River schedules on the wall clock
 	const poll = 100 * time.Millisecond
 	var mu sync.Mutex
@@ -195,7 +211,7 @@ func TestWaitingDeliveriesRunWhenASlotFrees(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	workers := river.NewWorkers()
-	outbox.AddWorkers(workers, f.db.DB, deliveries.Handler{})
+	outbox.AddWorkers(workers, f.db.DB, deliveries.Handler{InFlight: inFlight})
 	deliveries.AddWorkers(workers, f.deliverer)
 	rc, err := outbox.NewClient(f.db.DB, workers, outbox.Config{PollInterval: poll,
 		Queues: map[string]river.QueueConfig{deliveries.Queue: {MaxWorkers: 20}}})
@@ -227,7 +243,7 @@ func TestWaitingDeliveriesRunWhenASlotFrees(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("%d events delivered in %s, at most %d at once", events, time.Since(start), most)
-	if most > deliveries.EndpointInFlight {
-		t.Errorf("%d attempts at once at one endpoint; the cap is %d", most, deliveries.EndpointInFlight)
+	if most != cap {
+		t.Errorf("%d attempts at once at one endpoint; the cap is %d, and twelve waiting events reach it", most, cap)
 	}
 }

@@ -88,13 +88,13 @@ const backlogFor = time.Hour
 // to its type, and a job for each. Run again for the same event (the outbox retrying), it
 // creates nothing more.
 //
-// A job queued while its client already has ClientInFlight deliveries never attempted
+// A job queued while its client already has inFlight.Client deliveries never attempted
 // (queued, or in their first attempt) is queued waiting (lease.go): snoozed, among the
 // client's waiters, to be woken when one of the client's attempts ends. A client's burst
 // (an event fans out to each of its endpoints) then costs the queue nothing, where each of
 // its jobs would be fetched only to find the client's slots taken, ahead of every other
 // client's deliveries.
-func FanOut(ctx context.Context, tx *sql.Tx, jobs *river.Client[*sql.Tx], ev outbox.Event) (int, error) {
+func FanOut(ctx context.Context, tx *sql.Tx, jobs *river.Client[*sql.Tx], ev outbox.Event, inFlight InFlight) (int, error) {
 	ids, err := CreateDeliveries(ctx, tx, ev)
 	if err != nil || len(ids) == 0 {
 		return 0, err
@@ -110,7 +110,7 @@ func FanOut(ctx context.Context, tx *sql.Tx, jobs *river.Client[*sql.Tx], ev out
 	ahead := queued - len(ids)
 	for i, id := range ids {
 		var opts *river.InsertOpts
-		waiting := ahead+i >= ClientInFlight
+		waiting := ahead+i >= inFlight.client()
 		now := time.Now() // River's clock
 		if waiting {
 			opts = &river.InsertOpts{ScheduledAt: now.Add(WaitAtMost)}
@@ -168,11 +168,13 @@ func CreateDeliveries(ctx context.Context, tx *sql.Tx, ev outbox.Event) ([]int64
 // the event's dispatch transaction, and queues their jobs with the River client of the
 // dispatch job (river.ClientFromContext), so that they commit exactly when the dispatch
 // does. It is idempotent, as the outbox asks: a second dispatch of an event creates no
-// delivery and no job.
-type Handler struct{}
+// delivery and no job. InFlight is the Deliverer's.
+type Handler struct {
+	InFlight InFlight
+}
 
 // HandleEvent fans ev out.
-func (Handler) HandleEvent(ctx context.Context, tx *sql.Tx, ev outbox.Event) error {
-	_, err := FanOut(ctx, tx, river.ClientFromContext[*sql.Tx](ctx), ev)
+func (h Handler) HandleEvent(ctx context.Context, tx *sql.Tx, ev outbox.Event) error {
+	_, err := FanOut(ctx, tx, river.ClientFromContext[*sql.Tx](ctx), ev, h.InFlight)
 	return err
 }

@@ -31,12 +31,16 @@ import (
 // Per-client River queues would isolate clients too, but River's queues are fixed when a
 // process starts, and clients are created at any time.
 const (
-	// EndpointInFlight is how many attempts one endpoint may have in flight: two, so that a
-	// healthy endpoint's burst is not sent strictly one by one.
+	// EndpointInFlight is how many attempts one endpoint may have in flight unless
+	// TEKRAR_WEBHOOK_ENDPOINT_IN_FLIGHT says otherwise: two, so that a healthy endpoint's
+	// burst is not sent strictly one by one.
 	EndpointInFlight = 2
 	// ClientInFlight is how many attempts one client may have in flight across every
-	// process: a quarter of one process's 20 delivery workers, so that three clients with
-	// dead endpoints still leave a process a quarter of its workers.
+	// process unless TEKRAR_WEBHOOK_CLIENT_IN_FLIGHT says otherwise: a quarter of one
+	// process's 20 delivery workers, so that three clients with dead endpoints still leave a
+	// process a quarter of its workers. It also bounds a healthy client's delivery rate (5
+	// attempts at once: about 50 a second at 100 ms an answer), so a fleet of many processes
+	// serving a client of many events raises it.
 	ClientInFlight = 5
 	// LeaseFor is how long a lease is held at most: an attempt's timeout and room to record
 	// it. A process killed during an attempt frees the slot after it.
@@ -51,6 +55,26 @@ const (
 	// later does not take it first: River's poll and room for a loaded process.
 	WakeHold = 5 * time.Second
 )
+
+// InFlight is the bound on attempts in flight; a zero field is its default
+// (EndpointInFlight, ClientInFlight).
+type InFlight struct {
+	Endpoint, Client int
+}
+
+func (f InFlight) endpoint() int {
+	if f.Endpoint > 0 {
+		return f.Endpoint
+	}
+	return EndpointInFlight
+}
+
+func (f InFlight) client() int {
+	if f.Client > 0 {
+		return f.Client
+	}
+	return ClientInFlight
+}
 
 // leaseTarget is whom an attempt of a delivery is sent to.
 type leaseTarget struct {
@@ -71,8 +95,8 @@ type slots struct {
 	byEndpoint map[int64]int
 }
 
-func (s slots) free(endpoint int64) bool {
-	return s.client < ClientInFlight && s.byEndpoint[endpoint] < EndpointInFlight
+func (s slots) free(f InFlight, endpoint int64) bool {
+	return s.client < f.client() && s.byEndpoint[endpoint] < f.endpoint()
 }
 
 func takenSlots(ctx context.Context, tx *sqlx.Tx, client int64, wokenAfter time.Time) (slots, error) {
@@ -112,7 +136,7 @@ func (d *Deliverer) claim(ctx context.Context, id, job int64, manual bool) (l le
 		now := d.now()
 		var leased sql.NullInt64
 		if err := tx.GetContext(ctx, &leased, claimSQL, target.ClientID, target.EndpointID, job, id, now,
-			now.Add(-WakeHold), now.Add(LeaseFor), EndpointInFlight, ClientInFlight); err != nil {
+			now.Add(-WakeHold), now.Add(LeaseFor), d.InFlight.endpoint(), d.InFlight.client()); err != nil {
 			return fmt.Errorf("claim attempt of delivery %d: %w", id, err)
 		}
 		if !leased.Valid {
@@ -177,10 +201,10 @@ func (d *Deliverer) wake(ctx context.Context, tx *sqlx.Tx, jobs *river.Client[*s
 		return err
 	}
 	for _, w := range waiters {
-		if taken.client >= ClientInFlight {
+		if taken.client >= d.InFlight.client() {
 			return nil
 		}
-		if !taken.free(w.Endpoint) {
+		if !taken.free(d.InFlight, w.Endpoint) {
 			continue
 		}
 		job, err := jobs.JobGetTx(ctx, tx.Tx, w.Job)

@@ -92,7 +92,7 @@ func TestDeliveredThroughTheOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := deliveries.FanOut(ctx, tx, rc, ev); err != nil || n != 0 {
+	if n, err := deliveries.FanOut(ctx, tx, rc, ev, deliveries.InFlight{}); err != nil || n != 0 {
 		t.Fatalf("a second fan-out: %d deliveries, %v", n, err)
 	}
 	tx.Rollback()

@@ -175,15 +175,16 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		e.POST("/webhooks/stripe", api.StripeInbox(in, cfg.StripeWebhookSecret.Reveal(), logger))
 	}
 	var rc *river.Client[*sql.Tx] // made below, once every consumer is known
+	inFlight := deliveries.InFlight{Endpoint: cfg.WebhookEndpointInFlight, Client: cfg.WebhookClientInFlight}
 	deliverer := &deliveries.Deliverer{DB: db, Sealer: sealer, Logger: logger,
 		Client: deliveries.NewHTTPClient(policy, deliveries.AttemptTimeout), Now: o.now, FirstRetry: cfg.WebhookRetryBase,
-		Observe: m.Delivery}
+		Observe: m.Delivery, InFlight: inFlight}
 	notices := &deliveries.NoticeWorker{DB: db, From: cfg.SMTPFrom, Logger: logger.With("component", "webhooks")}
 	if cfg.SMTP.Configured() {
 		notices.Mailer = &receipts.Mailer{Server: cfg.SMTP, From: cfg.SMTPFrom}
 	}
 	outgoing := Consumer{ // client webhooks: the fan-out, and the delivery jobs on their own queue
-		Handler: deliveries.Handler{},
+		Handler: deliveries.Handler{InFlight: inFlight},
 		AddWorkers: func(w *river.Workers) {
 			deliveries.AddWorkers(w, deliverer)
 			deliveries.AddNoticeWorker(w, notices)

@@ -49,6 +49,11 @@ type Server struct {
 	// WebhookRetryBase is the first delay of the delivery retry schedule; each next one is
 	// twice as long. Production keeps the default; process tests shorten it.
 	WebhookRetryBase time.Duration
+	// WebhookEndpointInFlight and WebhookClientInFlight bound the delivery attempts in
+	// flight at once, across every process, per endpoint and per client
+	// (docs/webhooks-out.md "Fairness").
+	WebhookEndpointInFlight int
+	WebhookClientInFlight   int
 
 	// Receipts: the SMTP server they are sent through (zero: kept for the console) and
 	// their From address.
@@ -145,6 +150,8 @@ func BindServer(s *Set, command string, c *Server) {
 	s.SecretsKey(&c.SecretsKey, "secrets-key", "TEKRAR_SECRETS_KEY", "key that webhook endpoints' signing secrets are encrypted under (base64 of 32 random bytes: openssl rand -base64 32)"+map[bool]string{true: "; unset: made once and kept in the dev directory", false: "; unset: webhook endpoints cannot be created"}[dev])
 	s.Bool(&c.WebhooksAllowLoopback, "webhooks-allow-loopback", "TEKRAR_WEBHOOKS_ALLOW_LOOPBACK", map[bool]string{true: "true", false: "false"}[dev], "client webhook endpoints may be http and on loopback addresses (a receiver on this machine); never in production")
 	s.Duration(&c.WebhookRetryBase, "webhook-retry-base", "TEKRAR_WEBHOOK_RETRY_BASE", "30s", "delay before the first retry of a failed client webhook delivery; each next retry waits twice as long (up to 6h), until the 72h horizon", 10*time.Millisecond, time.Hour)
+	s.Int(&c.WebhookEndpointInFlight, "webhook-endpoint-in-flight", "TEKRAR_WEBHOOK_ENDPOINT_IN_FLIGHT", "2", "most delivery attempts at once to one client webhook endpoint, across every process; more wait their turn", 1, 1000)
+	s.Int(&c.WebhookClientInFlight, "webhook-client-in-flight", "TEKRAR_WEBHOOK_CLIENT_IN_FLIGHT", "5", "most delivery attempts at once of one client's webhooks, across every process, so that its slow endpoints never hold up another client's; raise it with the fleet for clients of many events", 1, 10000)
 	s.CIDRs(&c.TrustedProxies, "trusted-proxies", "TEKRAR_TRUSTED_PROXIES", "comma-separated CIDRs of proxies whose X-Forwarded-For is believed for the client address in key history")
 	s.SMTPURL(&c.SMTP, "smtp-url", "TEKRAR_SMTP_URL", "SMTP server for receipts: smtp://user:pass@host:port (STARTTLS when offered) or smtps://...; unset: receipts are kept for the console, not sent")
 	s.MailAddress(&c.SMTPFrom, "smtp-from", "TEKRAR_SMTP_FROM", "tekrar <receipts@localhost>", "From address of receipts; its domain ends their Message-IDs")
