@@ -38,7 +38,51 @@ func (a *console) order(c *gin.Context) error {
 		v = withDoubleTap(v, s.d, g, group)
 	}
 	n := nav(c, "Orders")
+	if s.card.Events, err = a.orderEvents(c.Request.Context(), s.d.ID, n.CanAct); err != nil {
+		return err
+	}
+	s.card.ShowEvents = true
 	return a.render(c, http.StatusOK, views.OrderDetailPage(views.OrderPage{Nav: n, Verdict: forRole(v, n), Order: s.card}))
+}
+
+// orderEvents lays out the events about order id with each one's delivery per endpoint; an
+// admin (canAct) gets the redelivery of each.
+func (a *console) orderEvents(ctx context.Context, id int64, canAct bool) ([]views.EventBlock, error) {
+	es, err := report.OrderEvents(ctx, a.Read, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]views.EventBlock, 0, len(es))
+	for _, e := range es {
+		b := views.EventBlock{ID: e.ID, Type: e.Type, Created: e.CreatedAt}
+		if e.Sequence != nil {
+			b.Sequence = strconv.FormatInt(*e.Sequence, 10)
+		}
+		b.Summary, b.SummaryClass = eventState(e.JobState, e.Counts())
+		for _, d := range e.Deliveries {
+			l := views.EventDeliveryLine{Endpoint: views.Link{Label: d.EndpointID, Href: "/admin/webhooks/" + d.EndpointID},
+				URL: d.EndpointURL, State: deliveryState(d.State, d.Attempts), Attempts: strconv.Itoa(d.Attempts), LastStatus: "—"}
+			l.StateClass = l.State
+			if d.Attempts > 0 {
+				l.LastStatus = lastOutcome(d.LastStatus, d.LastError)
+			}
+			if d.LastResponse != nil {
+				l.Excerpt = excerpt(*d.LastResponse)
+			}
+			if d.LastAttemptAt != nil {
+				l.LastAt = *d.LastAttemptAt
+			}
+			if d.NextAttemptAt != nil && d.State == "pending" {
+				l.Next = *d.NextAttemptAt
+			}
+			if canAct {
+				l.RedeliverHref = redeliverHref(d.ID)
+			}
+			b.Deliveries = append(b.Deliveries, l)
+		}
+		out = append(out, b)
+	}
+	return out, nil
 }
 
 // doubleTapOf returns the suspected double tap order o is part of (see

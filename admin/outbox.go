@@ -46,8 +46,12 @@ func (a *console) outboxEvents(c *gin.Context) error {
 			Client: r.ClientName + " (" + strconv.FormatInt(r.ClientID, 10) + ")", Attempts: strconv.Itoa(r.Attempts)}
 		if r.Order != nil {
 			l.Order = views.Link{Label: *r.Order, Href: "/admin/orders/" + *r.Order}
+			l.Href = eventHref(*r.Order, r.ID)
 		}
-		l.Dispatch, l.DispatchClass = dispatchState(r.JobState)
+		l.Dispatch, l.DispatchClass = eventState(r.JobState, r.Deliveries)
+		if r.Deliveries.NextAttemptAt != nil {
+			l.Next = *r.Deliveries.NextAttemptAt
+		}
 		if r.LastError != nil && (r.JobState == nil || *r.JobState != "completed") {
 			l.LastError = *r.LastError
 		}
@@ -55,6 +59,10 @@ func (a *console) outboxEvents(c *gin.Context) error {
 	}
 	return a.render(c, http.StatusOK, views.Outbox(p))
 }
+
+// eventHref is where an event about an order is shown with its deliveries: its block on the
+// order's page.
+func eventHref(order, event string) string { return "/admin/orders/" + order + "#" + event }
 
 // dispatchState says in words where an event's dispatch job is, and the class it is shown
 // with.

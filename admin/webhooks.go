@@ -87,9 +87,13 @@ func deliveryLines(c *gin.Context, ds []deliveries.DeliveryLine) []views.Webhook
 	out := make([]views.WebhookDeliveryLine, 0, len(ds))
 	canAct := session(c).Operator.CanAct()
 	for _, d := range ds {
-		l := views.WebhookDeliveryLine{ID: d.ID, EventID: d.EventID, EventType: d.EventType, State: d.State,
+		l := views.WebhookDeliveryLine{ID: d.ID, EventID: d.EventID, EventType: d.EventType, State: deliveryState(d.State, d.Attempts),
 			Endpoint: views.Link{Label: d.EndpointID, Href: "/admin/webhooks/" + d.EndpointID}, Client: d.ClientName,
 			Attempts: d.Attempts, Created: d.CreatedAt, Last: lastOutcome(d.LastStatus, d.LastError)}
+		if d.Order != nil {
+			l.Order = views.Link{Label: *d.Order, Href: "/admin/orders/" + *d.Order}
+			l.EventHref = eventHref(*d.Order, d.EventID)
+		}
 		if d.NextAttemptAt != nil {
 			l.Next = *d.NextAttemptAt
 		}

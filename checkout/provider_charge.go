@@ -151,8 +151,14 @@ func (s *Service) SettleProviderCharge(ctx context.Context, tx *sqlx.Tx, orderID
 // RecordProviderRefunds records on order orderID, inside tx, the refunds its charge had at
 // the provider beyond what the order counts, when the provider says the charge is refunded
 // refunded in all (providerRefundsSQL: by totals, so once whoever reports it). by names who
-// reported it (unique per report), now is the time.
-func RecordProviderRefunds(ctx context.Context, tx *sqlx.Tx, orderID, refunded int64, by string, now time.Time) error {
-	_, err := tx.ExecContext(ctx, providerRefundsSQL, orderID, refunded, by, now)
+// reported it (unique per report), now is the time. rf is the provider's refund the report
+// is of (a refund.succeeded event's), nil when it names none: a refund recorded for it alone
+// keeps its id, which the console shows.
+func RecordProviderRefunds(ctx context.Context, tx *sqlx.Tx, orderID, refunded int64, by string, rf *psp.Refund, now time.Time) error {
+	var id, amount any
+	if rf != nil && rf.ID != "" {
+		id, amount = rf.ID, rf.Amount
+	}
+	_, err := tx.ExecContext(ctx, providerRefundsSQL, orderID, refunded, by, now, id, amount)
 	return err
 }

@@ -85,7 +85,7 @@ func (s *Service) refusedRefund(ctx, pctx context.Context, ref refund, a psp.Ans
 		}
 		if ch != nil && ch.Refunded > 0 {
 			if _, err := tx.ExecContext(ctx, providerRefundsSQL, orderID, ch.Refunded,
-				"provider:"+ch.ID+":refused-key:"+strconv.FormatInt(k.ID, 10), now); err != nil {
+				"provider:"+ch.ID+":refused-key:"+strconv.FormatInt(k.ID, 10), now, nil, nil); err != nil {
 				return Response{}, fmt.Errorf("refused refund: record the provider's refunds: %w", err)
 			}
 		}

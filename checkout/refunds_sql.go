@@ -354,7 +354,11 @@ var failRefundSQL = `
 // answer is not counted twice; whatever the provider reports beyond it is recorded once,
 // whoever reports it (a webhook, or a refusal that made tekrar look the charge up) and in
 // whatever order, because the comparison is of totals. $3 is the recorded refund's
-// provider_key (unique: "provider:" and who reported it), $4 the time.
+// provider_key (unique: "provider:" and who reported it), $4 the time. $5 and $6 are the id
+// and amount of the provider's refund that the report is of (a refund.succeeded event's),
+// NULL when it names none: the recorded refund takes that id when it is that refund alone
+// (the same amount) and no refund holds the id already; one recorded for several refunds at
+// once, or from a report of totals only, has no provider refund id.
 var providerRefundsSQL = `
 	WITH o AS (
 	    SELECT id, client_id, currency, $2::bigint - refunded_amount AS missing
@@ -363,8 +367,12 @@ var providerRefundsSQL = `
 	       AND $2 <= captured_amount
 	     FOR UPDATE
 	), r AS (
-	    INSERT INTO refunds (order_id, client_id, amount, currency, reason, status, provider_key, created_at, updated_at)
-	    SELECT id, client_id, missing, currency, 'refunded at the payment provider', 'succeeded', $3, $4, $4 FROM o
+	    INSERT INTO refunds (order_id, client_id, amount, currency, reason, status, provider_key, provider_refund_id,
+	                         created_at, updated_at)
+	    SELECT id, client_id, missing, currency, 'refunded at the payment provider', 'succeeded', $3,
+	           CASE WHEN missing = $6::bigint AND NOT EXISTS (SELECT 1 FROM refunds WHERE provider_refund_id = $5::text)
+	                THEN $5::text END,
+	           $4, $4 FROM o
 	    RETURNING order_id, client_id, public_id, amount, currency, status
 	), i AS (
 	    -- Any refund cancels a plan's unpaid installments, as a refund through tekrar does.

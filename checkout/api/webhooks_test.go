@@ -330,15 +330,17 @@ func TestRefundsAtTheProviderAppearOnTheOrder(t *testing.T) {
 	if err := json.Unmarshal(paid, &ev); err != nil {
 		t.Fatal(err)
 	}
-	at := func(seq int, typ string, refunded int64) (string, []byte) {
-		ev.ID, ev.Type, ev.Data.Sequence, ev.Data.RefundedAmount = fmt.Sprintf("evt_r%d", seq), typ, seq, refunded
+	at := func(seq int, typ string, refunded int64, rf *psp.Refund) (string, []byte) {
+		ev.ID, ev.Type, ev.Data.Sequence, ev.Data.RefundedAmount, ev.Data.Refund = fmt.Sprintf("evt_r%d", seq), typ, seq, refunded, rf
 		b, _ := json.Marshal(ev)
 		return ev.ID, b
 	}
-	// The provider's events: tekrar's refund (1000), then two from its dashboard (2000, 6000).
-	ownID, own := at(2, psp.EventRefundSucceeded, 1000)
-	dashID, dash := at(3, psp.EventRefundSucceeded, 3000)
-	fullID, full := at(4, psp.EventChargeRefunded, 9000)
+	// The provider's events: tekrar's refund (1000), then two from its dashboard (2000, 6000),
+	// the first reported by its refund.succeeded, the second only by the charge's total.
+	ownID, own := at(2, psp.EventRefundSucceeded, 1000, nil)
+	dashID, dash := at(3, psp.EventRefundSucceeded, 3000, &psp.Refund{ID: "re_dashboard", ChargeID: ev.Data.ChargeID, Amount: 2000,
+		Currency: ev.Data.Currency, Status: psp.RefundSucceeded})
+	fullID, full := at(4, psp.EventChargeRefunded, 9000, nil)
 	for _, d := range []struct {
 		id   string
 		body []byte
@@ -353,6 +355,12 @@ func TestRefundsAtTheProviderAppearOnTheOrder(t *testing.T) {
 	}
 	if n := count(t, e, `SELECT count(*) FROM refunds WHERE reason = 'refunded at the payment provider'`); n != 2 {
 		t.Errorf("%d refunds recorded from the provider, want 2 (2000 and 6000)", n)
+	}
+	// The refund its refund.succeeded named keeps the provider's id, which the console shows;
+	// the one known by the charge's total only has none.
+	if n := count(t, e, `SELECT count(*) FROM refunds WHERE reason = 'refunded at the payment provider'
+		 AND (amount = 2000 AND provider_refund_id = 're_dashboard' OR amount = 6000 AND provider_refund_id IS NULL)`); n != 2 {
+		t.Errorf("%d of the provider's refunds with the provider's id as reported, want 2", n)
 	}
 	if n := count(t, e, `SELECT coalesce(sum(amount), 0) FROM refunds WHERE status = 'succeeded'`); n != 9000 {
 		t.Errorf("refunds add up to %d, want 9000", n)

@@ -47,7 +47,9 @@ type DeliveryLine struct {
 	LastStatus    *int       `db:"last_status"`
 	LastError     *string    `db:"last_error"`
 	FinishedAt    *time.Time `db:"finished_at"`
-	Tries         []AttemptLine
+	// Order is the public id of the order the event is about; nil for an event about none.
+	Order *string `db:"order_public_id"`
+	Tries []AttemptLine
 }
 
 // AttemptLine is one attempt of a delivery.
@@ -84,10 +86,13 @@ const (
 
 	deliveryLineColumns = `
 	SELECT d.id, d.event_id, d.event_type, e.public_id AS endpoint_public_id, e.url, c.name AS client_name,
-	       d.state, d.attempts, d.created_at, d.next_attempt_at, d.last_status, d.last_error, d.finished_at
+	       d.state, d.attempts, d.created_at, d.next_attempt_at, d.last_status, d.last_error, d.finished_at,
+	       o.public_id AS order_public_id
 	  FROM webhook_deliveries d
 	  JOIN webhook_endpoints e ON e.id = d.endpoint_id
-	  JOIN clients c ON c.id = e.client_id`
+	  JOIN clients c ON c.id = e.client_id
+	  LEFT JOIN outbox_events ev ON ev.id = d.event_id
+	  LEFT JOIN orders o ON o.id = ev.order_id`
 
 	endpointDeliveriesSQL = deliveryLineColumns + `
 	 WHERE d.endpoint_id = $1

@@ -52,6 +52,8 @@ type providerCharge struct {
 	Disputed    bool
 	// Dispute is the charge's latest dispute; nil when it has none.
 	Dispute *psp.Dispute
+	// Refund is the refund a refund.succeeded event is about; nil for the other events.
+	Refund *psp.Refund
 }
 
 // Inbox outcomes: what receiving one delivery did.
@@ -93,7 +95,7 @@ func providerEventOf(provider string, body []byte, pe psp.Event) providerEvent {
 		e.Charge = &providerCharge{ID: d.ChargeID, Key: d.ChargeKey, Description: d.Description,
 			Sequence: d.Sequence, Status: d.Status, DeclineCode: d.DeclineCode, CardBrand: d.CardBrand, CardLast4: d.CardLast4,
 			Amount: d.Amount, Currency: d.Currency, Refunded: d.RefundedAmount,
-			Disputed: d.Dispute != nil && d.Dispute.Status == psp.DisputeOpen, Dispute: d.Dispute}
+			Disputed: d.Dispute != nil && d.Dispute.Status == psp.DisputeOpen, Dispute: d.Dispute, Refund: d.Refund}
 	}
 	return e
 }
@@ -219,7 +221,7 @@ func (s *Inbox) syncRefunds(ctx context.Context, tx *sqlx.Tx, orderID int64, c p
 	if c.Status != psp.StatusSucceeded || c.Refunded <= 0 {
 		return nil
 	}
-	err := checkout.RecordProviderRefunds(ctx, tx, orderID, c.Refunded, fmt.Sprintf("provider:%s:%d", c.ID, c.Sequence), s.cfg.Now())
+	err := checkout.RecordProviderRefunds(ctx, tx, orderID, c.Refunded, fmt.Sprintf("provider:%s:%d", c.ID, c.Sequence), c.Refund, s.cfg.Now())
 	if err != nil {
 		return fmt.Errorf("refunds of order %d made at the provider: %w", orderID, err)
 	}

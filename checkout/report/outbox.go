@@ -23,6 +23,20 @@ type OutboxEvent struct {
 	JobState  *string `db:"job_state"`
 	Attempts  int     `db:"attempts"`
 	LastError *string `db:"last_error"`
+	// Its deliveries to the client's endpoints, counted by how each stands: the dispatch
+	// job's completion only says they were made, not that any endpoint took the event.
+	Deliveries EventDeliveryCounts `db:"deliveries"`
+}
+
+// EventDeliveryCounts counts an event's deliveries (one per endpoint) by how they stand.
+type EventDeliveryCounts struct {
+	All       int `db:"total"`
+	Delivered int `db:"delivered"` // answered 2xx
+	Waiting   int `db:"waiting"`   // pending, not attempted yet
+	Retrying  int `db:"retrying"`  // pending, attempted and failed: another attempt is scheduled
+	Dead      int `db:"dead"`      // given up on
+	// NextAttemptAt is the soonest next attempt of a pending one; nil when none is pending.
+	NextAttemptAt *time.Time `db:"next_attempt_at"`
 }
 
 // OutboxFilter narrows the events: to a client, a type, an order (its public id). Zero
@@ -37,12 +51,15 @@ type OutboxFilter struct {
 const outboxLimit = 200
 
 // outboxSQL reads the newest events matching the filter ($1 client, $2 type, $3 order: NULL
-// matches all) with their dispatch jobs, found by River's index on the jobs' args.
+// matches all) with their dispatch jobs, found by River's index on the jobs' args, and
+// their deliveries counted through the unique (event_id, endpoint_id) index.
 const outboxSQL = `
 SELECT e.id, e.client_id, c.name AS client_name, e.type, o.public_id AS order_public_id,
        e.payload::text AS payload, e.created_at,
        j.state::text AS job_state, coalesce(j.attempt, 0) AS attempts,
-       j.errors[array_length(j.errors, 1)]->>'error' AS last_error
+       j.errors[array_length(j.errors, 1)]->>'error' AS last_error,
+       w.total AS "deliveries.total", w.delivered AS "deliveries.delivered", w.waiting AS "deliveries.waiting",
+       w.retrying AS "deliveries.retrying", w.dead AS "deliveries.dead", w.next_attempt_at AS "deliveries.next_attempt_at"
   FROM outbox_events e
   JOIN clients c ON c.id = e.client_id
   LEFT JOIN orders o ON o.id = e.order_id
@@ -50,6 +67,14 @@ SELECT e.id, e.client_id, c.name AS client_name, e.type, o.public_id AS order_pu
       SELECT state, attempt, errors FROM river_job
        WHERE kind = 'outbox_dispatch' AND args @> jsonb_build_object('event_id', e.id)
        ORDER BY id DESC LIMIT 1) j ON true
+  CROSS JOIN LATERAL (
+      SELECT count(*) AS total,
+             count(*) FILTER (WHERE state = 'succeeded') AS delivered,
+             count(*) FILTER (WHERE state = 'pending' AND attempts = 0) AS waiting,
+             count(*) FILTER (WHERE state = 'pending' AND attempts > 0) AS retrying,
+             count(*) FILTER (WHERE state = 'dead') AS dead,
+             min(next_attempt_at) FILTER (WHERE state = 'pending') AS next_attempt_at
+        FROM webhook_deliveries WHERE event_id = e.id) w
  WHERE ($1::bigint IS NULL OR e.client_id = $1)
    AND ($2::text IS NULL OR e.type = $2)
    AND ($3::text IS NULL OR e.order_id = (SELECT id FROM orders WHERE public_id = $3))
