@@ -113,6 +113,8 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	reads.GET("/settlements", h(c.settlements))
 	reads.GET("/settlements.csv", h(c.settlementsCSV))
 	reads.GET("/settlements/adjustments.csv", h(c.adjustmentsCSV))
+	reads.GET("/settlements/:client/:day", h(c.settlementDay))
+	reads.GET("/settlements/:client/:day/movements.csv", h(c.settlementMovementsCSV))
 	reads.GET("/products", h(c.products))
 	reads.GET("/products/:client/:sku", h(c.product))
 	reads.GET("/registers", h(c.registers))

@@ -10,37 +10,81 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// writeCSV answers with a CSV download named filename: header, then rows. The whole file is
-// built before the first byte is sent, so that a failure is a clean error page and not a
-// truncated file.
+// csvFlushAt is how much of a CSV download is built before its first bytes are sent: an
+// export that fits is sent whole, and one that fails before it is a clean error page; a
+// bigger one streams in pieces of about this size, so that a busy day's export never sits
+// in memory whole.
+const csvFlushAt = 256 << 10
+
+// writeCSV answers with a CSV download named filename: header, then rows.
+func writeCSV(c *gin.Context, filename string, header []string, rows [][]string) error {
+	return streamCSV(c, filename, header, func(emit func([]string) error) error {
+		for _, r := range rows {
+			if err := emit(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// streamCSV answers with a CSV download named filename: header, then each row that each
+// emits, as the rows are read. Up to csvFlushAt bytes are held back, so that a failure
+// before them is a clean error page and not a truncated file; a failure after them aborts
+// the connection (http.ErrAbortHandler), which the browser reports as a failed download
+// instead of a file that looks whole.
 //
 // A cell a spreadsheet would read as a formula (starting with =, +, -, @, a tab or a
 // carriage return: a client's name, say) is written with a leading apostrophe, so that
 // opening the export runs nothing. Amounts are written as integers in minor units with
 // their currency, which no spreadsheet mistakes for a formula; a negative figure never
 // occurs.
-func writeCSV(c *gin.Context, filename string, header []string, rows [][]string) error {
+func streamCSV(c *gin.Context, filename string, header []string, each func(emit func([]string) error) error) error {
 	var buf bytes.Buffer
 	w := csv.NewWriter(&buf)
-	if err := w.Write(header); err != nil {
-		return fmt.Errorf("write csv: %w", err)
+	sent := false
+	flush := func() error {
+		w.Flush()
+		if err := w.Error(); err != nil {
+			return err
+		}
+		if !sent {
+			c.Header("Content-Type", "text/csv; charset=utf-8")
+			c.Header("Content-Disposition", `attachment; filename="`+filename+`"`)
+			c.Header("Cache-Control", "no-store")
+			c.Status(http.StatusOK)
+			sent = true
+		}
+		_, err := c.Writer.Write(buf.Bytes())
+		buf.Reset()
+		return err
 	}
-	for _, r := range rows {
+	emit := func(r []string) error {
 		safe := make([]string, len(r))
 		for i, cell := range r {
 			safe[i] = csvCell(cell)
 		}
 		if err := w.Write(safe); err != nil {
-			return fmt.Errorf("write csv: %w", err)
+			return err
 		}
+		if buf.Len() >= csvFlushAt {
+			return flush()
+		}
+		return nil
 	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		return fmt.Errorf("write csv: %w", err)
+	err := emit(header)
+	if err == nil {
+		err = each(emit)
 	}
-	c.Header("Content-Disposition", `attachment; filename="`+filename+`"`)
-	c.Header("Cache-Control", "no-store")
-	c.Data(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
+	if err == nil {
+		err = flush()
+	}
+	if err != nil && sent {
+		panic(http.ErrAbortHandler) // the file is cut short: never let it end as if whole
+	}
+	if err != nil {
+		return fmt.Errorf("csv %s: %w", filename, err)
+	}
 	return nil
 }
 

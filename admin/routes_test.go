@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"context"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -10,11 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/admin"
+	"github.com/tekrar/tekrar/checkout/calendar"
+	"github.com/tekrar/tekrar/checkout/settlement"
 	"github.com/tekrar/tekrar/internal/apptest"
 )
 
@@ -129,10 +133,17 @@ func TestEveryConsoleErrorIsAConsolePage(t *testing.T) {
 		SELECT 'evt_walk', 'order.paid', id, '{}', now() FROM webhook_endpoints WHERE public_id = $1 RETURNING id::text`, endpointID); err != nil {
 		t.Fatal(err)
 	}
+	// A settled day of the client, for a settlement's :day.
+	settledDay := calendar.Of(time.Now(), time.UTC).AddDays(-2)
+	if _, err := settlement.New(e.DB, settlement.Config{Now: func() time.Time { return time.Now().Add(72 * time.Hour) }}, nil).
+		Settle(context.Background(), e.ClientID, settledDay); err != nil {
+		t.Fatal(err)
+	}
 
 	// fill puts ids into a route's parameters: orderID for :id of an order, opID for an
 	// operator's, clientID and key for a key's, key for a product's sku; :event is the order's
-	// receipt's event, or an event with no receipt when orderID is not the order. A webhook
+	// receipt's event, or an event with no receipt when orderID is not the order (and the
+	// settled day for :day, or no day). A webhook
 	// route gets the walk's endpoint and delivery with the real order, and the order's and
 	// operator's values otherwise (which name no endpoint or delivery).
 	fill := func(route, orderID, opID, clientID, key string) string {
@@ -140,14 +151,14 @@ func TestEveryConsoleErrorIsAConsolePage(t *testing.T) {
 		if strings.HasPrefix(route, "/admin/operators/") {
 			id = opID
 		}
-		event := "evt_nothing"
+		event, day := "evt_nothing", "no-such-day"
 		if orderID == order {
-			event = walkEvent
+			event, day = walkEvent, settledDay.String()
 		}
 		if strings.HasPrefix(route, "/admin/webhooks/") && orderID == order {
 			id, delivery = endpointID, deliveryID
 		}
-		return strings.NewReplacer(":client", clientID, ":key", key, ":sku", key, ":id", id, ":delivery", delivery, ":event", event).Replace(route)
+		return strings.NewReplacer(":client", clientID, ":key", key, ":sku", key, ":id", id, ":delivery", delivery, ":event", event, ":day", day).Replace(route)
 	}
 	type request struct {
 		b            *browser
@@ -342,10 +353,11 @@ func TestOnlyTheWrapperWritesErrors(t *testing.T) {
 	writers := map[string]bool{"errorPage": true, "ErrorPage": true, "String": true, "Data": true, "HTML": true,
 		"JSON": true, "AbortWithStatus": true, "AbortWithError": true, "AbortWithStatusJSON": true,
 		"Write": true, "WriteString": true, "WriteHeader": true}
-	// writeCSV is to the CSV downloads what render is to the pages: it writes only a whole,
-	// successful file, and returns its errors to the wrapper like any handler.
+	// streamCSV (and writeCSV over it) is to the CSV downloads what render is to the pages:
+	// it returns an error before the first bytes to the wrapper like any handler, and cuts
+	// the connection on one after them.
 	allowed := map[string]bool{"errors.go": true, "admin.go.render": true, "admin.go.sameOrigin": true, "admin.go.formsOnly": true,
-		"csv.go.writeCSV": true}
+		"csv.go.writeCSV": true, "csv.go.streamCSV": true}
 	fset := token.NewFileSet()
 	var checked int
 	for _, name := range files {

@@ -40,7 +40,8 @@ func (a *console) settlements(c *gin.Context) error {
 		return err
 	}
 	for _, r := range adjs {
-		l := views.AdjustmentLine{SettledOn: r.SettledDay, Client: fmt.Sprintf("%s (%d)", r.ClientName, r.ClientID), Day: r.Day,
+		l := views.AdjustmentLine{SettledOn: views.Link{Label: r.SettledDay, Href: settlementHref(r.ClientID, r.SettledDay)},
+			Client: fmt.Sprintf("%s (%d)", r.ClientName, r.ClientID), Day: views.Link{Label: r.Day, Href: settlementHref(r.ClientID, r.Day)},
 			Kind: r.Kind, Amount: money.Format(r.Amount, r.Currency), Occurred: r.OccurredAt}
 		if r.OrderPublicID != nil {
 			l.Order = views.Link{Label: *r.OrderPublicID, Href: orderHref(*r.OrderPublicID)}
@@ -166,6 +167,9 @@ func settlementLine(r report.SettlementRow, zone *time.Location) views.Settlemen
 	q.Set("client", itoa(r.ClientID))
 	q.Set("from", r.StartsAt.In(zone).Format("2006-01-02T15:04:05"))
 	q.Set("to", r.EndsAt.In(zone).Format("2006-01-02T15:04:05"))
-	l.Orders = views.Link{Label: "orders of the day", Href: "/admin/orders?" + q.Encode()}
+	// The orders page shows each order's status now: the label says so, and the day's page
+	// lists what each order did on the day.
+	l.Orders = views.Link{Label: "orders (status now)", Href: "/admin/orders?" + q.Encode()}
+	l.Href = settlementHref(r.ClientID, r.Day)
 	return l
 }
