@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tekrar/tekrar/checkout/money"
 	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/views"
 )
@@ -14,6 +15,35 @@ import (
 // registerHref is a register's line on the registers page of its client.
 func registerHref(clientID, registerID int64) string {
 	return "/admin/registers?client=" + strconv.FormatInt(clientID, 10) + "#register-" + strconv.FormatInt(registerID, 10)
+}
+
+// oversoldHref is the page of a register's oversold sales.
+func oversoldHref(registerID int64) string {
+	return "/admin/registers/" + strconv.FormatInt(registerID, 10) + "/oversold"
+}
+
+// oversoldSales lists the sales of one register that sold beyond the stock, each linking
+// its order: the oversold count on the registers page links here.
+func (a *console) oversoldSales(c *gin.Context) error {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		return notFound("There is no such register.")
+	}
+	reg, sales, ok, err := report.OversoldSales(c.Request.Context(), a.Read, id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return notFound("There is no such register.")
+	}
+	p := views.OversoldPage{Nav: nav(c, "Registers"), Register: reg.PublicID, Name: reg.Name,
+		Client: fmt.Sprintf("%s (%d)", reg.ClientName, reg.ClientID), RegistersHref: registerHref(reg.ClientID, reg.ID)}
+	for _, s := range sales {
+		p.Rows = append(p.Rows, views.OversoldLine{Order: views.Link{Label: s.OrderPublicID, Href: orderHref(s.OrderPublicID)},
+			Key: s.Key, Status: s.Status, Amount: money.Format(s.Amount, s.Currency),
+			Units: strconv.FormatInt(s.OversoldUnits, 10), SoldAt: s.SoldAt, Received: s.ReceivedAt})
+	}
+	return a.render(c, http.StatusOK, views.Oversold(p))
 }
 
 // registers lists the clients' registers with their resend statistics (?client= narrows it).
@@ -36,6 +66,7 @@ func (a *console) registers(c *gin.Context) error {
 		l := views.RegisterLine{Anchor: "register-" + itoa(r.ID), Client: fmt.Sprintf("%s (%d)", r.ClientName, r.ClientID),
 			ID: r.PublicID, Name: r.Name, Batches: itoa(r.Batches), Arrivals: itoa(r.Arrivals), Created: itoa(r.Created),
 			Duplicates: itoa(r.Duplicates), Refused: itoa(r.Refused), Sales: itoa(r.Sales), Oversold: itoa(r.Oversold)}
+		l.OversoldHref = oversoldHref(r.ID)
 		if r.LastBatch != nil {
 			l.LastBatch = *r.LastBatch
 		}

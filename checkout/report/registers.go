@@ -90,3 +90,49 @@ func GetOrderRegister(ctx context.Context, db sqlx.QueryerContext, orderID int64
 	r.SoldAt, r.ReceivedAt = r.SoldAt.UTC(), r.ReceivedAt.UTC()
 	return &r, nil
 }
+
+// RegisterSale is a sale of a register: its order, when it happened at the till and when
+// tekrar received it, and how many units it sold beyond the stock tekrar knew of.
+type RegisterSale struct {
+	OrderPublicID string    `db:"order_public_id"`
+	Key           string    `db:"key"` // the sale's idempotency key, its identity at the till
+	Status        string    `db:"status"`
+	Amount        int64     `db:"amount"`
+	Currency      string    `db:"currency"`
+	SoldAt        time.Time `db:"sold_at"`
+	ReceivedAt    time.Time `db:"received_at"`
+	OversoldUnits int64     `db:"oversold_units"`
+}
+
+// oversoldLimit bounds a register's oversold sales page.
+const oversoldLimit = 200
+
+// OversoldSales returns register registerID (ok false when there is none) and its sales
+// that sold beyond the stock, newest first, at most 200. It reads the register's sales by
+// the pos_sales_register_idx range, filtering the oversold ones.
+func OversoldSales(ctx context.Context, db sqlx.QueryerContext, registerID int64) (Register, []RegisterSale, bool, error) {
+	var regs []Register
+	if err := sqlx.SelectContext(ctx, db, &regs, `
+		SELECT r.id, r.client_id, c.name AS client_name, r.public_id, r.name
+		  FROM registers r JOIN clients c ON c.id = r.client_id WHERE r.id = $1`, registerID); err != nil {
+		return Register{}, nil, false, fmt.Errorf("register %d: %w", registerID, err)
+	}
+	if len(regs) == 0 {
+		return Register{}, nil, false, nil
+	}
+	var rows []RegisterSale
+	if err := sqlx.SelectContext(ctx, db, &rows, `
+		SELECT o.public_id::text AS order_public_id,
+		       coalesce((SELECT k.key FROM idempotency_keys k WHERE k.order_id = o.id
+		                 UNION ALL SELECT t.key FROM key_tombstones t WHERE t.order_id = o.id LIMIT 1), '') AS key,
+		       o.status, o.amount, o.currency, s.sold_at, s.received_at, s.oversold_units
+		  FROM pos_sales s JOIN orders o ON o.id = s.order_id
+		 WHERE s.register_id = $1 AND s.oversold_units > 0
+		 ORDER BY s.order_id DESC LIMIT $2`, registerID, oversoldLimit); err != nil {
+		return Register{}, nil, false, fmt.Errorf("oversold sales of register %d: %w", registerID, err)
+	}
+	for i := range rows {
+		rows[i].SoldAt, rows[i].ReceivedAt = rows[i].SoldAt.UTC(), rows[i].ReceivedAt.UTC()
+	}
+	return regs[0], rows, true, nil
+}
