@@ -118,7 +118,7 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	reads.GET("/registers", h(c.registers))
 	reads.GET("/events", h(c.outboxEvents))
 	reads.GET("/search", h(c.search))
-	reads.GET("/registers/:id/oversold", h(c.oversoldSales))
+	reads.GET("/registers/oversold", h(c.oversoldSales))
 	// Read on the primary: the console's own tables, the scheduler's and the deliveries'.
 	authed.GET("/audit", h(c.audit))
 	authed.GET("/schedule", h(c.schedulePage))

@@ -19,29 +19,31 @@ func registerHref(clientID, registerID int64) string {
 
 // oversoldHref is the page of a register's oversold sales.
 func oversoldHref(registerID int64) string {
-	return "/admin/registers/" + strconv.FormatInt(registerID, 10) + "/oversold"
+	return "/admin/registers/oversold?register=" + strconv.FormatInt(registerID, 10)
 }
 
-// oversoldSales lists the sales of one register that sold beyond the stock, each linking
-// its order: the oversold count on the registers page links here.
+// oversoldSales lists the sales that sold beyond the stock (?register= narrows it to one
+// register), each linking its order: a register's oversold count links here.
 func (a *console) oversoldSales(c *gin.Context) error {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id < 1 {
-		return notFound("There is no such register.")
+	var registerID int64
+	if v := c.Query("register"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return badRequest("register must be a register's number, as the registers page links it")
+		}
+		registerID = n
 	}
-	reg, sales, ok, err := report.OversoldSales(c.Request.Context(), a.Read, id)
+	sales, err := report.OversoldSales(c.Request.Context(), a.Read, registerID)
 	if err != nil {
 		return err
 	}
-	if !ok {
-		return notFound("There is no such register.")
-	}
-	p := views.OversoldPage{Nav: nav(c, "Registers"), Register: reg.PublicID, Name: reg.Name,
-		Client: fmt.Sprintf("%s (%d)", reg.ClientName, reg.ClientID), RegistersHref: registerHref(reg.ClientID, reg.ID)}
+	p := views.OversoldPage{Nav: nav(c, "Registers"), OneRegister: registerID != 0}
 	for _, s := range sales {
 		p.Rows = append(p.Rows, views.OversoldLine{Order: views.Link{Label: s.OrderPublicID, Href: orderHref(s.OrderPublicID)},
-			Key: s.Key, Status: s.Status, Amount: money.Format(s.Amount, s.Currency),
-			Units: strconv.FormatInt(s.OversoldUnits, 10), SoldAt: s.SoldAt, Received: s.ReceivedAt})
+			Register: views.Link{Label: s.Register, Href: registerHref(s.ClientID, s.RegisterID)},
+			Client:   fmt.Sprintf("%s (%d)", s.ClientName, s.ClientID), Key: s.Key, Status: s.Status,
+			Amount: money.Format(s.Amount, s.Currency), Units: strconv.FormatInt(s.OversoldUnits, 10),
+			SoldAt: s.SoldAt, Received: s.ReceivedAt})
 	}
 	return a.render(c, http.StatusOK, views.Oversold(p))
 }

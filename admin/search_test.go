@@ -161,7 +161,7 @@ func TestSearchFindsEveryIdKind(t *testing.T) {
 			if p.status != http.StatusOK {
 				t.Fatalf("%.40q: %d, want 200: %.500s", q, p.status, p.body)
 			}
-			if p.doc.Find(`a[href="/admin/orders/` + s.order + `"]`).Length() != 0 {
+			if p.doc.Find(`a[href="/admin/orders/`+s.order+`"]`).Length() != 0 {
 				t.Errorf("%.40q matched order A: a LIKE wildcard was not escaped", q)
 			}
 			if strings.Contains(p.body, "<script>alert(1)") {
@@ -220,7 +220,7 @@ func TestInboxSearchAndOversoldSales(t *testing.T) {
 	}
 
 	list := b.do("GET", "/admin/registers", nil)
-	link := list.doc.Find(`table.registers a[href$="/oversold"]`)
+	link := list.doc.Find(`table.registers a[href^="/admin/registers/oversold?register="]`)
 	href, _ := link.Attr("href")
 	if link.Length() != 1 || strings.TrimSpace(link.Text()) != "1" {
 		t.Fatalf("the registers page does not link the oversold sale: %s", list.body)
@@ -230,9 +230,13 @@ func TestInboxSearchAndOversoldSales(t *testing.T) {
 		!strings.Contains(p.body, "srch-sale-1") {
 		t.Fatalf("%s: %d, want the sale linking its order: %s", href, p.status, p.body)
 	}
-	for _, bad := range []string{"/admin/registers/0/oversold", "/admin/registers/999999/oversold", "/admin/registers/x/oversold"} {
-		if p := b.do("GET", bad, nil); p.status != http.StatusNotFound {
-			t.Errorf("%s: %d, want 404", bad, p.status)
-		}
+	if p := b.do("GET", "/admin/registers/oversold", nil); p.doc.Find(`table.oversold a[href="/admin/orders/`+s.sale+`"]`).Length() != 1 {
+		t.Errorf("every register's oversold sales: %d, the sale is not listed", p.status)
+	}
+	if p := b.do("GET", "/admin/registers/oversold?register=999999", nil); p.status != http.StatusOK || p.doc.Find("table.oversold").Length() != 0 {
+		t.Errorf("a register with no oversold sale: %d, want 200 and none", p.status)
+	}
+	if p := b.do("GET", "/admin/registers/oversold?register=x", nil); p.status != http.StatusBadRequest {
+		t.Errorf("register=x: %d, want 400", p.status)
 	}
 }
