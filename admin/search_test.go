@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/tekrar/tekrar/admin"
 	"github.com/tekrar/tekrar/internal/apptest"
 )
@@ -238,5 +240,51 @@ func TestInboxSearchAndOversoldSales(t *testing.T) {
 	}
 	if p := b.do("GET", "/admin/registers/oversold?register=x", nil); p.status != http.StatusBadRequest {
 		t.Errorf("register=x: %d, want 400", p.status)
+	}
+}
+
+// An operator searches each kind of id from the console's home: one click in the header's
+// box, the id typed, Enter, and the order's page is open. The results page of an ambiguous
+// search fits a phone's width.
+func TestSearchInABrowser(t *testing.T) {
+	path := needChromium(t)
+	e := apptest.New(t)
+	s := seedSearch(t, e)
+	newOperator(t, e, "ops@example.com", admin.RoleViewer)
+	c := newChrome(t, path, e.URL)
+	c.signIn("ops@example.com")
+	box := `header form[action="/admin/search"] input[name=q]`
+	for _, q := range []struct{ q, want string }{
+		{s.order, s.order}, {"srch-a", s.order}, {s.charge, s.order}, {s.refund, s.order}, {s.providerRefund, s.order},
+		{"zeynep.kaya@", s.order}, {"4444", s.order}, {"73.91 TRY", s.order}, {"srch-sale-1", s.sale}, {"evt_srch_1", s.order},
+	} {
+		c.open("/admin")
+		if status := c.navigate("search "+q.q, chromedp.Click(chromedp.CSS(box), chromedp.NodeVisible),
+			chromedp.SendKeys(chromedp.CSS(box), q.q+"\r")); status != http.StatusOK {
+			t.Fatalf("search %q: %d", q.q, status)
+		}
+		if got := c.location(); got != "/admin/orders/"+q.want {
+			t.Errorf("search %q landed on %s, want the order %s", q.q, got, q.want)
+		}
+	}
+	c.open("/admin/search?q=shared-key")
+	if n := c.count("#search-key tbody tr"); n != 2 {
+		t.Fatalf("ambiguous search: %d rows, want 2", n)
+	}
+	if mode := c.attr(box, "inputmode"); mode != "text" {
+		t.Errorf("the search box's inputmode is %q", mode)
+	}
+	c.phone()
+	c.open("/admin/search?q=shared-key")
+	wide, err := chromedp.Run(c.ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wide {
+		t.Error("the results page is wider than a phone")
+	}
+	c.shoot("search-phone", false)
+	if p := c.problems(); len(p) > 0 {
+		t.Errorf("the browser reported problems: %v", p)
 	}
 }
