@@ -90,16 +90,21 @@ func anyMore(groups []report.SearchGroup) bool {
 }
 
 // moreHref is the orders search that narrows a kind with too many matches to list, for the
-// kinds it has a field for.
+// kinds it has a field of the same meaning for (a card's last four, an amount as a receipt
+// writes it); a customer's prefix has none (the orders search takes whole ids and e-mails).
 func moreHref(kind, q string) string {
 	switch kind {
 	case report.SearchCard:
 		return "/admin/orders?last4=" + url.QueryEscape(q)
-	case report.SearchCustomer:
-		if strings.Contains(q, "@") {
-			return "/admin/orders?email=" + url.QueryEscape(q)
+	case report.SearchAmount:
+		// The orders search reads the amount as the box does when it has decimals; a whole
+		// number there is in major units, so only those are handed on.
+		if amount, currency, ok := strings.Cut(q, " "); ok && money.ValidCurrency(strings.ToUpper(currency)) {
+			return "/admin/orders?amount=" + url.QueryEscape(amount) + "&currency=" + url.QueryEscape(strings.ToUpper(currency))
 		}
-		return "/admin/orders?customer=" + url.QueryEscape(q)
+		if strings.ContainsAny(q, ".,") && !strings.ContainsAny(q, " ") {
+			return "/admin/orders?amount=" + url.QueryEscape(q)
+		}
 	}
 	return ""
 }
