@@ -119,6 +119,8 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	reads.GET("/products/:client/:sku", h(c.product))
 	reads.GET("/registers", h(c.registers))
 	reads.GET("/events", h(c.outboxEvents))
+	reads.GET("/search", h(c.search))
+	reads.GET("/registers/oversold", h(c.oversoldSales))
 	// Read on the primary: the console's own tables, the scheduler's and the deliveries'.
 	authed.GET("/audit", h(c.audit))
 	authed.GET("/schedule", h(c.schedulePage))

@@ -10,17 +10,24 @@ import (
 
 	"github.com/tekrar/tekrar/checkout/inbox"
 	"github.com/tekrar/tekrar/checkout/report"
+	"github.com/tekrar/tekrar/internal/pgtext"
 	"github.com/tekrar/tekrar/views"
 )
 
 // inbox lists the payment provider's events as tekrar received them (?charge= narrows it to
-// one charge's events), and the dead letters: signed events it could not store (?view=dead
+// one charge's events; ?q= finds an event by its id, the events of a type or of an order), and the dead letters: signed events it could not store (?view=dead
 // lists only those).
 func (a *console) inbox(c *gin.Context) error {
-	charge := strings.TrimSpace(c.Query("charge"))
+	charge, q := strings.TrimSpace(c.Query("charge")), strings.TrimSpace(c.Query("q"))
 	rows, counts, err := report.Inbox(c.Request.Context(), a.Read, charge)
 	if err != nil {
 		return err
+	}
+	if q != "" {
+		// The inbox's search (an event id, a type, an order's charges) replaces the list.
+		if rows, err = report.SearchInbox(c.Request.Context(), a.Read, q); err != nil {
+			return err
+		}
 	}
 	now := a.Now()
 	refusals, err := report.Refusals(c.Request.Context(), a.Read, now)
@@ -31,7 +38,7 @@ func (a *console) inbox(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	p := views.InboxPage{Nav: nav(c, "Inbox"), Charge: charge, Events: counts.Events, Applied: counts.Applied,
+	p := views.InboxPage{Nav: nav(c, "Inbox"), Charge: charge, Query: pgtext.Clean(q, report.MaxSearchLength), Events: counts.Events, Applied: counts.Applied,
 		Stale: counts.Stale, Ignored: counts.Ignored, Duplicates: counts.Duplicates,
 		DeadOnly: c.Query("view") == "dead", DeadLetters: deadLetterLines(c, dead), DeadWaiting: waiting}
 	for _, r := range refusals.ByReason {

@@ -3,9 +3,12 @@ package report
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/tekrar/tekrar/internal/pgtext"
 )
 
 // InboxEvent is one event of the payment provider as tekrar's inbox recorded it.
@@ -176,4 +179,62 @@ func DeadLetter(ctx context.Context, db sqlx.QueryerContext, id int64) (d InboxD
 		return d, false, nil
 	}
 	return rows[0], true, nil
+}
+
+// inboxProviders names the providers the inbox holds events of, for a search that knows an
+// event's id or a charge's but not its provider: the primary key and the charge index lead
+// with the provider. A loose scan of the primary key reads one entry per provider (there
+// are one or two), instead of the inbox.
+const inboxProviders = `ANY (ARRAY(
+	WITH RECURSIVE ps(provider) AS (
+	    SELECT min(provider) FROM provider_events
+	    UNION ALL
+	    SELECT (SELECT min(e.provider) FROM provider_events e WHERE e.provider > ps.provider)
+	      FROM ps WHERE ps.provider IS NOT NULL)
+	SELECT provider FROM ps WHERE provider IS NOT NULL))`
+
+// SearchInbox is the inbox's own search: a provider event by its id, the events of a type,
+// or the events of an order's charges (its ord_ id: its payment and its installments'),
+// newest first, at most the inbox page's 200. A query Postgres cannot hold as text matches
+// nothing.
+func SearchInbox(ctx context.Context, db sqlx.QueryerContext, q string) ([]InboxEvent, error) {
+	if q == "" || len(q) > MaxSearchLength || !pgtext.Valid(q) {
+		return nil, nil
+	}
+	var a sqlArgs
+	limit := a.p(inboxLimit)
+	var where string
+	if strings.HasPrefix(q, "ord_") {
+		p := a.p(q)
+		where = `e.provider = ` + inboxProviders + ` AND e.charge_id = ANY (ARRAY(
+		             SELECT p.provider_charge_id FROM orders o JOIN payments p ON p.order_id = o.id WHERE o.public_id::text = ` + p + `
+		             UNION ALL
+		             SELECT i.provider_charge_id FROM orders o JOIN installments i ON i.order_id = o.id
+		              WHERE o.public_id::text = ` + p + ` AND i.provider_charge_id IS NOT NULL))`
+	} else {
+		p := a.p(q)
+		// An id or a type: two index reads, one per column.
+		where = `(e.provider, e.event_id) IN (
+		             SELECT x.provider, x.event_id FROM provider_events x
+		              WHERE x.provider = ` + inboxProviders + ` AND x.event_id = ` + p + `
+		             UNION ALL
+		             (SELECT x.provider, x.event_id FROM provider_events x WHERE x.type = ` + p + `
+		               ORDER BY x.received_at DESC LIMIT ` + limit + `))`
+	}
+	var rows []InboxEvent
+	if err := sqlx.SelectContext(ctx, db, &rows, `
+		SELECT e.provider, e.event_id, e.type, e.charge_id, e.sequence, e.outcome, e.deliveries, e.received_at,
+		       e.last_delivery_at, o.public_id::text AS order_public_id
+		  FROM provider_events e
+		  LEFT JOIN payments p ON p.provider_charge_id = e.charge_id
+		  LEFT JOIN installments i ON i.provider_charge_id = e.charge_id AND i.n > 1
+		  LEFT JOIN orders o ON o.id = COALESCE(p.order_id, i.order_id)
+		 WHERE `+where+`
+		 ORDER BY e.received_at DESC, e.event_id LIMIT `+limit, a...); err != nil {
+		return nil, fmt.Errorf("search inbox: %w", err)
+	}
+	for i := range rows {
+		rows[i].ReceivedAt, rows[i].LastDeliveryAt = rows[i].ReceivedAt.UTC(), rows[i].LastDeliveryAt.UTC()
+	}
+	return rows, nil
 }

@@ -220,6 +220,61 @@ func consoleCalls() []consoleCall {
 		rows, _, err := Inbox(ctx, q, "")
 		return len(rows), err
 	})
+	publicID := func(ctx context.Context, q sqlx.QueryerContext, id int64) (string, error) {
+		var p string
+		err := sqlx.GetContext(ctx, q, &p, `SELECT public_id FROM orders WHERE id = $1`, id)
+		return p, err
+	}
+	search := func(query string) func(context.Context, sqlx.QueryerContext) (int, error) {
+		return func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+			gs, err := Search(ctx, q, query)
+			n := 0
+			for _, g := range gs {
+				n += len(g.Hits)
+			}
+			return n, err
+		}
+	}
+	add("Search order id", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		p, err := publicID(ctx, q, 1207)
+		if err != nil {
+			return 0, err
+		}
+		return search(p)(ctx, q)
+	})
+	add("Search key (and every untyped kind)", search(plantest.Key(12347)))
+	add("Search charge", search("ch_0000012347"))
+	add("Search provider refund", search("re_0000001207"))
+	add("Search provider event", search("evt_2002"))
+	add("Search e-mail prefix", search("user12"))
+	add("Search customer id prefix", search("CUS_123"))
+	add("Search card", search("0013"))
+	add("Search amount", search("49.00"))
+	add("Search amount and currency", search("49.00 TRY"))
+	add("SearchInbox event", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		rows, err := SearchInbox(ctx, q, "evt_2002")
+		return len(rows), err
+	})
+	add("SearchInbox type", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		rows, err := SearchInbox(ctx, q, "charge.succeeded")
+		return len(rows), err
+	})
+	add("SearchInbox order", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		p, err := publicID(ctx, q, 2002)
+		if err != nil {
+			return 0, err
+		}
+		rows, err := SearchInbox(ctx, q, p)
+		return len(rows), err
+	})
+	add("OversoldSales", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		rows, err := OversoldSales(ctx, q, 0)
+		return len(rows), err
+	})
+	add("OversoldSales of a register", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		rows, err := OversoldSales(ctx, q, 1)
+		return len(rows), err
+	})
 	return calls
 }
 
@@ -296,8 +351,13 @@ func seedCases(t testing.TB, d *sqlx.DB) {
 		  FROM orders WHERE id % 1000 = 1`, `
 		INSERT INTO provider_events (provider, event_id, type, charge_id, sequence, body, outcome, received_at, deliveries, last_delivery_at)
 		SELECT 'psp', 'evt_' || order_id, 'charge.succeeded', provider_charge_id, 1, '{}', 'applied', created_at, 1, created_at
-		  FROM payments WHERE order_id % 1000 = 2`,
-		`ANALYZE order_disputes`, `ANALYZE compensations`, `ANALYZE provider_events`} {
+		  FROM payments WHERE order_id % 1000 = 2`, `
+		INSERT INTO registers (id, client_id, public_id, name, created_at, updated_at) OVERRIDING SYSTEM VALUE
+		SELECT c, c, 'till-' || c, 'Till ' || c, now(), now() FROM generate_series(1, 4) c`, `
+		INSERT INTO pos_sales (order_id, register_id, sold_at, received_at, oversold_units)
+		SELECT id, client_id, created_at, created_at, CASE WHEN id % 10000 = 3 THEN 1 ELSE 0 END
+		  FROM orders WHERE id % 100 = 3`,
+		`ANALYZE registers`, `ANALYZE pos_sales`, `ANALYZE order_disputes`, `ANALYZE compensations`, `ANALYZE provider_events`} {
 		if _, err := d.Exec(q); err != nil {
 			t.Fatalf("%v\n%s", err, q)
 		}

@@ -90,3 +90,48 @@ func GetOrderRegister(ctx context.Context, db sqlx.QueryerContext, orderID int64
 	r.SoldAt, r.ReceivedAt = r.SoldAt.UTC(), r.ReceivedAt.UTC()
 	return &r, nil
 }
+
+// RegisterSale is a sale of a register: its order, when it happened at the till and when
+// tekrar received it, and how many units it sold beyond the stock tekrar knew of.
+type RegisterSale struct {
+	RegisterID    int64     `db:"register_id"`
+	Register      string    `db:"register"` // the register's public id, the client's own
+	ClientID      int64     `db:"client_id"`
+	ClientName    string    `db:"client_name"`
+	OrderPublicID string    `db:"order_public_id"`
+	Key           string    `db:"key"` // the sale's idempotency key, its identity at the till
+	Status        string    `db:"status"`
+	Amount        int64     `db:"amount"`
+	Currency      string    `db:"currency"`
+	SoldAt        time.Time `db:"sold_at"`
+	ReceivedAt    time.Time `db:"received_at"`
+	OversoldUnits int64     `db:"oversold_units"`
+}
+
+// oversoldLimit bounds the oversold sales page.
+const oversoldLimit = 200
+
+// OversoldSales returns the sales that sold beyond the stock, of every register or of one
+// (registerID > 0), newest first, at most 200. Both read the partial index of oversold
+// sales (migration 00047), which holds only them.
+func OversoldSales(ctx context.Context, db sqlx.QueryerContext, registerID int64) ([]RegisterSale, error) {
+	var rows []RegisterSale
+	if err := sqlx.SelectContext(ctx, db, &rows, `
+		SELECT s.register_id, r.public_id AS register, r.client_id, c.name AS client_name,
+		       o.public_id::text AS order_public_id,
+		       coalesce((SELECT k.key FROM idempotency_keys k WHERE k.order_id = o.id
+		                 UNION ALL SELECT t.key FROM key_tombstones t WHERE t.order_id = o.id LIMIT 1), '') AS key,
+		       o.status, o.amount, o.currency, s.sold_at, s.received_at, s.oversold_units
+		  FROM pos_sales s
+		  JOIN orders o ON o.id = s.order_id
+		  JOIN registers r ON r.id = s.register_id
+		  JOIN clients c ON c.id = r.client_id
+		 WHERE s.oversold_units > 0 AND ($1 = 0 OR s.register_id = $1)
+		 ORDER BY s.order_id DESC LIMIT $2`, registerID, oversoldLimit); err != nil {
+		return nil, fmt.Errorf("oversold sales: %w", err)
+	}
+	for i := range rows {
+		rows[i].SoldAt, rows[i].ReceivedAt = rows[i].SoldAt.UTC(), rows[i].ReceivedAt.UTC()
+	}
+	return rows, nil
+}
