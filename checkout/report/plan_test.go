@@ -216,6 +216,10 @@ func consoleCalls() []consoleCall {
 	}
 	add("ListCompensations all", compensations(CompensationFilter{}))
 	add("ListCompensations settled of a client", compensations(CompensationFilter{State: checkout.CompensationNoCharge, ClientID: 1}))
+	add("OrderPlan with its ledger charges", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		p, err := OrderPlan(ctx, q, 1003) // a plan: see seedCases
+		return len(p.Installments), err
+	})
 	add("Inbox", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
 		rows, _, err := Inbox(ctx, q, "")
 		return len(rows), err
@@ -296,8 +300,11 @@ func seedCases(t testing.TB, d *sqlx.DB) {
 		  FROM orders WHERE id % 1000 = 1`, `
 		INSERT INTO provider_events (provider, event_id, type, charge_id, sequence, body, outcome, received_at, deliveries, last_delivery_at)
 		SELECT 'psp', 'evt_' || order_id, 'charge.succeeded', provider_charge_id, 1, '{}', 'applied', created_at, 1, created_at
-		  FROM payments WHERE order_id % 1000 = 2`,
-		`ANALYZE order_disputes`, `ANALYZE compensations`, `ANALYZE provider_events`} {
+		  FROM payments WHERE order_id % 1000 = 2`, `
+		INSERT INTO installments (order_id, n, amount, due_on, due_at, status, attempts, updated_at)
+		SELECT id, 2, amount, CAST(created_at AS date) + 30, created_at + interval '30 days', 'attention', 2, created_at
+		  FROM orders WHERE id % 1000 = 3`,
+		`ANALYZE order_disputes`, `ANALYZE compensations`, `ANALYZE provider_events`, `ANALYZE installments`} {
 		if _, err := d.Exec(q); err != nil {
 			t.Fatalf("%v\n%s", err, q)
 		}
