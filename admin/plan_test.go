@@ -87,25 +87,7 @@ func TestInstallmentChargedTwiceVerdict(t *testing.T) {
 	if _, err := e.App.Installments.Run(context.Background(), e.Clock.Now().AddDate(0, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
-	// The second installment of the second order: its first attempt's charge went through,
-	// its answer was lost, and the next attempt charged again under its own key.
-	var o struct {
-		ID        int64     `db:"id"`
-		CreatedAt time.Time `db:"created_at"`
-		Intent    []byte    `db:"intent"`
-	}
-	if err := e.DB.Get(&o, `SELECT id, created_at, intent FROM orders WHERE public_id = $1`, twice); err != nil {
-		t.Fatal(err)
-	}
-	again := checkout.InstallmentKey(o.ID, o.CreatedAt, o.Intent, 2, 2)
-	if _, err := e.DB.Exec(`UPDATE installments SET attempts = 2 WHERE order_id = $1 AND n = 2`, o.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.DB.Exec(`
-		INSERT INTO provider_charges (provider, charge_id, charge_key, last_sequence, status, amount, currency, refunded, updated_at)
-		VALUES ('sandbox', 'ch_again', $1, 1, 'succeeded', 100000, 'TRY', 0, now())`, again); err != nil {
-		t.Fatal(err)
-	}
+	chargeInstallmentAgain(t, e, twice, 2)
 
 	for _, c := range []struct {
 		order    string
@@ -164,5 +146,31 @@ func TestInstallmentChargedTwiceVerdict(t *testing.T) {
 	p := b.do("GET", "/admin/orders/"+twice, nil)
 	if got := strings.TrimSpace(p.doc.Find("#plan-verdict .headline").Text()); got != "Installment 2 was charged twice: 2 charges for installment 2, a refund was made." {
 		t.Errorf("after the refund the answer is %q", got)
+	}
+}
+
+// chargeInstallmentAgain makes installment n of order charged twice, as the provider's
+// ledger would hold it: its first attempt's charge went through, its answer was lost, and
+// the next attempt charged again under its own key (ch_again, in provider_charges).
+func chargeInstallmentAgain(t *testing.T, e *apptest.Env, order string, n int) {
+	t.Helper()
+	var o struct {
+		ID        int64     `db:"id"`
+		CreatedAt time.Time `db:"created_at"`
+		Intent    []byte    `db:"intent"`
+		Amount    int64     `db:"amount"`
+	}
+	if err := e.DB.Get(&o, `SELECT o.id, o.created_at, o.intent, i.amount FROM orders o JOIN installments i ON i.order_id = o.id
+		 WHERE o.public_id = $1 AND i.n = $2`, order, n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.DB.Exec(`UPDATE installments SET attempts = 2 WHERE order_id = $1 AND n = $2`, o.ID, n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.DB.Exec(`
+		INSERT INTO provider_charges (provider, charge_id, charge_key, last_sequence, status, amount, currency, refunded, updated_at)
+		VALUES ('sandbox', 'ch_again', $1, 1, 'succeeded', $2, 'TRY', 0, now())`,
+		checkout.InstallmentKey(o.ID, o.CreatedAt, o.Intent, n, 2), o.Amount); err != nil {
+		t.Fatal(err)
 	}
 }
