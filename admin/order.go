@@ -260,14 +260,13 @@ func (a *console) loadOrder(ctx context.Context, publicID string) (orderStory, e
 	}
 	s := orderStory{d: d, charges: charges[id]}
 	s.card = orderCard(d, s.charges)
-	plan, err := checkout.OrderInstallments(ctx, a.Read, id)
+	plan, err := report.OrderPlan(ctx, a.Read, id)
 	if err != nil {
 		return orderStory{}, err
 	}
-	for _, in := range plan {
-		s.card.Installments = append(s.card.Installments, views.InstallmentLine{
-			N: strconv.Itoa(in.N), Amount: money.Format(in.Amount, d.Currency), DueOn: in.DueOn, Status: in.Status,
-			Attempts: strconv.Itoa(in.Attempts), Decline: in.DeclineCode, ChargeID: in.ChargeID, Next: in.NextAttempt})
+	if len(plan.Installments) > 0 {
+		s.card.PlanVerdict, s.card.Installments = planVerdict(plan, d.Currency)
+		s.card.PlanZone = plan.TimeZone
 	}
 	for _, k := range d.Keys {
 		history, err := report.KeyTimeline(ctx, a.Read, k.ClientID, k.Key)

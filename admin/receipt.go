@@ -25,7 +25,7 @@ func (a *console) receiptPage(c *gin.Context) error {
 	}
 	return a.render(c, http.StatusOK, views.ReceiptDetail(views.ReceiptPage{Nav: nav(c, "Receipts"), Line: receiptLine(r),
 		EventID: r.EventID, Subject: r.Subject, MessageID: r.MessageID, Text: r.BodyText, HTML: r.BodyHTML,
-		PreviewHref: "/admin/receipts/" + url.PathEscape(r.EventID) + "/html"}))
+		PreviewHref: "/admin/receipts/" + url.PathEscape(r.EventID) + "/html", ClientZone: receipts.ClientZone(r.ClientTimeZone)}))
 }
 
 // receiptPreview serves a receipt's stored HTML, what the customer's mail client shows, as

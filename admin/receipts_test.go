@@ -15,6 +15,7 @@ import (
 	"github.com/tekrar/tekrar/admin"
 	"github.com/tekrar/tekrar/checkout/receipts"
 	"github.com/tekrar/tekrar/internal/apptest"
+	"github.com/tekrar/tekrar/views"
 )
 
 // recordReceipt makes the receipt of an order.paid event as the outbox's handler would,
@@ -182,5 +183,38 @@ func TestRefusedReceiptsPage(t *testing.T) {
 	}
 	if other := b.do("GET", "/admin/receipts?state=refused&client=999999", nil); other.doc.Find("table.receipts tbody tr").Length() != 0 {
 		t.Error("another client's filter lists the refused receipt")
+	}
+}
+
+// A receipt of a client in Istanbul writes its times on Istanbul's clocks, named, and its
+// console page shows the receipt's times in the same zone, whatever the operator's own:
+// the page reads as the customer's message does.
+func TestReceiptPageInTheClientsZone(t *testing.T) {
+	e := apptest.New(t)
+	if _, err := e.DB.Exec(`UPDATE clients SET time_zone = 'Europe/Istanbul' WHERE id = $1`, e.ClientID); err != nil {
+		t.Fatal(err)
+	}
+	b := actSignIn(t, e, "viewer@example.com", admin.RoleViewer)
+	order := pay(t, e, payment{key: "rcpt-ist", item: "Simit", amount: 1500, email: "ayse@example.com"})
+	ev := recordReceipt(t, e, order)
+	var paid, made time.Time
+	if err := e.DB.Get(&paid, `SELECT p.created_at FROM payments p JOIN orders o ON o.id = p.order_id WHERE o.public_id = $1`, order); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DB.Get(&made, `SELECT created_at FROM receipts WHERE event_id = $1`, ev); err != nil {
+		t.Fatal(err)
+	}
+	istanbul, _ := time.LoadLocation("Europe/Istanbul")
+	p := b.do("GET", "/admin/receipts/"+ev, nil)
+	text := p.doc.Find("pre.receipt-text").First().Text()
+	if want := paid.In(istanbul).Format("2 January 2006 15:04") + " Europe/Istanbul"; !strings.Contains(text, want) {
+		t.Errorf("the receipt's text does not say %q:\n%s", want, text)
+	}
+	if strings.Contains(text, " UTC") {
+		t.Errorf("the receipt's text writes UTC:\n%s", text)
+	}
+	shown := strings.Join(strings.Fields(p.doc.Find("dl.facts dd time").First().Text()), " ")
+	if want := made.In(istanbul).Format(views.TimeLayout) + " Europe/Istanbul"; shown != want {
+		t.Errorf("the page shows the receipt made at %q, want %q", shown, want)
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/tekrar/tekrar/checkout/calendar"
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/problem"
@@ -123,20 +121,6 @@ func (r installmentRow) view() InstallmentView {
 		v.PaidAt = &t
 	}
 	return v
-}
-
-// OrderInstallments returns the plan of order id (its internal id), first to last; none for
-// an order paid at once. The console's order page shows it.
-func OrderInstallments(ctx context.Context, db sqlx.QueryerContext, id int64) ([]InstallmentView, error) {
-	rows, err := loadInstallments(ctx, db, id)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]InstallmentView, len(rows))
-	for i, r := range rows {
-		out[i] = r.view()
-	}
-	return out, nil
 }
 
 // withInstallments reads the plan of order id into v, if it has one.

@@ -646,7 +646,7 @@ func RefundConfirmPage(v ConfirmView, amount, currency, reason, confirmID string
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 48, ") to refund it anyway <input name=\"confirm\" inputmode=\"numeric\" autocomplete=\"off\" required value=\"\"></label>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 48, ") to refund it anyway <input name=\"confirm\" autocapitalize=\"off\" autocomplete=\"off\" spellcheck=\"false\" required value=\"\"></label>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

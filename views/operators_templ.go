@@ -62,7 +62,7 @@ func OperatorsList(p OperatorsPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "<p>Operators are created, and their passwords reset, with <code>tekrar operators create</code>. A reset ends the operator's sessions.</p><table class=\"operators\"><thead><tr><th>Email</th><th>Role</th><th>Open sessions</th><th>Last sign-in</th><th></th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "<p>Operators are created, and their passwords reset, with <code>tekrar operators create</code>. A reset ends the operator's sessions.</p><table class=\"operators\"><thead><tr><th>Email</th><th>Role</th><th>Open sessions</th><th>Last sign-in</th><th><span class=\"visually-hidden\">Actions</span></th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -10,13 +10,13 @@ import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
 // ReceiptMail is what a customer's e-mail receipt says. Amounts are written already
-// ("49.90 TRY"); times are UTC, since the customer's zone is not known.
+// ("49.90 TRY"); times are written in the merchant's (the client's) zone, named.
 type ReceiptMail struct {
 	Refund   bool   // a refund receipt; else a payment receipt
 	Merchant string // the client's name
 	OrderID  string // the order's public id
 	RefundID string // the refund's public id, on a refund receipt
-	When     string // when it was paid or refunded, UTC
+	When     string // when it was paid or refunded, in the client's zone with its name
 	Items    []ReceiptItem
 	Total    string // what the order cost
 	Refunded string // on a refund receipt: this refund's amount

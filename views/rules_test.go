@@ -47,3 +47,36 @@ func TestViewsNeverQuery(t *testing.T) {
 		t.Fatal("no view source found")
 	}
 }
+
+// TestOrderIDFieldsTakeText: a field that takes an order's public id (ord_…) must bring up
+// a phone's keyboard, not its number pad: no inputmode="numeric" or "decimal", no
+// type="number". Before, the key search's Order id and the refund's typed confirmation of
+// the order's id did.
+func TestOrderIDFieldsTakeText(t *testing.T) {
+	files, err := filepath.Glob("*.templ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, name := range files {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tag := range strings.SplitAfter(string(src), "<input")[1:] {
+			tag = tag[:strings.Index(tag, ">")+1]
+			if !strings.Contains(tag, `name="order"`) && !strings.Contains(tag, `name="confirm"`) {
+				continue
+			}
+			n++
+			for _, bad := range []string{`inputmode="numeric"`, `inputmode="decimal"`, `type="number"`} {
+				if strings.Contains(tag, bad) {
+					t.Errorf("%s: an order id field has %s: <input%s", name, bad, tag)
+				}
+			}
+		}
+	}
+	if n < 4 {
+		t.Fatalf("found %d order id fields; the test no longer finds them", n)
+	}
+}

@@ -294,9 +294,9 @@ func Schedule(p SchedulePage) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var10 string
-					templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(r.Trigger)
+					templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(triggerText(r.Trigger))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/schedule.templ`, Line: 92, Col: 19}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/schedule.templ`, Line: 92, Col: 32}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
 					if templ_7745c5c3_Err != nil {
@@ -473,6 +473,18 @@ func runOutcome(r ScheduleRunLine) templ.Component {
 		}
 		return nil
 	})
+}
+
+// triggerText says who started a run: a tick of the schedule, or an operator's command
+// (`tekrar sweep`, `tekrar installments run`).
+func triggerText(trigger string) string {
+	switch trigger {
+	case "schedule":
+		return "scheduled"
+	case "hand":
+		return "manual (command)"
+	}
+	return trigger
 }
 
 var _ = templruntime.GeneratedTemplate

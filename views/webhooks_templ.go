@@ -380,7 +380,7 @@ func WebhookDeliveries(ds []WebhookDeliveryLine, showEndpoint bool) templ.Compon
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "<th>State</th><th>Attempts</th><th>Last</th><th>Next attempt</th><th>Finished</th><th>Action</th></tr></thead> <tbody>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "<th>State</th><th>Attempts</th><th>Last</th><th>Next attempt</th><th>Finished</th><th><span class=\"visually-hidden\">Actions</span></th></tr></thead> <tbody>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -104,3 +104,48 @@ func TestAPaidInstallmentHasItsReceipt(t *testing.T) {
 		t.Errorf("the HTML does not say the installment:\n%s", html)
 	}
 }
+
+// TestReceiptTimesInTheClientsZone: a client in Istanbul (UTC+3) has its receipts write
+// their times on its own clocks, with the zone named, in the text and the HTML: an
+// installment paid at 09:30 UTC was paid at 12:30 in Istanbul. Before, the receipt said
+// "09:30 UTC", which the shop's customers read as the wrong time.
+func TestReceiptTimesInTheClientsZone(t *testing.T) {
+	f := newFixture(t)
+	client := f.client("Istanbul Shop")
+	if _, err := f.db.Exec(`UPDATE clients SET time_zone = 'Europe/Istanbul' WHERE id = $1`, client); err != nil {
+		t.Fatal(err)
+	}
+	order := f.installmentOrder(client, "ayse@example.com")
+	h := &Handler{Recorder: &Recorder{From: testFrom, Now: func() time.Time { return testNow }}}
+	paid := outbox.Event{ID: eventID(), Type: outbox.InstallmentPaid,
+		Payload: []byte(`{"order":"` + order + `","status":"paid","installment":{"n":2,"count":3,"amount":30000}}`)}
+	tx, err := f.db.DB.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if err := h.HandleEvent(context.Background(), tx, paid); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var text, html string
+	if err := f.db.QueryRow(`SELECT body_text, body_html FROM receipts WHERE event_id = $1`, paid.ID).Scan(&text, &html); err != nil {
+		t.Fatal(err)
+	}
+	const want = "on 4 January 2027 12:30 Europe/Istanbul"
+	if !strings.Contains(text, want) || !strings.Contains(html, want) {
+		t.Errorf("the receipt does not say %q:\n%s\n%s", want, text, html)
+	}
+	if strings.Contains(text, "UTC") || strings.Contains(text, "09:30") {
+		t.Errorf("the receipt still writes UTC:\n%s", text)
+	}
+	r, err := Get(context.Background(), f.db, paid.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ClientTimeZone != "Europe/Istanbul" || ClientZone(r.ClientTimeZone).String() != "Europe/Istanbul" {
+		t.Errorf("the receipt's client zone is %q", r.ClientTimeZone)
+	}
+}

@@ -76,4 +76,7 @@ type Receipt struct {
 	RefusedReason *string    `db:"refused_reason"`
 	CreatedAt     time.Time  `db:"created_at"`
 	SentAt        *time.Time `db:"sent_at"`
+	// ClientTimeZone is the client's IANA zone, in which the console shows the receipt's
+	// times, as the receipt itself writes them.
+	ClientTimeZone string `db:"client_time_zone"`
 }

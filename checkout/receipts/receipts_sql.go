@@ -26,6 +26,7 @@ type orderFacts struct {
 	CardBrand  string
 	CardLast4  string
 	PaidAt     sql.NullTime
+	TimeZone   string // the client's IANA zone: the receipt's times are written in it
 }
 
 // errUnusable: the event cannot have a receipt, now or on any retry (an order or refund
@@ -37,12 +38,13 @@ func loadOrder(ctx context.Context, tx *sql.Tx, publicID string) (orderFacts, er
 	var o orderFacts
 	err := tx.QueryRowContext(ctx, `
 		SELECT o.id, o.public_id, o.client_id, c.name, o.amount, o.currency, CAST(o.items AS text),
-		       coalesce(o.customer_email, ''), coalesce(p.card_brand, ''), coalesce(p.card_last4, ''), p.created_at
+		       coalesce(o.customer_email, ''), coalesce(p.card_brand, ''), coalesce(p.card_last4, ''), p.created_at,
+		       c.time_zone
 		  FROM orders o
 		  JOIN clients c ON c.id = o.client_id
 		  LEFT JOIN payments p ON p.order_id = o.id AND p.status = 'succeeded'
 		 WHERE o.public_id = $1`, publicID).Scan(&o.ID, &o.PublicID, &o.ClientID, &o.ClientName, &o.Amount,
-		&o.Currency, &o.Items, &o.Email, &o.CardBrand, &o.CardLast4, &o.PaidAt)
+		&o.Currency, &o.Items, &o.Email, &o.CardBrand, &o.CardLast4, &o.PaidAt, &o.TimeZone)
 	if errors.Is(err, sql.ErrNoRows) {
 		return o, fmt.Errorf("order %q: no such order: %w", publicID, errUnusable)
 	}
@@ -134,7 +136,7 @@ func insertReceipt(ctx context.Context, tx *sql.Tx, r newReceipt) (int64, error)
 
 const receiptColumns = `r.id, r.event_id, o.public_id AS order_public_id, r.client_id, c.name AS client_name, r.kind,
 	r.recipient, r.subject, r.message_id, r.body_text, r.body_html, r.state, r.attempts, r.last_error,
-	r.refused_reason, r.created_at, r.sent_at`
+	r.refused_reason, r.created_at, r.sent_at, c.time_zone AS client_time_zone`
 
 const receiptFrom = ` FROM receipts r JOIN orders o ON o.id = r.order_id JOIN clients c ON c.id = r.client_id `
 

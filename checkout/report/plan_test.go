@@ -216,6 +216,10 @@ func consoleCalls() []consoleCall {
 	}
 	add("ListCompensations all", compensations(CompensationFilter{}))
 	add("ListCompensations settled of a client", compensations(CompensationFilter{State: checkout.CompensationNoCharge, ClientID: 1}))
+	add("OrderPlan with its ledger charges", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		p, err := OrderPlan(ctx, q, 1003) // a plan: see seedCases
+		return len(p.Installments), err
+	})
 	add("Inbox", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
 		rows, _, err := Inbox(ctx, q, "")
 		return len(rows), err
@@ -356,8 +360,11 @@ func seedCases(t testing.TB, d *sqlx.DB) {
 		SELECT c, c, 'till-' || c, 'Till ' || c, now(), now() FROM generate_series(1, 4) c`, `
 		INSERT INTO pos_sales (order_id, register_id, sold_at, received_at, oversold_units)
 		SELECT id, client_id, created_at, created_at, CASE WHEN id % 10000 = 3 THEN 1 ELSE 0 END
-		  FROM orders WHERE id % 100 = 3`,
-		`ANALYZE registers`, `ANALYZE pos_sales`, `ANALYZE order_disputes`, `ANALYZE compensations`, `ANALYZE provider_events`} {
+		  FROM orders WHERE id % 100 = 3`, `
+		INSERT INTO installments (order_id, n, amount, due_on, due_at, status, attempts, updated_at)
+		SELECT id, 2, amount, CAST(created_at AS date) + 30, created_at + interval '30 days', 'attention', 2, created_at
+		  FROM orders WHERE id % 1000 = 3`,
+		`ANALYZE registers`, `ANALYZE pos_sales`, `ANALYZE order_disputes`, `ANALYZE compensations`, `ANALYZE provider_events`, `ANALYZE installments`} {
 		if _, err := d.Exec(q); err != nil {
 			t.Fatalf("%v\n%s", err, q)
 		}

@@ -12,11 +12,13 @@ import (
 	"github.com/tekrar/tekrar/checkout/psp"
 	"github.com/tekrar/tekrar/internal/app"
 	"github.com/tekrar/tekrar/internal/config"
+	"github.com/tekrar/tekrar/internal/schedule"
 )
 
 // installmentsRunCmd charges the installments due now (or --at) once, as the scheduler's
-// job does. It takes no lock: two runs at once, or a run after one killed half way, charge
-// each installment once (see package checkout/installments).
+// job does, and records the run as the scheduled ones are (trigger hand). It takes no lock:
+// two runs at once, or a run after one killed half way, charge each installment once (see
+// package checkout/installments).
 func installmentsRunCmd(e env) *cobra.Command {
 	var cfg config.Server
 	var at string
@@ -48,10 +50,17 @@ func runInstallments(ctx context.Context, e env, cfg config.Server, atText strin
 		provider = psp.NewSandbox(pool, psp.SandboxOptions{Now: clock})
 	}
 	charger := installments.New(pool, provider, app.InstallmentsConfig(cfg, clock, app.CrashHook(cfg, logger)), logger)
-	res, err := charger.Run(ctx, at)
+	// Recorded as the scheduled runs are, so that the console's Schedule page lists it beside
+	// them, but without the task's lock: a run by hand beside a scheduled one charges each
+	// installment once all the same.
+	sched, err := schedule.New(pool.DB, schedule.Config{Logger: logger}, app.InstallmentsTask(charger))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "installments due at %s: %s\n", at.UTC().Format(time.RFC3339), res)
+	run, err := sched.RunByHand(ctx, "installments", at)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "installments due at %s: %s\n", at.UTC().Format(time.RFC3339), run.Summary)
 	return nil
 }

@@ -20,12 +20,7 @@ import (
 // (docs/scheduled.md). A part of tekrar with periodic work adds its schedule.Task here.
 func tasks(cfg config.Server, charger *installments.Charger, sw *sweeper.Sweeper, settler *settlement.Settler, rc *reconcile.Reconciler) []schedule.Task {
 	ts := []schedule.Task{SweepTask(cfg, sw),
-		// Installments fall due when a day begins in their client's zone; a pass with nothing
-		// due is one indexed query (docs/installments.md).
-		{Name: "installments", Every: InstallmentsEvery, Run: func(ctx context.Context, now time.Time) (string, error) {
-			res, err := charger.Run(ctx, now)
-			return res.String(), err
-		}},
+		InstallmentsTask(charger),
 		// A business day is settled once it has ended in its client's zone, and a grace after
 		// (docs/settlement.md).
 		{Name: "settle", Every: SettleEvery, Run: settler.SettleDue},
@@ -46,6 +41,16 @@ const (
 	InstallmentsEvery = 5 * time.Minute
 	SettleEvery       = 15 * time.Minute
 )
+
+// InstallmentsTask is the installment charger as a task: installments fall due when a day
+// begins in their client's zone, and a pass with nothing due is one indexed query
+// (docs/installments.md). `tekrar installments run` runs the same task by hand.
+func InstallmentsTask(charger *installments.Charger) schedule.Task {
+	return schedule.Task{Name: "installments", Every: InstallmentsEvery, Run: func(ctx context.Context, now time.Time) (string, error) {
+		res, err := charger.Run(ctx, now)
+		return res.String(), err
+	}}
+}
 
 // SweepTask is the key sweeper as a task: every TEKRAR_SWEEP_INTERVAL, a pass as of the
 // tick. `tekrar sweep` runs the same task by hand.

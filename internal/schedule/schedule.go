@@ -206,7 +206,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
 		// A task of another version of tekrar, or one no longer registered.
 		return river.JobCancel(fmt.Errorf("schedule: no task %q in this process", job.Args.Task))
 	}
-	r, err := w.s.run(ctx, t, job.Args.At, &job.ID, job.Attempt)
+	r, err := w.s.run(ctx, t, job.Args.At, &job.ID, job.Attempt, false)
 	switch {
 	case err != nil:
 		w.s.logger.Warn("scheduled task failed", "task", t.Name, "at", job.Args.At, "run_id", r.ID, "err", err)
