@@ -1,7 +1,6 @@
 package admin_test
 
 import (
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,24 +12,6 @@ import (
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/config"
 )
-
-// axeViolations runs axe-core (vendored in testdata/axe, from npm, with its licence) on the
-// page shown and returns each violation as "rule: how many nodes".
-func (c *chrome) axeViolations() []string {
-	c.t.Helper()
-	src, err := os.ReadFile("testdata/axe/axe.min.js")
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.step("load axe", chromedp.Evaluate[chromedp.Void](string(src)))
-	out, err := chromedp.Run(c.ctx, chromedp.Evaluate[[]string](`axe.run(document, {resultTypes: ["violations"]}).then(r =>
-		r.violations.map(v => v.id + ": " + v.nodes.length + " node(s), " + v.nodes.map(n => n.target.join(" ")).slice(0, 3).join("; ")))`,
-		chromedp.EvalAwaitPromise))
-	if err != nil {
-		c.t.Fatalf("axe on %s: %v", c.location(), err)
-	}
-	return out
-}
 
 // The complaint "a merchant never got order.paid for order X", walked from the console's
 // home as an operator with the order's id: Events, the order's events, the event's
@@ -91,7 +72,7 @@ func TestMissedWebhookComplaintInABrowser(t *testing.T) {
 		}
 		for _, p := range pages {
 			c.open(p)
-			for _, v := range c.axeViolations() {
+			for _, v := range c.axe() {
 				t.Errorf("axe, %s at %s size: %s", p, size, v)
 			}
 		}

@@ -3,7 +3,6 @@ package admin_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,30 +15,6 @@ import (
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/config"
 )
-
-// planAxeViolations runs axe-core (admin/testdata/axe, MPL-2.0) on the page the browser
-// shows and returns its violations, one line each: rule, impact and the first elements.
-func (c *chrome) planAxeViolations() []string {
-	c.t.Helper()
-	src, err := os.ReadFile("testdata/axe/axe.min.js")
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
-	defer cancel()
-	out, err := chromedp.Run(ctx, chromedp.Evaluate[string](string(src)+`;
-		axe.run(document).then(r => JSON.stringify(r.violations.map(v =>
-			v.id + " (" + v.impact + "): " + v.nodes.slice(0, 3).map(n => n.target.join(" ")).join(", "))))`,
-		chromedp.EvalAwaitPromise))
-	if err != nil {
-		c.t.Fatalf("axe on %s: %v", c.location(), err)
-	}
-	var v []string
-	if err := json.Unmarshal([]byte(out), &v); err != nil {
-		c.t.Fatal(err)
-	}
-	return v
-}
 
 // "Was my installment charged twice?", in Chromium, for a client in Istanbul: from the
 // console's home to the plan's answer in 3 clicks (Orders, Search with the customer's id,
@@ -113,7 +88,7 @@ func TestInstallmentVerdictInABrowser(t *testing.T) {
 		}
 		for _, page := range pages {
 			c.open(page)
-			if v := c.planAxeViolations(); len(v) != 0 {
+			if v := c.axe(); len(v) != 0 {
 				t.Errorf("axe on %s (%s): %d violations:\n%s", page, size, len(v), strings.Join(v, "\n"))
 			}
 			if size == "phone" && page == pages[0] {
