@@ -62,6 +62,10 @@ func TestInstallmentVerdictInABrowser(t *testing.T) {
 	c.step("search the customer's orders",
 		chromedp.SendKeys(chromedp.CSS(`form.filters input[name=customer]`), "cus_sofa"),
 		chromedp.Click(chromedp.CSS(`form.filters button[type=submit]`)),
+		// The list showed the order before the search too: wait for htmx to have swapped
+		// the results in (it pushes the search's URL after the swap), or the click below
+		// can land on a row being replaced.
+		chromedp.Poll[chromedp.Void](`location.search.includes("customer=cus_sofa")`),
 		chromedp.WaitVisible(chromedp.CSS(`#results a[href="/admin/orders/`+order+`"]`)))
 	clicks++
 	c.follow(`#results a[href="/admin/orders/` + order + `"]`)
