@@ -53,13 +53,15 @@ type EventDelivery struct {
 const orderEventsLimit = 200
 
 // orderEventsSQL reads an order's events ($1) in the order's sequence (outbox_events_order_idx),
-// with their dispatch jobs as outboxSQL finds them.
+// with their dispatch jobs as outboxSQL finds them (OFFSET 0: see there).
 const orderEventsSQL = `
 SELECT e.id, e.type, (e.payload->>'sequence')::bigint AS sequence, e.created_at, j.state::text AS job_state
   FROM outbox_events e
   LEFT JOIN LATERAL (
-      SELECT state FROM river_job
-       WHERE kind = 'outbox_dispatch' AND args @> jsonb_build_object('event_id', e.id)
+      SELECT state FROM (
+          SELECT id, state FROM river_job
+           WHERE kind = 'outbox_dispatch' AND args @> jsonb_build_object('event_id', e.id)
+          OFFSET 0) jobs
        ORDER BY id DESC LIMIT 1) j ON true
  WHERE e.order_id = $1
  ORDER BY (e.payload->>'sequence')::bigint NULLS FIRST, e.created_at, e.id

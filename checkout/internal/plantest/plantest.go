@@ -80,6 +80,35 @@ func SeqScans(plan any) []string {
 	return out
 }
 
+// Discarded is, per relation, how many rows the nodes of an executed plan (EXPLAIN
+// (ANALYZE, FORMAT JSON)) read and then threw away by a filter, times their loops. An index
+// scan is no Seq Scan and can still read a whole table: one ordered by another index that
+// stops at its LIMIT only after discarding every row before the match, say, once per row of
+// an outer loop.
+func Discarded(plan any) map[string]float64 {
+	out := map[string]float64{}
+	var walk func(any)
+	walk = func(v any) {
+		switch p := v.(type) {
+		case map[string]any:
+			if rel, ok := p["Relation Name"].(string); ok {
+				removed, _ := p["Rows Removed by Filter"].(float64)
+				loops, _ := p["Actual Loops"].(float64)
+				out[rel] += removed * max(loops, 1)
+			}
+			for _, c := range p {
+				walk(c)
+			}
+		case []any:
+			for _, c := range p {
+				walk(c)
+			}
+		}
+	}
+	walk(plan)
+	return out
+}
+
 // End is the newest instant of the plan test's data: keys arrive over the ten days
 // before it.
 var End = time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
