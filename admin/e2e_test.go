@@ -176,6 +176,8 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`form.filters input[name=email]`), s.customerEmail),
 		chromedp.SendKeys(chromedp.CSS(`form.filters input[name=amount]`), s.customerAmount),
 		chromedp.Click(chromedp.CSS(`form.filters button[type=submit]`)),
+		// Wait for htmx to have swapped the results in: it pushes the search's URL after.
+		chromedp.Poll[chromedp.Void](`location.search.includes("amount=")`),
 		chromedp.WaitVisible(chromedp.CSS(`#results article.pair`)),
 	)
 	if same, _ := chromedp.Run(c.ctx, chromedp.Evaluate[bool](`window.e2eSamePage === true`)); !same {

@@ -84,7 +84,9 @@ func TestTimeZoneInABrowser(t *testing.T) {
 			f.to.value = `+strconv.Quote(to.Format("2006-01-02T15:04"))+`;
 		}`),
 		chromedp.Click(chromedp.CSS(`form.filters button[type=submit]`)),
-		chromedp.Sleep(300*time.Millisecond),
+		// The results of the search before are on the page already: wait for htmx to
+		// have swapped this one's in (it pushes the search's URL after the swap).
+		chromedp.Poll[chromedp.Void](`new URLSearchParams(location.search).get("from") === `+strconv.Quote(from.Format("2006-01-02T15:04"))),
 		chromedp.WaitVisible(chromedp.CSS(`#results`)),
 	)
 	if n := c.count(`#results table.orders a[href="/admin/orders/` + id + `"]`); n != 1 {
