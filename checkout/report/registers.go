@@ -113,7 +113,7 @@ const oversoldLimit = 200
 
 // OversoldSales returns the sales that sold beyond the stock, of every register or of one
 // (registerID > 0), newest first, at most 200. Both read the partial index of oversold
-// sales (migration 00047), which holds only them.
+// sales (migration 00046), which holds only them.
 func OversoldSales(ctx context.Context, db sqlx.QueryerContext, registerID int64) ([]RegisterSale, error) {
 	var rows []RegisterSale
 	if err := sqlx.SelectContext(ctx, db, &rows, `

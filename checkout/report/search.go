@@ -3,7 +3,7 @@ package report
 // The console's one search box: whatever an operator pastes (an order's or a refund's id, a
 // key, a charge, a customer, a card's last four digits, an amount, a provider event) finds
 // the orders it names. See report.go for the conventions: parameters only, and every kind's
-// query reads an index (migration 00047 added the ones it lacked).
+// query reads an index (migration 00046 added the ones it lacked).
 
 import (
 	"context"
