@@ -2,6 +2,8 @@ package admin_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -15,9 +17,13 @@ import (
 	"github.com/tekrar/tekrar/checkout/calendar"
 	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/checkout/inbox"
+	"github.com/tekrar/tekrar/checkout/psp"
+	"github.com/tekrar/tekrar/checkout/reconcile"
 	"github.com/tekrar/tekrar/checkout/settlement"
+	"github.com/tekrar/tekrar/internal/app"
 	"github.com/tekrar/tekrar/internal/apptest"
 	"github.com/tekrar/tekrar/internal/config"
+	"github.com/tekrar/tekrar/internal/schedule"
 )
 
 // everyPage is a console with something on every page: the fill-ins for the routes'
@@ -37,8 +43,9 @@ type everyPage struct {
 // a decline, a kiosk's expiring keys and a sweep), the missed webhook (outbox events, a
 // failing delivery), the search's orders (a refund, an inbox event, a product and a
 // register's oversold sale, one key of two clients), an installment plan charged twice, a
-// dispute, a compensation, a dead letter, a receipt, a settled day, a key that needs
-// attention and an expired one.
+// dispute, a compensation, a dead letter, a receipt, a settled day, a reconciliation's
+// refund of an orphan charge, a run of each scheduled task, a refund made in the console, a
+// key that needs attention and an expired one.
 func seedEveryPage(t *testing.T, e *apptest.Env, operator string) everyPage {
 	t.Helper()
 	ctx := context.Background()
@@ -82,10 +89,35 @@ func seedEveryPage(t *testing.T, e *apptest.Env, operator string) everyPage {
 		t.Fatal(err)
 	}
 
-	// A key the provider could not answer for (what Release is for), and one past its expiry.
+	// A key the provider could not answer for (what Release is for).
 	actOrder(t, e, "k-every-attention", 2500)
 	exec(`UPDATE idempotency_keys SET state = 'needs_attention', attention_reason = 'provider unreachable for 1h0m0s',
 		response_status = NULL, response_body = NULL, response_headers = NULL WHERE client_id = $1 AND key = 'k-every-attention'`, e.ClientID)
+
+	// A charge of no order, refunded by reconciliation (its run, its finding, its audit
+	// entry), as TestReconciliationPageShowsOrphanCharges makes one; a run of every other
+	// scheduled task, for the Schedule page; and a refund an admin made in the console.
+	sb := psp.NewSandbox(e.DB, psp.SandboxOptions{})
+	if _, err := sb.Charge(ctx, psp.ChargeRequest{Key: "stray-every", Amount: 1234, Currency: "TRY", CardToken: psp.TokenVisa,
+		Description: "lost order"}); err != nil {
+		t.Fatal(err)
+	}
+	rc := reconcile.New(e.DB, sb, e.App.Service, app.ReconcileConfig(e.Config, e.Clock.Now, nil, false), slog.New(slog.DiscardHandler))
+	if res, err := rc.Run(ctx, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil || res.RefundsMade != 1 {
+		t.Fatalf("reconcile: %+v %v", res, err)
+	}
+	for _, task := range []string{"sweep", "settle", "reconcile"} {
+		if _, err := e.App.Scheduler.RunNow(ctx, task); err != nil && !errors.Is(err, schedule.ErrNoTask) {
+			t.Fatalf("run %s: %v", task, err)
+		}
+	}
+	refunder := actSignIn(t, e, "refunds@example.com", admin.RoleAdmin)
+	refund := "/admin/orders/" + p.shop.tap2 + "/refund"
+	if r := refunder.do("POST", refund, actForm(t, refunder.do("GET", refund, nil), refund, "reason", "double tap")); r.status != http.StatusSeeOther {
+		t.Fatalf("refund in the console: %d %s", r.status, r.body)
+	}
+
+	// A key past its expiry, which the sweep above did not see.
 	p.expired = "k-every-expired"
 	actOrder(t, e, p.expired, 1500)
 	exec(`UPDATE idempotency_keys SET expires_at = $2 WHERE client_id = $1 AND key = $3`, e.ClientID, e.Clock.Now().Add(-time.Minute), p.expired)
