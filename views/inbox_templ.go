@@ -173,7 +173,7 @@ func Inbox(p InboxPage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "<table class=\"dead-letters\"><thead><tr><th>Received</th><th>Event (webhook-id)</th><th>Reason</th><th>Detail</th><th>Body</th><th>Deliveries</th><th>Last delivery</th><th>State</th><th></th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "<table class=\"dead-letters\"><thead><tr><th>Received</th><th>Event (webhook-id)</th><th>Reason</th><th>Detail</th><th>Body</th><th>Deliveries</th><th>Last delivery</th><th>State</th><th><span class=\"visually-hidden\">Actions</span></th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -578,7 +578,7 @@ func inboxEvents(p InboxPage) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 49, "</dd></dl><form class=\"filters\" method=\"get\" action=\"/admin/inbox\" role=\"search\"><label>Event id, type or order <input type=\"search\" name=\"q\" value=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 49, "</dd></dl><form class=\"filters\" method=\"get\" action=\"/admin/inbox\" role=\"search\" aria-label=\"Inbox\"><label>Event id, type or order <input type=\"search\" name=\"q\" value=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
