@@ -111,6 +111,7 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	reads.GET("/orders/pair", h(c.orderPair))
 	reads.GET("/orders/:id", h(c.order))
 	reads.GET("/inbox", h(c.inbox))
+	reads.GET("/inbox.csv", h(c.inboxCSV))
 	reads.GET("/disputes", h(c.disputes))
 	reads.GET("/compensations", h(c.compensations))
 	reads.GET("/reconciliation", h(c.reconciliation))
@@ -125,6 +126,8 @@ func Register(g *gin.RouterGroup, d Deps) (noRoute gin.HandlerFunc) {
 	reads.GET("/events", h(c.outboxEvents))
 	reads.GET("/search", h(c.search))
 	reads.GET("/registers/oversold", h(c.oversoldSales))
+	// An endpoint's page reads the primary (below); its export, a read only, the reader.
+	reads.GET("/webhooks/:id/deliveries.csv", h(c.endpointDeliveriesCSV))
 	// Read on the primary: the console's own tables, the scheduler's and the deliveries'.
 	authed.GET("/audit", h(c.audit))
 	authed.GET("/schedule", h(c.schedulePage))

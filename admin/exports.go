@@ -16,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tekrar/tekrar/checkout"
+	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/views"
 )
@@ -186,6 +187,64 @@ func (a *console) historyCSV(c *gin.Context, filename string, kinds []string) er
 				if err := emit([]string{csvTime(e.At), e.Kind, itoa(e.ClientID), e.ClientName, e.Key,
 					csvText(e.OrderPublicID), e.RequestID, e.RemoteAddr, e.UserAgent, l.Status, l.StoredFP, l.SentFP,
 					strings.Join(l.Differs, "; "), l.StoredLine, l.SentLine, l.Note}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
+var deliveriesHeader = []string{"endpoint_id", "event_id", "event_type", "order_id", "state", "attempts", "created_at_utc",
+	"last_attempt_at_utc", "last_outcome", "last_status", "next_attempt_at_utc", "finished_at_utc"}
+
+// endpointDeliveriesCSV exports every delivery to a webhook endpoint, newest first: its
+// page shows the latest, with their attempts; the file has one line per delivery, its state
+// worded as the page words it and its last attempt's outcome.
+func (a *console) endpointDeliveriesCSV(c *gin.Context) error {
+	ctx := c.Request.Context()
+	id := c.Param("id")
+	if !deliveries.ValidEndpointID(id) {
+		return deliveries.ErrEndpointNotFound
+	}
+	list := func(ctx context.Context, p report.Page) ([]report.EndpointDelivery, report.Page, error) {
+		return report.EndpointDeliveries(ctx, a.Read, id, p)
+	}
+	return exportCSV(c, "deliveries-"+id+".csv", deliveriesHeader, func(emit func([]string) error) error {
+		return report.EachPage(ctx, list, func(rows []report.EndpointDelivery) error {
+			for _, d := range rows {
+				last := lastOutcome(d.LastStatus, d.LastError)
+				if d.Attempts == 0 {
+					last = ""
+				}
+				if err := emit([]string{id, d.EventID, d.EventType, csvText(d.OrderPublicID), deliveryState(d.State, d.Attempts),
+					strconv.Itoa(d.Attempts), csvTime(d.CreatedAt), csvTimePtr(d.LastAttemptAt), last, csvInt(d.LastStatus),
+					csvTimePtr(d.NextAttemptAt), csvTimePtr(d.FinishedAt)}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
+var inboxHeader = []string{"received_at_utc", "provider", "event_id", "type", "charge_id", "order_id", "sequence", "outcome",
+	"deliveries", "last_delivery_at_utc"}
+
+// inboxCSV exports every provider event the inbox's filter selects (?q= its search, else
+// ?charge=), newest first; the dead letters, a list of their own, are not in it.
+func (a *console) inboxCSV(c *gin.Context) error {
+	ctx := c.Request.Context()
+	f := report.InboxFilter{Charge: strings.TrimSpace(c.Query("charge")), Query: strings.TrimSpace(c.Query("q"))}
+	list := func(ctx context.Context, p report.Page) ([]report.InboxEvent, report.Page, error) {
+		return report.InboxEvents(ctx, a.Read, f, p)
+	}
+	return exportCSV(c, "inbox.csv", inboxHeader, func(emit func([]string) error) error {
+		return report.EachPage(ctx, list, func(rows []report.InboxEvent) error {
+			for _, r := range rows {
+				if err := emit([]string{csvTime(r.ReceivedAt), r.Provider, r.ID, r.Type, csvText(r.ChargeID),
+					csvText(r.OrderPublicID), csvInt(r.Sequence), r.Outcome, strconv.Itoa(r.Deliveries),
+					csvTime(r.LastDeliveryAt)}); err != nil {
 					return err
 				}
 			}

@@ -48,6 +48,29 @@ func TestListExports(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if _, err := e.DB.Exec(`
+		INSERT INTO provider_events (provider, event_id, type, charge_id, sequence, body, outcome, received_at, deliveries, last_delivery_at)
+		VALUES ('psp', 'evt_a1', 'charge.succeeded', 'ch_a', 1, '{}', 'applied', now() - interval '3 minutes', 3, now()),
+		       ('psp', 'evt_a3', 'charge.refunded', 'ch_a', 3, '{}', 'applied', now() - interval '2 minutes', 1, now()),
+		       ('psp', 'evt_a2', 'refund.succeeded', 'ch_a', 2, '{}', 'stale', now() - interval '1 minute', 1, now()),
+		       ('psp', 'evt_b1', 'charge.succeeded', 'ch_b', 1, '{}', 'applied', now(), 1, now()),
+		       ('psp', 'evt_c1', 'charge.failed', 'ch_c', 1, '{}', 'applied', now(), 1, now())`); err != nil {
+		t.Fatal(err)
+	}
+	var endpoints [2]string
+	for i := range endpoints {
+		if err := e.DB.Get(&endpoints[i], `INSERT INTO webhook_endpoints (client_id, url, event_types, created_at)
+			VALUES ($1, 'https://93.184.215.14/', '{order.paid}', now()) RETURNING public_id`, e.ClientID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, to := range []string{endpoints[0], endpoints[1], endpoints[0], endpoints[0]} {
+		if _, err := e.DB.Exec(`INSERT INTO webhook_deliveries (event_id, event_type, endpoint_id, payload, created_at)
+			SELECT $2, 'order.paid', id, '{}', now() - $3 * interval '1 second' FROM webhook_endpoints WHERE public_id = $1`,
+			to, fmt.Sprint("evt_d", i), i); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, tt := range []struct {
 		page, export string // the list's page with its filters, and the export it links
 		header       []string
@@ -67,8 +90,21 @@ func TestListExports(t *testing.T) {
 			6, `SELECT request_id FROM key_events WHERE kind = 'reused_conflict' AND key = 'k-c' ORDER BY at DESC, id DESC`},
 		{"/admin/replays?key=k-r", "/admin/replays.csv?key=k-r", historyExportHeader,
 			6, `SELECT request_id FROM key_events WHERE kind = 'replayed' AND key = 'k-r' ORDER BY at DESC, id DESC`},
+		{"/admin/webhooks/" + endpoints[0], "/admin/webhooks/" + endpoints[0] + "/deliveries.csv",
+			[]string{"endpoint_id", "event_id", "event_type", "order_id", "state", "attempts", "created_at_utc",
+				"last_attempt_at_utc", "last_outcome", "last_status", "next_attempt_at_utc", "finished_at_utc"},
+			1, `SELECT d.event_id FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+			     WHERE w.public_id = '` + endpoints[0] + `' ORDER BY d.created_at DESC, d.id DESC`},
+		{"/admin/inbox?charge=ch_a", "/admin/inbox.csv?charge=ch_a", inboxExportHeader,
+			2, `SELECT event_id FROM provider_events WHERE charge_id = 'ch_a' ORDER BY received_at DESC, event_id`},
+		{"/admin/inbox?q=charge.succeeded", "/admin/inbox.csv?q=charge.succeeded", inboxExportHeader,
+			2, `SELECT event_id FROM provider_events WHERE type = 'charge.succeeded' ORDER BY received_at DESC, event_id`},
 	} {
-		p := b.do("GET", tt.page+"&after=", nil)
+		page := tt.page
+		if strings.Contains(page, "?") {
+			page += "&after=" // the page's cursor, which the export link leaves out
+		}
+		p := b.do("GET", page, nil)
 		if p.status != http.StatusOK {
 			t.Fatalf("%s: %d", tt.page, p.status)
 		}
@@ -106,6 +142,9 @@ func TestListExports(t *testing.T) {
 		t.Errorf("replays.csv of k-s: %v", rows)
 	}
 }
+
+var inboxExportHeader = []string{"received_at_utc", "provider", "event_id", "type", "charge_id", "order_id", "sequence",
+	"outcome", "deliveries", "last_delivery_at_utc"}
 
 var historyExportHeader = []string{"at_utc", "kind", "client_id", "client", "key", "order_id", "request_id", "remote_addr",
 	"user_agent", "status", "stored_fingerprint", "sent_fingerprint", "differs", "stored_request", "sent_request", "note"}
