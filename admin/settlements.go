@@ -68,14 +68,14 @@ func (a *console) settlementsCSV(c *gin.Context) error {
 			cur = *r.Currency
 		}
 		out = append(out, []string{r.Day, itoa(r.ClientID), r.ClientName, r.TimeZone,
-			r.StartsAt.UTC().Format(time.RFC3339), r.EndsAt.UTC().Format(time.RFC3339), cur,
+			csvTime(r.StartsAt), csvTime(r.EndsAt), cur,
 			itoa(r.CapturedAmount), strconv.Itoa(r.CapturedCount), itoa(r.RefundedAmount), strconv.Itoa(r.RefundedCount),
 			itoa(r.DisputedAmount), strconv.Itoa(r.DisputedCount), itoa(r.CompensatedAmount), strconv.Itoa(r.CompensatedCount),
-			strconv.Itoa(r.Adjustments), r.SettledAt.UTC().Format(time.RFC3339Nano), itoa(r.ID)})
+			strconv.Itoa(r.Adjustments), csvTime(r.SettledAt), itoa(r.ID)})
 	}
-	return writeCSV(c, "settlements.csv", []string{"day", "client_id", "client", "time_zone", "starts_at", "ends_at",
+	return writeCSV(c, "settlements.csv", []string{"day", "client_id", "client", "time_zone", "starts_at_utc", "ends_at_utc",
 		"currency", "captured_amount", "captured_count", "refunded_amount", "refunded_count", "disputed_amount",
-		"disputed_count", "compensated_amount", "compensated_count", "adjustments", "settled_at", "settlement_id"}, out)
+		"disputed_count", "compensated_amount", "compensated_count", "adjustments", "settled_at_utc", "settlement_id"}, out)
 }
 
 // adjustmentsCSV exports the adjustments counted by the settlements the filter selects.
@@ -95,10 +95,10 @@ func (a *console) adjustmentsCSV(c *gin.Context) error {
 			order = *r.OrderPublicID
 		}
 		out = append(out, []string{r.SettledDay, itoa(r.SettlementID), itoa(r.ClientID), r.ClientName, r.Day, r.Kind,
-			itoa(r.SourceID), r.OccurredAt.UTC().Format(time.RFC3339Nano), itoa(r.Amount), r.Currency, order})
+			itoa(r.SourceID), csvTime(r.OccurredAt), itoa(r.Amount), r.Currency, order})
 	}
 	return writeCSV(c, "adjustments.csv", []string{"settled_on", "settlement_id", "client_id", "client", "day", "kind",
-		"source_id", "occurred_at", "amount", "currency", "order"}, out)
+		"source_id", "occurred_at_utc", "amount", "currency", "order"}, out)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
