@@ -154,7 +154,10 @@ var historyHeader = []string{"at_utc", "kind", "client_id", "client", "key", "or
 
 // conflictsCSV exports the conflicts page's list (its kind and filters).
 func (a *console) conflictsCSV(c *gin.Context) error {
-	kind := c.DefaultQuery("kind", views.ConflictKinds[0])
+	kind := c.Query("kind")
+	if kind == "" {
+		kind = views.ConflictKinds[0] // as the page reads it
+	}
 	k, ok := conflictKinds[kind]
 	if !ok {
 		return badRequest("kind must be conflicts, in-flight or both")

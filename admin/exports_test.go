@@ -88,6 +88,8 @@ func TestListExports(t *testing.T) {
 			     ORDER BY k.created_at DESC, k.id DESC`},
 		{"/admin/conflicts?kind=conflicts&key=k-c", "/admin/conflicts.csv?key=k-c&kind=conflicts", historyExportHeader,
 			6, `SELECT request_id FROM key_events WHERE kind = 'reused_conflict' AND key = 'k-c' ORDER BY at DESC, id DESC`},
+		{"/admin/conflicts?key=k-c&kind=", "/admin/conflicts.csv?key=k-c&kind=", historyExportHeader,
+			6, `SELECT request_id FROM key_events WHERE kind = 'reused_conflict' AND key = 'k-c' ORDER BY at DESC, id DESC`},
 		{"/admin/replays?key=k-r", "/admin/replays.csv?key=k-r", historyExportHeader,
 			6, `SELECT request_id FROM key_events WHERE kind = 'replayed' AND key = 'k-r' ORDER BY at DESC, id DESC`},
 		{"/admin/webhooks/" + endpoints[0], "/admin/webhooks/" + endpoints[0] + "/deliveries.csv",
