@@ -16,18 +16,6 @@ import (
 // in memory whole.
 const csvFlushAt = 256 << 10
 
-// writeCSV answers with a CSV download named filename: header, then rows.
-func writeCSV(c *gin.Context, filename string, header []string, rows [][]string) error {
-	return streamCSV(c, filename, header, func(emit func([]string) error) error {
-		for _, r := range rows {
-			if err := emit(r); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
 // streamCSV answers with a CSV download named filename: header, then each row that each
 // emits, as the rows are read. Up to csvFlushAt bytes are held back, so that a failure
 // before them is a clean error page and not a truncated file; a failure after them aborts

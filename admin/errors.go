@@ -13,6 +13,7 @@ import (
 	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/checkout/inbox"
+	"github.com/tekrar/tekrar/checkout/report"
 	"github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/server"
 	"github.com/tekrar/tekrar/views"
@@ -58,6 +59,7 @@ var missing = []struct {
 	{checkout.ErrKeyNotFound, noSuchKey},
 	{ErrNoOperator, noSuchOperator},
 	{deliveries.ErrEndpointNotFound, "There is no such webhook endpoint."},
+	{report.ErrEndpointNotFound, "There is no such webhook endpoint."},
 	{deliveries.ErrDeliveryNotFound, "There is no such webhook delivery."},
 	{inbox.ErrDeadLetterNotFound, "There is no such dead letter."},
 }

@@ -87,6 +87,20 @@ func nextHref(c *gin.Context, path, param string, next report.Page) string {
 	return path + "?" + q.Encode()
 }
 
+// exportHref is the URL of a list's CSV export: the request's own query (the page's
+// filters) without the page cursors, so that the file holds every row the filters select,
+// not the page on screen.
+func exportHref(c *gin.Context, path string) string {
+	q := c.Request.URL.Query()
+	for _, cursor := range []string{"after", "expiring_after", "late_after"} {
+		q.Del(cursor)
+	}
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}
+
 // caseFilterForm reads the filter form of the disputes and compensations lists; param names
 // the list's status parameter (status, state), def its value when absent.
 func caseFilterForm(c *gin.Context, param, def string) views.CaseFilter {

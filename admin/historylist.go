@@ -20,7 +20,7 @@ import (
 
 // historyList renders a page of the key history entries of kinds that match the request's filter form.
 func (a *console) historyList(c *gin.Context, p views.HistoryPage, kinds []string) error {
-	p.Filter = historyFilterForm(c)
+	p.Filter, p.Export = historyFilterForm(c), exportHref(c, p.Path+".csv")
 	kf, err := a.keyFilter(c.Request.Context(), p.Filter, views.ZoneOf(c.Request.Context()))
 	if err != nil {
 		p.Error = err.Error()

@@ -40,7 +40,8 @@ func (a *console) inbox(c *gin.Context) error {
 	}
 	p := views.InboxPage{Nav: nav(c, "Inbox"), Charge: charge, Query: pgtext.Clean(q, report.MaxSearchLength), Events: counts.Events, Applied: counts.Applied,
 		Stale: counts.Stale, Ignored: counts.Ignored, Duplicates: counts.Duplicates,
-		DeadOnly: c.Query("view") == "dead", DeadLetters: deadLetterLines(c, dead), DeadWaiting: waiting}
+		DeadOnly: c.Query("view") == "dead", DeadLetters: deadLetterLines(c, dead), DeadWaiting: waiting,
+		Export: inboxExportHref(charge, q)}
 	for _, r := range refusals.ByReason {
 		p.Refusals = append(p.Refusals, views.InboxRefusalLine{Reason: r.Reason, LastHour: r.LastHour, LastDay: r.LastDay})
 		if r.Reason != inbox.RefusalApplyFailed && r.LastHour > 0 {
@@ -68,4 +69,19 @@ func (a *console) inbox(c *gin.Context) error {
 		p.Rows = append(p.Rows, l)
 	}
 	return a.render(c, http.StatusOK, views.Inbox(p))
+}
+
+// inboxExportHref is the inbox's CSV export of the events its filter selects: a search's
+// or a charge's, or every event (the page shows the newest 200).
+func inboxExportHref(charge, q string) string {
+	v := url.Values{}
+	if q != "" {
+		v.Set("q", q)
+	} else if charge != "" {
+		v.Set("charge", charge)
+	}
+	if len(v) == 0 {
+		return "/admin/inbox.csv"
+	}
+	return "/admin/inbox.csv?" + v.Encode()
 }

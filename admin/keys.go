@@ -15,7 +15,7 @@ import (
 // keys is the key list: every idempotency key, newest first, narrowed by the filter form.
 func (a *console) keys(c *gin.Context) error {
 	f := queryFilter(c)
-	p := views.KeysPage{Nav: nav(c, "Keys"), Filter: f}
+	p := views.KeysPage{Nav: nav(c, "Keys"), Filter: f, Export: exportHref(c, "/admin/keys.csv")}
 	kf, err := a.keyFilter(c.Request.Context(), f, views.ZoneOf(c.Request.Context()))
 	if err != nil {
 		p.Error = err.Error()

@@ -33,11 +33,10 @@ func orderHref(publicID string) string { return "/admin/orders/" + publicID }
 // orders is the complaint search: the orders matching what the customer said, and above
 // them the pairs that look like one purchase charged twice.
 func (a *console) orders(c *gin.Context) error {
-	q := func(name string) string { return strings.TrimSpace(c.Query(name)) }
-	f := views.OrderFilter{Client: q("client"), Customer: q("customer"), Email: q("email"), Last4: q("last4"),
-		Amount: q("amount"), Currency: strings.ToUpper(q("currency")), From: q("from"), To: q("to"), Window: q("window")}
+	f := orderForm(c)
 	after := c.Query("after")
-	p := views.OrdersPage{Nav: nav(c, "Orders"), Filter: f, DefaultWindow: durationText(a.DoubleTapWindow), FirstPage: after == ""}
+	p := views.OrdersPage{Nav: nav(c, "Orders"), Filter: f, DefaultWindow: durationText(a.DoubleTapWindow), FirstPage: after == "",
+		Export: exportHref(c, "/admin/orders.csv")}
 	of, window, err := a.orderFilter(f, views.ZoneOf(c.Request.Context()))
 	if err != nil {
 		p.Error = err.Error()
@@ -117,6 +116,13 @@ func (a *console) doubleTaps(ctx context.Context, p *views.OrdersPage, f report.
 
 func pairHref(first, second string) string {
 	return "/admin/orders/pair?first=" + url.QueryEscape(first) + "&second=" + url.QueryEscape(second)
+}
+
+// orderForm reads the orders search form from the query.
+func orderForm(c *gin.Context) views.OrderFilter {
+	q := func(name string) string { return strings.TrimSpace(c.Query(name)) }
+	return views.OrderFilter{Client: q("client"), Customer: q("customer"), Email: q("email"), Last4: q("last4"),
+		Amount: q("amount"), Currency: strings.ToUpper(q("currency")), From: q("from"), To: q("to"), Window: q("window")}
 }
 
 // orderFilter turns the search form into a query filter and the double-tap window,

@@ -223,8 +223,8 @@ func movementLine(m report.SettlementMovement) views.SettledMovement {
 }
 
 // settlementMovementsCSV exports a settled day's movements, the page's rows with the same
-// columns, streamed as they are read: times in the operator's zone with their offset,
-// amounts in minor units with their currency.
+// columns, streamed as they are read: times RFC 3339 in UTC, as in every export (the day
+// column names the client's day), amounts in minor units with their currency.
 func (a *console) settlementMovementsCSV(c *gin.Context) error {
 	ctx := c.Request.Context()
 	rows, err := a.settledDay(c)
@@ -232,8 +232,7 @@ func (a *console) settlementMovementsCSV(c *gin.Context) error {
 		return err
 	}
 	s := rows[0]
-	zone := views.ZoneOf(ctx)
-	header := []string{"part", "total", "kind", "source_id", "day", "occurred_at", "amount", "currency", "order",
+	header := []string{"part", "total", "kind", "source_id", "day", "occurred_at_utc", "amount", "currency", "order",
 		"order_status_now", "counted_on", "settlement_id"}
 	return streamCSV(c, fmt.Sprintf("settlement-%d-%s.csv", s.ClientID, s.Day), header, func(emit func([]string) error) error {
 		return report.EachSettlementMovement(ctx, a.Read, s.ID, s.ClientID, s.Day, func(m report.SettlementMovement) error {
@@ -245,7 +244,7 @@ func (a *console) settlementMovementsCSV(c *gin.Context) error {
 				status = *m.OrderStatus
 			}
 			return emit([]string{m.Part, totalOf(m.Kind), m.Kind, itoa(m.SourceID), m.Day,
-				m.OccurredAt.In(zone).Format(time.RFC3339Nano), itoa(m.Amount), m.Currency, order, status, m.CountedOn,
+				csvTime(m.OccurredAt), itoa(m.Amount), m.Currency, order, status, m.CountedOn,
 				itoa(m.CountedBy)})
 		})
 	})

@@ -187,14 +187,22 @@ func TestSettledDayListsEveryMovement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Times are RFC 3339 in UTC, as in every export.
+	utc := func(s string) string {
+		at, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return at.UTC().Format(time.RFC3339Nano)
+	}
 	want := [][]string{
-		{"part", "total", "kind", "day", "occurred_at", "amount", "currency", "order", "order_status_now", "counted_on"},
-		{"own", "captured", "capture", d, d + "T00:00:00+03:00", "3000", "TRY", s.bo, "paid", d},
-		{"own", "captured", "capture", d, d + "T23:59:59.5+03:00", "4500", "TRY", s.a, "paid", d},
-		{"own", "refunded", "refund", d, d + "T10:00:00+03:00", "1500", "TRY", s.a, "paid", d},
-		{"own", "disputed", "dispute", d, d + "T12:00:00+03:00", "3000", "TRY", s.bo, "paid", d},
-		{"adjustment", "refunded", "refund", prev, prev + "T23:00:00+03:00", "500", "TRY", s.c, "paid", d},
-		{"late", "refunded", "refund", d, d + "T20:00:00+03:00", "700", "TRY", s.a, "paid", next},
+		{"part", "total", "kind", "day", "occurred_at_utc", "amount", "currency", "order", "order_status_now", "counted_on"},
+		{"own", "captured", "capture", d, utc(d + "T00:00:00+03:00"), "3000", "TRY", s.bo, "paid", d},
+		{"own", "captured", "capture", d, utc(d + "T23:59:59.5+03:00"), "4500", "TRY", s.a, "paid", d},
+		{"own", "refunded", "refund", d, utc(d + "T10:00:00+03:00"), "1500", "TRY", s.a, "paid", d},
+		{"own", "disputed", "dispute", d, utc(d + "T12:00:00+03:00"), "3000", "TRY", s.bo, "paid", d},
+		{"adjustment", "refunded", "refund", prev, utc(prev + "T23:00:00+03:00"), "500", "TRY", s.c, "paid", d},
+		{"late", "refunded", "refund", d, utc(d + "T20:00:00+03:00"), "700", "TRY", s.a, "paid", next},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("the export has %d lines, want %d:\n%v", len(got), len(want), got)

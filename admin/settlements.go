@@ -51,54 +51,49 @@ func (a *console) settlements(c *gin.Context) error {
 	return a.render(c, http.StatusOK, views.Settlements(p))
 }
 
-// settlementsCSV exports the settlements the filter selects, one line per currency.
+// settlementsCSV exports every settlement the filter selects, one line per currency,
+// streamed as read.
 func (a *console) settlementsCSV(c *gin.Context) error {
 	_, f, err := settlementFilter(c)
 	if err != nil {
 		return badRequest(err.Error())
 	}
-	rows, err := report.Settlements(c.Request.Context(), a.Read, f, report.SettlementExportLimit)
-	if err != nil {
-		return err
-	}
-	out := make([][]string, 0, len(rows))
-	for _, r := range rows {
-		cur := ""
-		if r.Currency != nil {
-			cur = *r.Currency
-		}
-		out = append(out, []string{r.Day, itoa(r.ClientID), r.ClientName, r.TimeZone,
-			r.StartsAt.UTC().Format(time.RFC3339), r.EndsAt.UTC().Format(time.RFC3339), cur,
-			itoa(r.CapturedAmount), strconv.Itoa(r.CapturedCount), itoa(r.RefundedAmount), strconv.Itoa(r.RefundedCount),
-			itoa(r.DisputedAmount), strconv.Itoa(r.DisputedCount), itoa(r.CompensatedAmount), strconv.Itoa(r.CompensatedCount),
-			strconv.Itoa(r.Adjustments), r.SettledAt.UTC().Format(time.RFC3339Nano), itoa(r.ID)})
-	}
-	return writeCSV(c, "settlements.csv", []string{"day", "client_id", "client", "time_zone", "starts_at", "ends_at",
+	header := []string{"day", "client_id", "client", "time_zone", "starts_at_utc", "ends_at_utc",
 		"currency", "captured_amount", "captured_count", "refunded_amount", "refunded_count", "disputed_amount",
-		"disputed_count", "compensated_amount", "compensated_count", "adjustments", "settled_at", "settlement_id"}, out)
+		"disputed_count", "compensated_amount", "compensated_count", "adjustments", "settled_at_utc", "settlement_id"}
+	return streamCSV(c, "settlements.csv", header, func(emit func([]string) error) error {
+		return report.EachSettlement(c.Request.Context(), a.Read, f, func(r report.SettlementRow) error {
+			cur := ""
+			if r.Currency != nil {
+				cur = *r.Currency
+			}
+			return emit([]string{r.Day, itoa(r.ClientID), r.ClientName, r.TimeZone, csvTime(r.StartsAt), csvTime(r.EndsAt), cur,
+				itoa(r.CapturedAmount), strconv.Itoa(r.CapturedCount), itoa(r.RefundedAmount), strconv.Itoa(r.RefundedCount),
+				itoa(r.DisputedAmount), strconv.Itoa(r.DisputedCount), itoa(r.CompensatedAmount), strconv.Itoa(r.CompensatedCount),
+				strconv.Itoa(r.Adjustments), csvTime(r.SettledAt), itoa(r.ID)})
+		})
+	})
 }
 
-// adjustmentsCSV exports the adjustments counted by the settlements the filter selects.
+// adjustmentsCSV exports every adjustment counted by the settlements the filter selects,
+// streamed as read.
 func (a *console) adjustmentsCSV(c *gin.Context) error {
 	_, f, err := settlementFilter(c)
 	if err != nil {
 		return badRequest(err.Error())
 	}
-	rows, err := report.Adjustments(c.Request.Context(), a.Read, f, report.SettlementExportLimit)
-	if err != nil {
-		return err
-	}
-	out := make([][]string, 0, len(rows))
-	for _, r := range rows {
-		order := ""
-		if r.OrderPublicID != nil {
-			order = *r.OrderPublicID
-		}
-		out = append(out, []string{r.SettledDay, itoa(r.SettlementID), itoa(r.ClientID), r.ClientName, r.Day, r.Kind,
-			itoa(r.SourceID), r.OccurredAt.UTC().Format(time.RFC3339Nano), itoa(r.Amount), r.Currency, order})
-	}
-	return writeCSV(c, "adjustments.csv", []string{"settled_on", "settlement_id", "client_id", "client", "day", "kind",
-		"source_id", "occurred_at", "amount", "currency", "order"}, out)
+	header := []string{"settled_on", "settlement_id", "client_id", "client", "day", "kind",
+		"source_id", "occurred_at_utc", "amount", "currency", "order"}
+	return streamCSV(c, "adjustments.csv", header, func(emit func([]string) error) error {
+		return report.EachAdjustment(c.Request.Context(), a.Read, f, func(r report.AdjustmentRow) error {
+			order := ""
+			if r.OrderPublicID != nil {
+				order = *r.OrderPublicID
+			}
+			return emit([]string{r.SettledDay, itoa(r.SettlementID), itoa(r.ClientID), r.ClientName, r.Day, r.Kind,
+				itoa(r.SourceID), csvTime(r.OccurredAt), itoa(r.Amount), r.Currency, order})
+		})
+	})
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

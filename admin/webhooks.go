@@ -60,7 +60,8 @@ func (a *console) webhookEndpoint(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	p := views.WebhookEndpointPage{Nav: nav(c, "Webhooks"), Endpoint: endpointLine(e), Deliveries: deliveryLines(c, ds)}
+	p := views.WebhookEndpointPage{Nav: nav(c, "Webhooks"), Endpoint: endpointLine(e), Deliveries: deliveryLines(c, ds),
+		Export: "/admin/webhooks/" + e.ID + "/deliveries.csv"}
 	if e.DeletedAt == nil && session(c).Operator.CanAct() {
 		p.ResendHref = resendHref(e.ID)
 	}

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"context"
 	"encoding/base64"
 	"strconv"
 	"strings"
@@ -97,4 +98,29 @@ func (p Page) Cursor() (at time.Time, id int64, ok bool, err error) {
 // when there are no more rows.
 func NextPageAfter(n, got int, at time.Time, id int64) Page {
 	return nextPage(n, got, func() pageCursor { return pageCursor{at: at, id: id} })
+}
+
+// EachPage reads a list from its first page to its last, MaxPageLimit rows at a time,
+// handing each page's rows to each before the next page is read: an export of the whole
+// list holds one page in memory, however long the list. list is one of this package's
+// paged reads with its filter bound (FindOrders, ListKeys, ListHistory…); the first page's
+// error (a filter the list refuses, ErrInvalidQuery) is returned before each is called.
+func EachPage[R any](ctx context.Context, list func(ctx context.Context, p Page) ([]R, Page, error), each func([]R) error) error {
+	p := Page{Limit: MaxPageLimit}
+	for {
+		rows, next, err := list(ctx, p)
+		if err != nil {
+			return err
+		}
+		if err := each(rows); err != nil {
+			return err
+		}
+		if next.After == "" || len(rows) == 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p = next
+	}
 }

@@ -8,6 +8,7 @@ package report
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -129,4 +130,74 @@ func (e OrderEvent) Counts() EventDeliveryCounts {
 		}
 	}
 	return c
+}
+
+// EndpointDelivery is one delivery of an event to a webhook endpoint, as the endpoint's
+// page lists it.
+type EndpointDelivery struct {
+	ID            int64      `db:"id"` // internal: the page cursor's tie-break, never shown
+	EventID       string     `db:"event_id"`
+	EventType     string     `db:"event_type"`
+	State         string     `db:"state"` // pending, succeeded or dead
+	Attempts      int        `db:"attempts"`
+	CreatedAt     time.Time  `db:"created_at"`
+	NextAttemptAt *time.Time `db:"next_attempt_at"` // set while pending
+	LastAttemptAt *time.Time `db:"last_attempt_at"`
+	LastStatus    *int       `db:"last_status"` // the last attempt's HTTP status; nil: none, or no answer
+	LastError     *string    `db:"last_error"`
+	FinishedAt    *time.Time `db:"finished_at"`
+	// OrderPublicID is the order the event is about; nil for an event about none.
+	OrderPublicID *string `db:"order_public_id"`
+}
+
+// ErrEndpointNotFound is an endpoint id that names no endpoint.
+var ErrEndpointNotFound = errors.New("no such webhook endpoint")
+
+// endpointDeliveriesSQL reads a page of an endpoint's deliveries ($1, its public id), newest
+// first, through webhook_deliveries_endpoint_idx (endpoint_id, created_at DESC); %s is the
+// cursor's predicate, LIMIT the page's rows and one more.
+const endpointDeliveriesSQL = `
+SELECT d.id, d.event_id, d.event_type, d.state, d.attempts, d.created_at, d.next_attempt_at, d.last_attempt_at,
+       d.last_status, d.last_error, d.finished_at, o.public_id::text AS order_public_id
+  FROM webhook_deliveries d
+  LEFT JOIN outbox_events ev ON ev.id = d.event_id
+  LEFT JOIN orders o ON o.id = ev.order_id
+ WHERE d.endpoint_id = (SELECT id FROM webhook_endpoints WHERE public_id = $1)%s
+ ORDER BY d.created_at DESC, d.id DESC
+ LIMIT $2`
+
+// EndpointDeliveries returns a page of the deliveries to the endpoint whose public id is
+// endpoint (we_…), newest first; ErrEndpointNotFound when none has that id.
+func EndpointDeliveries(ctx context.Context, db sqlx.QueryerContext, endpoint string, page Page) ([]EndpointDelivery, Page, error) {
+	cur, err := page.decode()
+	if err != nil {
+		return nil, Page{}, err
+	}
+	n := page.size()
+	a := sqlArgs{endpoint, n + 1}
+	after := ""
+	if cur != nil {
+		after = " AND (d.created_at, d.id) < (" + a.p(cur.at) + "::timestamptz, " + a.p(cur.id) + "::bigint)"
+	}
+	var rows []EndpointDelivery
+	if err := sqlx.SelectContext(ctx, db, &rows, fmt.Sprintf(endpointDeliveriesSQL, after), a...); err != nil {
+		return nil, Page{}, fmt.Errorf("deliveries of endpoint %s: %w", endpoint, err)
+	}
+	if cur == nil && len(rows) == 0 {
+		var found bool
+		if err := sqlx.GetContext(ctx, db, &found, `SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE public_id = $1)`, endpoint); err != nil {
+			return nil, Page{}, fmt.Errorf("endpoint %s: %w", endpoint, err)
+		}
+		if !found {
+			return nil, Page{}, ErrEndpointNotFound
+		}
+	}
+	nx := nextPage(n, len(rows), func() pageCursor { return pageCursor{at: rows[n-1].CreatedAt, id: rows[n-1].ID} })
+	if len(rows) > n {
+		rows = rows[:n]
+	}
+	for i := range rows {
+		rows[i].CreatedAt = rows[i].CreatedAt.UTC()
+	}
+	return rows, nx, nil
 }

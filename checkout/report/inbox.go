@@ -238,3 +238,76 @@ func SearchInbox(ctx context.Context, db sqlx.QueryerContext, q string) ([]Inbox
 	}
 	return rows, nil
 }
+
+// InboxFilter narrows the inbox's events as its page does: Query (an event id, a type, or an
+// order's ord_ id, as SearchInbox reads it) replaces the list, and Charge narrows it to one
+// charge's events otherwise.
+type InboxFilter struct {
+	Charge string
+	Query  string
+}
+
+// InboxEvents returns a page of the provider events the filter selects, newest first (by
+// when they were received, then event id and provider): every event, where the inbox page
+// shows the newest 200. A Query Postgres cannot hold as text, or longer than
+// MaxSearchLength, selects nothing, as SearchInbox's.
+func InboxEvents(ctx context.Context, db sqlx.QueryerContext, f InboxFilter, page Page) ([]InboxEvent, Page, error) {
+	cur, err := page.decode()
+	if err != nil {
+		return nil, Page{}, err
+	}
+	var provider, eventID string
+	if cur != nil {
+		var ok bool
+		if eventID, provider, ok = strings.Cut(cur.key, "\x1f"); !ok {
+			return nil, Page{}, invalidQuery("malformed page cursor")
+		}
+	}
+	n := page.size()
+	if q := f.Query; q != "" && (len(q) > MaxSearchLength || !pgtext.Valid(q)) {
+		return nil, Page{Limit: n}, nil
+	}
+	var a sqlArgs
+	var preds []string
+	switch {
+	case strings.HasPrefix(f.Query, "ord_"):
+		p := a.p(f.Query)
+		preds = append(preds, `e.provider = `+inboxProviders+` AND e.charge_id = ANY (ARRAY(
+		             SELECT p.provider_charge_id FROM orders o JOIN payments p ON p.order_id = o.id WHERE o.public_id::text = `+p+`
+		             UNION ALL
+		             SELECT i.provider_charge_id FROM orders o JOIN installments i ON i.order_id = o.id
+		              WHERE o.public_id::text = `+p+` AND i.provider_charge_id IS NOT NULL))`)
+	case f.Query != "":
+		p := a.p(f.Query)
+		preds = append(preds, `((e.provider = `+inboxProviders+` AND e.event_id = `+p+`) OR e.type = `+p+`)`)
+	case f.Charge != "":
+		preds = append(preds, `e.charge_id = `+a.p(f.Charge))
+	}
+	if cur != nil {
+		at := a.p(cur.at)
+		preds = append(preds, `(e.received_at < `+at+`::timestamptz OR (e.received_at = `+at+`::timestamptz AND (e.event_id, e.provider) > (`+
+			a.p(eventID)+`::text, `+a.p(provider)+`::text)))`)
+	}
+	var rows []InboxEvent
+	if err := sqlx.SelectContext(ctx, db, &rows, `
+		SELECT e.provider, e.event_id, e.type, e.charge_id, e.sequence, e.outcome, e.deliveries, e.received_at,
+		       e.last_delivery_at, o.public_id::text AS order_public_id
+		  FROM provider_events e
+		  LEFT JOIN payments p ON p.provider_charge_id = e.charge_id
+		  LEFT JOIN installments i ON i.provider_charge_id = e.charge_id AND i.n > 1
+		  LEFT JOIN orders o ON o.id = COALESCE(p.order_id, i.order_id)`+sqlWhere(preds)+`
+		 ORDER BY e.received_at DESC, e.event_id, e.provider LIMIT `+a.p(n+1), a...); err != nil {
+		return nil, Page{}, fmt.Errorf("inbox events: %w", err)
+	}
+	nx := nextPage(n, len(rows), func() pageCursor {
+		r := rows[n-1]
+		return pageCursor{at: r.ReceivedAt, key: r.ID + "\x1f" + r.Provider}
+	})
+	if len(rows) > n {
+		rows = rows[:n]
+	}
+	for i := range rows {
+		rows[i].ReceivedAt, rows[i].LastDeliveryAt = rows[i].ReceivedAt.UTC(), rows[i].LastDeliveryAt.UTC()
+	}
+	return rows, nx, nil
+}

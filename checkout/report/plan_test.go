@@ -299,6 +299,21 @@ func consoleCalls() []consoleCall {
 		rows, err := SearchInbox(ctx, q, p)
 		return len(rows), err
 	})
+	inboxEvents := func(f InboxFilter) func(context.Context, sqlx.QueryerContext) (int, error) {
+		return func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+			return pageRows(InboxEvents(ctx, q, f, Page{Limit: MaxPageLimit}))
+		}
+	}
+	add("InboxEvents all (the inbox export)", inboxEvents(InboxFilter{}))
+	add("InboxEvents of a type", inboxEvents(InboxFilter{Query: "charge.succeeded"}))
+	add("InboxEvents of an event", inboxEvents(InboxFilter{Query: "evt_2002"}))
+	add("InboxEvents of an order", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		p, err := publicID(ctx, q, 2002)
+		if err != nil {
+			return 0, err
+		}
+		return inboxEvents(InboxFilter{Query: p})(ctx, q)
+	})
 	add("OversoldSales", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
 		rows, err := OversoldSales(ctx, q, 0)
 		return len(rows), err

@@ -59,12 +59,9 @@ type AdjustmentRow struct {
 	OrderPublicID *string   `db:"order_public_id"`
 }
 
-// SettlementLimit bounds each list: the page shows the newest rows, the CSV export up to
-// SettlementExportLimit.
-const (
-	SettlementLimit       = 200
-	SettlementExportLimit = 50000
-)
+// SettlementLimit bounds each list on the page, which shows the newest rows; the CSV
+// exports read every row (EachSettlement, EachAdjustment).
+const SettlementLimit = 200
 
 func settlementWhere(f SettlementFilter, a *sqlArgs) string {
 	w := "TRUE"
@@ -82,6 +79,63 @@ func settlementWhere(f SettlementFilter, a *sqlArgs) string {
 
 // Settlements lists the settlements f selects, newest day first, at most limit rows.
 func Settlements(ctx context.Context, db sqlx.QueryerContext, f SettlementFilter, limit int) ([]SettlementRow, error) {
+	q, a := settlementsSQL(f, limit)
+	var rows []SettlementRow
+	if err := sqlx.SelectContext(ctx, db, &rows, q, a...); err != nil {
+		return nil, fmt.Errorf("list settlements: %w", err)
+	}
+	return rows, nil
+}
+
+// EachSettlement calls fn with every settlement row f selects, in the order of
+// Settlements, reading them as they come rather than all at once: an export streams.
+func EachSettlement(ctx context.Context, db sqlx.QueryerContext, f SettlementFilter, fn func(SettlementRow) error) error {
+	q, a := settlementsSQL(f, 0)
+	return eachRow(ctx, db, "list settlements", q, a, fn)
+}
+
+// Adjustments lists the adjustments counted by the settlements f selects, newest
+// settlement first, at most limit rows.
+func Adjustments(ctx context.Context, db sqlx.QueryerContext, f SettlementFilter, limit int) ([]AdjustmentRow, error) {
+	q, a := adjustmentsSQL(f, limit)
+	var rows []AdjustmentRow
+	if err := sqlx.SelectContext(ctx, db, &rows, q, a...); err != nil {
+		return nil, fmt.Errorf("list adjustments: %w", err)
+	}
+	return rows, nil
+}
+
+// EachAdjustment calls fn with every adjustment the settlements f selects counted, in the
+// order of Adjustments, reading them as they come.
+func EachAdjustment(ctx context.Context, db sqlx.QueryerContext, f SettlementFilter, fn func(AdjustmentRow) error) error {
+	q, a := adjustmentsSQL(f, 0)
+	return eachRow(ctx, db, "list adjustments", q, a, fn)
+}
+
+// eachRow runs q and calls fn with each row as it is read; what names the read in errors.
+func eachRow[R any](ctx context.Context, db sqlx.QueryerContext, what, q string, a []any, fn func(R) error) error {
+	rows, err := db.QueryxContext(ctx, q, a...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r R
+		if err := rows.StructScan(&r); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// settlementsSQL is the settlements f selects, at most limit rows (0: every one).
+func settlementsSQL(f SettlementFilter, limit int) (string, []any) {
 	var a sqlArgs
 	where := settlementWhere(f, &a)
 	q := `
@@ -97,18 +151,13 @@ func Settlements(ctx context.Context, db sqlx.QueryerContext, f SettlementFilter
 		  JOIN clients c ON c.id = s.client_id
 		  LEFT JOIN settlement_totals t ON t.settlement_id = s.id
 		 WHERE ` + where + `
-		 ORDER BY s.day DESC, s.client_id, t.currency
-		 LIMIT ` + a.p(limit)
-	var rows []SettlementRow
-	if err := sqlx.SelectContext(ctx, db, &rows, q, a...); err != nil {
-		return nil, fmt.Errorf("list settlements: %w", err)
-	}
-	return rows, nil
+		 ORDER BY s.day DESC, s.client_id, t.currency` + sqlLimit(&a, limit)
+	return q, a
 }
 
-// Adjustments lists the adjustments counted by the settlements f selects, newest
-// settlement first, at most limit rows.
-func Adjustments(ctx context.Context, db sqlx.QueryerContext, f SettlementFilter, limit int) ([]AdjustmentRow, error) {
+// adjustmentsSQL is the adjustments the settlements f selects counted, at most limit rows
+// (0: every one).
+func adjustmentsSQL(f SettlementFilter, limit int) (string, []any) {
 	var a sqlArgs
 	where := settlementWhere(f, &a)
 	q := `
@@ -120,11 +169,13 @@ func Adjustments(ctx context.Context, db sqlx.QueryerContext, f SettlementFilter
 		  JOIN settlement_items i ON i.settlement_id = s.id AND i.adjusted
 		  LEFT JOIN orders o ON o.id = i.order_id
 		 WHERE ` + where + `
-		 ORDER BY s.day DESC, s.client_id, i.day, i.occurred_at, i.kind, i.source_id
-		 LIMIT ` + a.p(limit)
-	var rows []AdjustmentRow
-	if err := sqlx.SelectContext(ctx, db, &rows, q, a...); err != nil {
-		return nil, fmt.Errorf("list adjustments: %w", err)
+		 ORDER BY s.day DESC, s.client_id, i.day, i.occurred_at, i.kind, i.source_id` + sqlLimit(&a, limit)
+	return q, a
+}
+
+func sqlLimit(a *sqlArgs, limit int) string {
+	if limit <= 0 {
+		return ""
 	}
-	return rows, nil
+	return " LIMIT " + a.p(limit)
 }
