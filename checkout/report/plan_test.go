@@ -238,6 +238,29 @@ func consoleCalls() []consoleCall {
 			return len(rows), err
 		}
 	}
+	endpoint := func(ctx context.Context, q sqlx.QueryerContext) (string, error) {
+		var p string
+		err := sqlx.GetContext(ctx, q, &p, `SELECT public_id FROM webhook_endpoints WHERE client_id = 1`)
+		return p, err
+	}
+	add("EndpointDeliveries", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		p, err := endpoint(ctx, q)
+		if err != nil {
+			return 0, err
+		}
+		return pageRows(EndpointDeliveries(ctx, q, p, Page{}))
+	})
+	add("EndpointDeliveries, page 2", func(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+		p, err := endpoint(ctx, q)
+		if err != nil {
+			return 0, err
+		}
+		_, nx, err := EndpointDeliveries(ctx, q, p, Page{Limit: MaxPageLimit})
+		if err != nil || nx.After == "" {
+			return 0, fmt.Errorf("no second page: %v", err)
+		}
+		return pageRows(EndpointDeliveries(ctx, q, p, nx))
+	})
 	add("Outbox all", outbox(OutboxFilter{}))
 	add("Outbox of a client", outbox(OutboxFilter{ClientID: 4}))
 	add("Outbox of a type", outbox(OutboxFilter{Type: "order.paid"}))
