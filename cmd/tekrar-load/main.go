@@ -8,6 +8,11 @@
 // first: every request is a new intent (a fresh key): claim, charge, complete.
 // replay: keys are created first, then requests repeat them at random: the replay path.
 // It prints one line: "load <mode> clients=<c> requests=<n> rps=<r> p50_ms=<> p99_ms=<> errors=<n>".
+//
+//	tekrar-load -mode pgbench-log FILE...
+//
+// pgbench-log: the same percentiles of a pgbench run's per-transaction logs (pgbench -l), the
+// ceiling's p99 that bench.sh sets beside tekrar's (pgbenchlog.go).
 // In replay mode an answer that is not marked Idempotent-Replayed counts as an error.
 // Each client keeps one keep-alive connection (see conn.go for why it is not net/http's).
 // The replay keys are seeded through tekrar's Go SDK (checkout/sdk), which retries what
@@ -41,6 +46,13 @@ func main() {
 	seedOnly := flag.Bool("seed-only", false, "replay: create the keys and exit")
 	noSeed := flag.Bool("no-seed", false, "replay: the keys exist already (same -run and -keys)")
 	flag.Parse()
+	if *mode == "pgbench-log" {
+		if err := pgbenchLogMain(flag.Args()); err != nil {
+			fmt.Fprintln(os.Stderr, "tekrar-load: pgbench log:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *secret == "" || (*mode != "first" && *mode != "replay") {
 		flag.Usage()
 		os.Exit(2)
@@ -206,12 +218,6 @@ func (l *loader) measure(workers int, warm, dur time.Duration, next func(int) in
 
 func (r result) line(mode string, clients int, dur time.Duration) string {
 	slices.Sort(r.lat)
-	pct := func(p float64) float64 {
-		if len(r.lat) == 0 {
-			return 0
-		}
-		return float64(r.lat[int(p*float64(len(r.lat)-1))].Microseconds()) / 1000
-	}
 	return fmt.Sprintf("load %s clients=%d requests=%d rps=%.0f p50_ms=%.2f p99_ms=%.2f errors=%d",
-		mode, clients, len(r.lat), float64(len(r.lat))/dur.Seconds(), pct(0.50), pct(0.99), r.errors)
+		mode, clients, len(r.lat), float64(len(r.lat))/dur.Seconds(), ms(percentile(r.lat, 0.50)), ms(percentile(r.lat, 0.99)), r.errors)
 }
