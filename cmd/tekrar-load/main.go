@@ -9,6 +9,16 @@
 // replay: keys are created first, then requests repeat them at random: the replay path.
 // It prints one line: "load <mode> clients=<c> requests=<n> rps=<r> p50_ms=<> p99_ms=<> errors=<n>".
 //
+//	tekrar-load -url ... -secret $SECRET -mode storm -rate 50 -c 16 -storm-c 64 -d 10s -keys 1000 -storm-secrets $S1,$S2
+//
+// storm: first arrivals at a fixed rate (open loop: -rate a second whatever the server's
+// speed, latency counted from each request's due time) through a quiet window of -d and then
+// a storm window of -d, in which replays of keys seeded first (-keys per client of
+// -storm-secrets) arrive at -storm-rate (10 times -rate by default) from -storm-c other
+// connections, as tills resending their queues after an outage. It prints one line with the
+// first arrivals' p50 and p99 quiet and in the storm, their ratio, and the replays' rate and
+// p99 (storm.go).
+//
 //	tekrar-load -mode pgbench-log FILE...
 //
 // pgbench-log: the same percentiles of a pgbench run's per-transaction logs (pgbench -l), the
@@ -20,6 +30,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -27,6 +38,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +57,10 @@ func main() {
 	run := flag.String("run", fmt.Sprintf("%x", rand.Uint64()), "key prefix; reuse one to replay keys created by an earlier run")
 	seedOnly := flag.Bool("seed-only", false, "replay: create the keys and exit")
 	noSeed := flag.Bool("no-seed", false, "replay: the keys exist already (same -run and -keys)")
+	rate := flag.Float64("rate", 50, "storm: first arrivals a second, sent open loop from -c connections")
+	stormRate := flag.Float64("storm-rate", 0, "storm: replays a second during the storm (0: 10 times -rate)")
+	stormConns := flag.Int("storm-c", 64, "storm: connections that send the replays")
+	stormSecrets := flag.String("storm-secrets", "", "storm: comma-separated secrets of the clients whose keys are replayed, -keys each (default: -secret)")
 	flag.Parse()
 	if *mode == "pgbench-log" {
 		if err := pgbenchLogMain(flag.Args()); err != nil {
@@ -53,7 +69,7 @@ func main() {
 		}
 		return
 	}
-	if *secret == "" || (*mode != "first" && *mode != "replay") {
+	if *secret == "" || (*mode != "first" && *mode != "replay" && *mode != "storm") {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -63,6 +79,18 @@ func main() {
 		os.Exit(2)
 	}
 	l := &loader{target: *target, url: *url, secret: *secret, run: *run, replay: *mode == "replay"}
+	if *mode == "storm" {
+		if *stormRate == 0 {
+			*stormRate = 10 * *rate
+		}
+		cfg := stormConfig{firstRate: *rate, stormRate: *stormRate, firstConns: *clients, stormConns: *stormConns,
+			warm: *warm, window: *dur}
+		if err := stormMain(l, cfg, strings.Split(cmp.Or(*stormSecrets, *secret), ","), *nkeys, !*noSeed, *seedOnly); err != nil {
+			fmt.Fprintln(os.Stderr, "tekrar-load: storm:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var next func(worker int) int64
 	// First-time keys are numbered from a random point, so that runs sharing -run do not
 	// meet each other's keys.
