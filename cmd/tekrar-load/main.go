@@ -19,6 +19,13 @@
 // first arrivals' p50 and p99 quiet and in the storm, their ratio, and the replays' rate and
 // p99 (storm.go).
 //
+//	tekrar-load -secret $SECRET -mode seed-copy -database-url $DATABASE_URL -run growth -keys 10000000 -expired 100000
+//
+// seed-copy: the keys that replay mode repeats (-run, -keys), written straight into tekrar's
+// database with COPY, each with its order, payment, key history and event (copyseed.go),
+// live for most of the client's key TTL; -expired more keys after them that expired over the
+// last three hours, for the sweeper to remove. Replay mode then runs with -no-seed.
+//
 //	tekrar-load -mode pgbench-log FILE...
 //
 // pgbench-log: the same percentiles of a pgbench run's per-transaction logs (pgbench -l), the
@@ -60,6 +67,8 @@ func main() {
 	rate := flag.Float64("rate", 50, "storm: first arrivals a second, sent open loop from -c connections")
 	stormRate := flag.Float64("storm-rate", 0, "storm: replays a second during the storm (0: 10 times -rate)")
 	stormConns := flag.Int("storm-c", 64, "storm: connections that send the replays")
+	dbURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "seed-copy: tekrar's database (or DATABASE_URL)")
+	expired := flag.Int("expired", 0, "seed-copy: also this many expired keys after the -keys live ones, for the sweeper")
 	stormSecrets := flag.String("storm-secrets", "", "storm: comma-separated secrets of the clients whose keys are replayed, -keys each (default: -secret)")
 	flag.Parse()
 	if *mode == "pgbench-log" {
@@ -69,7 +78,7 @@ func main() {
 		}
 		return
 	}
-	if *secret == "" || (*mode != "first" && *mode != "replay" && *mode != "storm") {
+	if *secret == "" || (*mode != "first" && *mode != "replay" && *mode != "storm" && *mode != "seed-copy") {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -79,6 +88,13 @@ func main() {
 		os.Exit(2)
 	}
 	l := &loader{target: *target, url: *url, secret: *secret, run: *run, replay: *mode == "replay"}
+	if *mode == "seed-copy" {
+		if err := seedCopyMain(l, *dbURL, *nkeys, *expired); err != nil {
+			fmt.Fprintln(os.Stderr, "tekrar-load: seed-copy:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *mode == "storm" {
 		if *stormRate == 0 {
 			*stormRate = 10 * *rate
