@@ -82,41 +82,14 @@ func (s *copySeed) seed(ctx context.Context, db *sql.DB, from, to int64, first, 
 	if n > 1 {
 		step = last.Sub(first) / time.Duration(n-1)
 	}
-	ids := func(i int64) (int64, int64, time.Time) {
-		// Postgres keeps microseconds: the stored answer's created_at must be the order's.
-		return orderBase + i - from, keyBase + i - from, first.Add(time.Duration(i-from) * step).Truncate(time.Microsecond)
-	}
-	// The next chunk's rows are made while the last one is copied: the two take about the
-	// same time, and the machine has a core for each.
-	type built struct {
-		lo, hi int64
-		rows   [][][]any
-		err    error
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	chunks := make(chan built, 1)
-	go func() {
-		defer close(chunks)
-		for lo := from; lo < to; lo += seedChunk {
-			hi := min(lo+seedChunk, to)
-			rows, err := s.build(lo, hi, ids)
-			select {
-			case chunks <- built{lo, hi, rows, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	for c := range chunks {
-		if c.err == nil {
-			c.err = s.write(ctx, db, super, c.rows)
-		}
-		if c.err != nil {
-			return fmt.Errorf("seed keys %d to %d: %w", c.lo, c.hi, c.err)
+	for lo := from; lo < to; lo += seedChunk {
+		hi := min(lo+seedChunk, to)
+		err := s.chunk(ctx, db, super, lo, hi, func(i int64) (int64, int64, time.Time) {
+			// Postgres keeps microseconds: the stored answer's created_at must be the order's.
+			return orderBase + i - from, keyBase + i - from, first.Add(time.Duration(i-from) * step).Truncate(time.Microsecond)
+		})
+		if err != nil {
+			return fmt.Errorf("seed keys %d to %d: %w", lo, hi, err)
 		}
 	}
 	return nil
@@ -139,7 +112,7 @@ var seedTables = []struct {
 	{"outbox_events", []string{"id", "client_id", "type", "order_id", "payload", "created_at"}},
 }
 
-// rows are one key's rows, one slice of values per table of seedTables.
+// seededKey is one key's rows, one slice of values per table of seedTables.
 func (s *copySeed) rows(n, orderID, keyID int64, created time.Time) ([5][][]any, error) {
 	var out [5][][]any
 	body := s.l.body(n)
@@ -190,24 +163,19 @@ func (s *copySeed) rows(n, orderID, keyID int64, created time.Time) ([5][][]any,
 	return out, nil
 }
 
-// build makes the rows of keys [lo, hi), one slice per table of seedTables.
-func (s *copySeed) build(lo, hi int64, ids func(int64) (orderID, keyID int64, created time.Time)) ([][][]any, error) {
+// chunk writes keys [lo, hi) in one transaction, a COPY per table.
+func (s *copySeed) chunk(ctx context.Context, db *sql.DB, super bool, lo, hi int64, ids func(int64) (orderID, keyID int64, created time.Time)) error {
 	rows := make([][][]any, len(seedTables))
 	for n := lo; n < hi; n++ {
 		orderID, keyID, created := ids(n)
 		r, err := s.rows(n, orderID, keyID, created)
 		if err != nil {
-			return nil, fmt.Errorf("key %d: %w", n, err)
+			return fmt.Errorf("key %d: %w", n, err)
 		}
 		for t := range seedTables {
 			rows[t] = append(rows[t], r[t]...)
 		}
 	}
-	return rows, nil
-}
-
-// write copies one chunk's rows in one transaction, a COPY per table.
-func (s *copySeed) write(ctx context.Context, db *sql.DB, super bool, rows [][][]any) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -262,22 +230,13 @@ func seedCopyMain(l *loader, url string, live, expired int) error {
 	}
 	now := time.Now()
 	t0 := time.Now()
-	defs, err := dropIndexes(ctx, db)
 	span := max(s.ttl-2*time.Hour, s.ttl/4)
-	if err == nil {
-		err = s.seed(ctx, db, 0, int64(live), now.Add(-span), now.Add(-time.Minute))
+	if err := s.seed(ctx, db, 0, int64(live), now.Add(-span), now.Add(-time.Minute)); err != nil {
+		return err
 	}
-	if err == nil {
-		// Expired keys: created a TTL before they expire, expiring from 3 hours to 2 minutes ago.
-		err = s.seed(ctx, db, int64(live), int64(live+expired), now.Add(-3*time.Hour-s.ttl), now.Add(-2*time.Minute-s.ttl))
-	}
-	// The indexes dropped come back whether the load worked or not.
-	for _, def := range defs {
-		if _, ierr := db.ExecContext(ctx, def); ierr != nil {
-			return fmt.Errorf("rebuild index: %w (%s); seed: %v", ierr, def, err)
-		}
-	}
-	if err != nil {
+	// Expired keys: created a TTL before they expire, expiring from 3 hours to 2 minutes ago.
+	if err := s.seed(ctx, db, int64(live), int64(live+expired),
+		now.Add(-3*time.Hour-s.ttl), now.Add(-2*time.Minute-s.ttl)); err != nil {
 		return err
 	}
 	seeded := time.Since(t0)
@@ -286,45 +245,7 @@ func seedCopyMain(l *loader, url string, live, expired int) error {
 	if _, err := db.ExecContext(ctx, `VACUUM ANALYZE orders, payments, idempotency_keys, key_events, key_event_counts, outbox_events`); err != nil {
 		return fmt.Errorf("vacuum: %w", err)
 	}
-	fmt.Fprintf(os.Stderr, "seed-copy: %d live and %d expired keys in %.1fs (%.0f keys/s, indexes rebuilt), vacuumed in %.1fs\n",
+	fmt.Fprintf(os.Stderr, "seed-copy: %d live and %d expired keys in %.1fs (%.0f keys/s), vacuumed in %.1fs\n",
 		live, expired, seeded.Seconds(), float64(live+expired)/seeded.Seconds(), time.Since(t0).Seconds()-seeded.Seconds())
 	return nil
-}
-
-// dropIndexes drops the secondary indexes of the seeded tables (those no constraint owns) and
-// returns their definitions (of those it dropped, on an error too), to be built again after
-// the load, as plantest.Seed does: building an index once is cheaper than updating a dozen
-// of them row by row. The
-// unique and primary keys stay, so the load is checked as a claim would be. A rebuilt index
-// is packed fuller than one grown by inserts; growth.sh seeds both of its databases so, and
-// the first arrivals it measures insert into them as production's do.
-func dropIndexes(ctx context.Context, db *sql.DB) ([]string, error) {
-	rows, err := db.QueryContext(ctx, `
-		SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid)
-		  FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid
-		 WHERE t.relname IN ('orders', 'payments', 'idempotency_keys', 'key_events', 'outbox_events')
-		   AND t.relnamespace = 'public'::regnamespace
-		   AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)
-		 ORDER BY 1`)
-	if err != nil {
-		return nil, fmt.Errorf("secondary indexes: %w", err)
-	}
-	defer rows.Close()
-	var names, defs []string
-	for rows.Next() {
-		var name, def string
-		if err := rows.Scan(&name, &def); err != nil {
-			return nil, fmt.Errorf("secondary indexes: %w", err)
-		}
-		names, defs = append(names, name), append(defs, def)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("secondary indexes: %w", err)
-	}
-	for i, name := range names {
-		if _, err := db.ExecContext(ctx, `DROP INDEX `+name); err != nil {
-			return defs[:i], fmt.Errorf("drop index %s: %w", name, err)
-		}
-	}
-	return defs, nil
 }
