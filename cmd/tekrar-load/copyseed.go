@@ -61,7 +61,9 @@ func newCopySeed(ctx context.Context, db *sql.DB, l *loader) (*copySeed, error) 
 // key TTL later), in transactions of seedChunk keys. Order and key ids are taken from their
 // sequences in one block; run it while nothing else claims keys. A superuser's session
 // skips the foreign-key checks (every id it writes is one it wrote the line before); CHECK
-// and unique constraints, and the key history's count triggers, apply as usual.
+// and unique constraints, and the key history's count triggers, apply as usual. The indexes
+// stay in place: dropping the secondary ones for the load and building them again after it
+// was slower (most are appended to, in time and id order).
 func (s *copySeed) seed(ctx context.Context, db *sql.DB, from, to int64, first, last time.Time) error {
 	n := to - from
 	if n <= 0 {
@@ -125,7 +127,8 @@ func (s *copySeed) rows(n, orderID, keyID int64, created time.Time) ([5][][]any,
 		return out, err
 	}
 	in := s.l.order(n)
-	id := sha256.Sum256(fmt.Appendf(nil, "tekrar-load seed %s %d", s.l.run, n))
+	// The public ids are unique per client, run and key, as the keys are.
+	id := sha256.Sum256(fmt.Appendf(nil, "tekrar-load seed %d %s %d", s.clientID, s.l.run, n))
 	hx := hex.EncodeToString(id[:])
 	publicID, chargeID, eventID := "ord_"+hx[:32], "ch_"+hx[32:56], "evt_"+hx[32:64]
 	completed := created.Add(40 * time.Millisecond)

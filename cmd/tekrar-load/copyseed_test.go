@@ -16,7 +16,8 @@ import (
 // response holds to the OpenAPI document); a seeded order reads back through GET as its
 // stored answer says, so the rows are the ones a first arrival leaves; a first arrival on a
 // fresh key still claims, charges and completes; and every live key's replay is measured,
-// the expired keys are left to the sweeper.
+// the expired keys are left to the sweeper; a second client seeded under the same run gets
+// keys of its own.
 func TestCopySeededKeysReplay(t *testing.T) {
 	e := apptest.New(t)
 	ctx := context.Background()
@@ -72,6 +73,17 @@ func TestCopySeededKeysReplay(t *testing.T) {
 	r = e.Do(t, "POST", orderPath, e.Secret, l.body(live), "Idempotency-Key", l.key(live))
 	if r.Header.Get("Idempotent-Replayed") == "true" {
 		t.Fatalf("an expired seeded key was replayed: %d %s", r.Status, r.Body)
+	}
+	// Another client's keys of the same run are its own: the same key names, other orders.
+	secret2, _ := e.NewClient(t, "other app")
+	l2 := &loader{secret: secret2, run: "copy", replay: true}
+	if err := seedCopyMain(l2, e.DBURL, 10, 0); err != nil {
+		t.Fatal(err)
+	}
+	mine := e.Do(t, "POST", orderPath, e.Secret, l.body(3), "Idempotency-Key", l.key(3))
+	theirs := e.Do(t, "POST", orderPath, secret2, l2.body(3), "Idempotency-Key", l2.key(3))
+	if theirs.Status != 201 || theirs.Header.Get("Idempotent-Replayed") != "true" || bytes.Equal(theirs.Body, mine.Body) {
+		t.Fatalf("the other client's key 3: %d replayed=%q %s (the first client's: %s)", theirs.Status, theirs.Header.Get("Idempotent-Replayed"), theirs.Body, mine.Body)
 	}
 	var exp time.Time
 	if err := db.QueryRowContext(ctx, `SELECT max(expires_at) FROM idempotency_keys WHERE key = $1`, l.key(live+expired-1)).Scan(&exp); err != nil || exp.After(time.Now()) {

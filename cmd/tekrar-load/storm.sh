@@ -9,14 +9,15 @@
 #   -X STORM_RATE   replays a second during the storm (default: 10 times RATE)
 #   -C API_CLIENTS  API clients whose keys the storm replays (default 10), each created
 #                   with `tekrar clients create`; the first arrivals are the demo client's
-#   -k KEYS         completed keys per replaying client, seeded through the API (default 1000)
+#   -k KEYS         completed keys per replaying client, seeded with COPY (default 2000)
 #   -c CONNS        connections of the first arrivals (default 16)
 #   -s STORM_CONNS  connections of the replays (default 64)
 #   -T SECONDS      length of the quiet and of the storm window (default 10)
 #   -r ROUNDS       rounds (default 5)
 #
 # It starts a throwaway `tekrar dev` (its own Postgres, default durability), creates the
-# clients and seeds their keys, then runs `tekrar-load -mode storm` ROUNDS times: each round
+# clients and seeds their keys (`tekrar-load -mode seed-copy`: completed keys with their
+# orders, payments, history and events, as growth.sh seeds), then runs `tekrar-load -mode storm` ROUNDS times: each round
 # sends first arrivals at RATE a second from a schedule that does not wait for the server
 # (latency counted from each request's due time, so that a slow server cannot lower the load
 # offered to it), first through a quiet window, then through a storm window in which the
@@ -26,7 +27,7 @@
 #   storm median p99_ratio=<> (storm_p99 / quiet_p99 of the first arrivals; the bound is 1.5) ...
 # Needs Go, the PostgreSQL server binaries (as `tekrar dev` does), psql and curl.
 set -euo pipefail
-rate=50; srate=""; nclients=10; keys=1000; conns=16; sconns=64; secs=10; rounds=5
+rate=50; srate=""; nclients=10; keys=2000; conns=16; sconns=64; secs=10; rounds=5
 while getopts R:X:C:k:c:s:T:r: o; do
   case $o in
     R) rate=$OPTARG;; X) srate=$OPTARG;; C) nclients=$OPTARG;; k) keys=$OPTARG;; c) conns=$OPTARG;;
@@ -69,8 +70,10 @@ load() {
   "$work/tekrar-load" -url "http://127.0.0.1:$port" -secret tekrar_sk_demo_local_only -run storm -mode storm \
     -keys "$keys" -storm-secrets "$stormsecrets" -rate "$rate" -storm-rate "$srate" -c "$conns" -storm-c "$sconns" "$@"
 }
-load -seed-only
-# As bench.sh: statistics for the seeded tables before the first round.
+for s in "${secrets[@]}"; do
+  "$work/tekrar-load" -secret "$s" -run storm -mode seed-copy -database-url "$pgurl" -keys "$keys"
+done
+# As bench.sh: statistics for every table before the first round (seed-copy analysed its own).
 psql "$pgurl" -Xq -c "VACUUM ANALYZE" >/dev/null
 echo "seeded $keys keys for each of $nclients clients" >&2
 
