@@ -184,6 +184,9 @@ func (r stormResult) line() string {
 // mode does) unless told they exist, runs the storm and prints its line. First arrivals go
 // to l's client with fresh keys; replays pick a client and one of its keys at random.
 func stormMain(l *loader, cfg stormConfig, secrets []string, nkeys int, seed, seedOnly bool) error {
+	if cfg.firstRate <= 0 || cfg.stormRate <= 0 || cfg.firstConns < 1 || cfg.stormConns < 1 || nkeys < 1 {
+		return fmt.Errorf("-rate, -storm-rate, -c, -storm-c and -keys must be positive")
+	}
 	replayers := make([]*loader, len(secrets))
 	for i, s := range secrets {
 		r := *l
