@@ -207,6 +207,7 @@ type result struct {
 	lat      []time.Duration
 	errors   int
 	statuses map[int]int
+	last     time.Time // paced requests (window): when the last answer came
 }
 
 func (l *loader) measure(workers int, warm, dur time.Duration, next func(int) int64) result {

@@ -100,3 +100,20 @@ func TestStormWindows(t *testing.T) {
 		t.Errorf("line: %s", line)
 	}
 }
+
+// TestStormReplayRateIsWhatWasAnswered: replays offered at 100 a second for a 1-second window
+// but answered over 2 seconds ran at 50 a second, not at the rate offered.
+func TestStormReplayRateIsWhatWasAnswered(t *testing.T) {
+	from := time.Now()
+	var samples []sample
+	for i := range 100 {
+		due := from.Add(time.Duration(i) * 10 * time.Millisecond)
+		// The server answers one every 20 ms from the start: request i at (i+1)*20 ms.
+		samples = append(samples, sample{due: due, lat: from.Add(time.Duration(i+1) * 20 * time.Millisecond).Sub(due), status: 201})
+	}
+	r := stormResult{cfg: stormConfig{firstRate: 10, stormRate: 100, window: time.Second}, stormFrom: from,
+		replays: window(samples, from, from.Add(time.Second))}
+	if line := r.line(); !strings.Contains(line, " replay_offered=100 replay_rps=50 replay_p99_ms=1000.00 ") {
+		t.Errorf("line: %s", line)
+	}
+}
