@@ -8,6 +8,10 @@
 // first: every request is a new intent (a fresh key): claim, charge, complete.
 // replay: keys are created first, then requests repeat them at random: the replay path.
 // It prints one line: "load <mode> clients=<c> requests=<n> rps=<r> p50_ms=<> p99_ms=<> errors=<n>".
+// In replay mode an answer that is not marked Idempotent-Replayed counts as an error.
+// Each client keeps one keep-alive connection (see conn.go for why it is not net/http's).
+// The replay keys are seeded through tekrar's Go SDK (checkout/sdk), which retries what
+// a loaded server answers with 503s or loses; only the measured requests use conn.go.
 //
 //	tekrar-load -url ... -secret $SECRET -mode storm -rate 50 -c 16 -storm-c 64 -d 10s -keys 1000 -storm-secrets $S1,$S2
 //
@@ -30,10 +34,6 @@
 //
 // pgbench-log: the same percentiles of a pgbench run's per-transaction logs (pgbench -l), the
 // ceiling's p99 that bench.sh sets beside tekrar's (pgbenchlog.go).
-// In replay mode an answer that is not marked Idempotent-Replayed counts as an error.
-// Each client keeps one keep-alive connection (see conn.go for why it is not net/http's).
-// The replay keys are seeded through tekrar's Go SDK (checkout/sdk), which retries what
-// a loaded server answers with 503s or loses; only the measured requests use conn.go.
 package main
 
 import (
