@@ -48,7 +48,7 @@ func newCopySeed(ctx context.Context, db *sql.DB, l *loader) (*copySeed, error) 
 	}
 	h := clients.Hash(l.secret)
 	var ttl float64
-	err := db.QueryRowContext(ctx, `SELECT id, extract(epoch FROM key_ttl) FROM clients WHERE secret_hash = $1`, h[:]).
+	err := db.QueryRowContext(ctx, seedClientSQL, h[:]).
 		Scan(&s.clientID, &ttl)
 	if err != nil {
 		return nil, fmt.Errorf("the secret's client: %w", err)
@@ -70,14 +70,11 @@ func (s *copySeed) seed(ctx context.Context, db *sql.DB, from, to int64, first, 
 		return nil
 	}
 	var orderBase, keyBase int64
-	if err := db.QueryRowContext(ctx, `
-		SELECT setval(pg_get_serial_sequence('orders', 'id'), nextval(pg_get_serial_sequence('orders', 'id')) + $1 - 1) - $1 + 1,
-		       setval(pg_get_serial_sequence('idempotency_keys', 'id'), nextval(pg_get_serial_sequence('idempotency_keys', 'id')) + $1 - 1) - $1 + 1`,
-		n).Scan(&orderBase, &keyBase); err != nil {
+	if err := db.QueryRowContext(ctx, seedReserveIDsSQL, n).Scan(&orderBase, &keyBase); err != nil {
 		return fmt.Errorf("reserve ids: %w", err)
 	}
 	var super bool
-	if err := db.QueryRowContext(ctx, `SELECT rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&super); err != nil {
+	if err := db.QueryRowContext(ctx, seedSuperuserSQL).Scan(&super); err != nil {
 		return fmt.Errorf("role: %w", err)
 	}
 	step := time.Duration(0)
@@ -97,24 +94,7 @@ func (s *copySeed) seed(ctx context.Context, db *sql.DB, from, to int64, first, 
 	return nil
 }
 
-// seedTables are the COPYs of one chunk, in the order the foreign keys need.
-var seedTables = []struct {
-	table string
-	cols  []string
-}{
-	{"orders", []string{"id", "client_id", "status", "amount", "currency", "items", "customer_id", "captured_amount",
-		"created_at", "updated_at", "public_id", "event_seq"}},
-	{"payments", []string{"order_id", "provider_charge_id", "provider_key", "amount", "currency", "status",
-		"card_brand", "card_last4", "created_at"}},
-	{"idempotency_keys", []string{"id", "client_id", "key", "fingerprint", "scope_fingerprint", "method", "path", "state",
-		"recovery_point", "order_id", "response_status", "response_headers", "response_body", "created_at", "completed_at",
-		"expires_at"}},
-	{"key_events", []string{"at", "client_id", "key", "key_id", "kind", "status", "request_id", "remote_addr",
-		"user_agent", "detail"}},
-	{"outbox_events", []string{"id", "client_id", "type", "order_id", "payload", "created_at"}},
-}
-
-// seededKey is one key's rows, one slice of values per table of seedTables.
+// rows are one key's rows, one slice of values per table of seedTables.
 func (s *copySeed) rows(n, orderID, keyID int64, created time.Time) ([5][][]any, error) {
 	var out [5][][]any
 	body := s.l.body(n)
@@ -184,9 +164,9 @@ func (s *copySeed) chunk(ctx context.Context, db *sql.DB, super bool, lo, hi int
 		return err
 	}
 	defer tx.Rollback()
-	set := `SET LOCAL synchronous_commit = off`
+	set := seedSessionSQL
 	if super {
-		set += `; SET LOCAL session_replication_role = replica`
+		set += "; " + seedNoForeignKeysSQL
 	}
 	if _, err := tx.ExecContext(ctx, set); err != nil {
 		return err
@@ -245,7 +225,7 @@ func seedCopyMain(l *loader, url string, live, expired int) error {
 	seeded := time.Since(t0)
 	// Statistics and the visibility map, as autovacuum would take them, before anything is
 	// measured (bench.sh does the same after seeding).
-	if _, err := db.ExecContext(ctx, `VACUUM ANALYZE orders, payments, idempotency_keys, key_events, key_event_counts, outbox_events`); err != nil {
+	if _, err := db.ExecContext(ctx, seedVacuumSQL); err != nil {
 		return fmt.Errorf("vacuum: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "seed-copy: %d live and %d expired keys in %.1fs (%.0f keys/s), vacuumed in %.1fs\n",
