@@ -12,6 +12,12 @@
 # it alternates short runs of tekrar and of pgbench, round after round, and reports the
 # median of the per-round ratios.
 #
+# Each round also sets tekrar's p99 beside the ceiling's own, from the same round: pgbench
+# logs every transaction (-l), the load tool reads the logs (-mode pgbench-log) with the
+# percentile it uses for tekrar's requests, and the line gives tekrar_p99 / ceiling_p99
+# (higher is worse); the last line has the medians of those ratios too. tekrar's p99 leaves
+# out its 1-second warm-up; pgbench's covers its whole run.
+#
 # tekrar runs as `tekrar dev` on its own private Postgres; the ceiling runs on another,
 # started the way the ceiling script starts it. Both have default durability (fsync and
 # synchronous_commit on). tekrar logs as in production, to /dev/null.
@@ -64,22 +70,31 @@ load -mode replay -seed-only -d 1s
 # on the seeded tables in the middle of the first rounds.
 psql "postgres://postgres@127.0.0.1:$pgport/tekrar?sslmode=disable" -Xq -c "VACUUM ANALYZE" >/dev/null
 
+# One pgbench run; prints "<tps> <p99_ms>", the p99 read from its per-transaction log (one
+# file per thread) by the load tool, with the same percentile as tekrar's.
 pgb() {
-  pgbench -n -h 127.0.0.1 -p "$cport" -U postgres -c "$clients" -j $(( clients < 2 ? clients : 2 )) -T "$secs" \
-    -D nkeys="$keys" -f "$cdir/$1" postgres 2>&1 | sed -nE 's/^tps = ([0-9.]+).*/\1/p' | head -1
+  local tps p99
+  rm -f "$work"/pgb.*
+  tps=$(pgbench -n -h 127.0.0.1 -p "$cport" -U postgres -c "$clients" -j $(( clients < 2 ? clients : 2 )) -T "$secs" \
+    -D nkeys="$keys" -f "$cdir/$1" -l --log-prefix="$work/pgb" postgres 2>&1 | sed -nE 's/^tps = ([0-9.]+).*/\1/p' | head -1)
+  p99=$("$work/tekrar-load" -mode pgbench-log "$work"/pgb.* | field p99_ms)
+  rm -f "$work"/pgb.*
+  echo "$tps $p99"
 }
 field() { sed -nE "s/.* $1=([0-9.]+).*/\1/p"; }
-echo "round path tekrar_rps ceiling_tps ratio tekrar_p99_ms"
-fr=(); rr=()
+echo "round path tekrar_rps ceiling_tps ratio tekrar_p99_ms ceiling_p99_ms p99_ratio"
+fr=(); rr=(); fp=(); rp=()
+div() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", (b > 0 ? a/b : 0)}'; }
 for r in $(seq 1 "$rounds"); do
   out=$(load -mode first -d "${secs}s" -warmup 1s); tf=$(echo "$out" | field rps); pf=$(echo "$out" | field p99_ms)
-  cf=$(pgb "$first")
+  read -r cf cpf <<<"$(pgb "$first")"
   out=$(load -mode replay -no-seed -d "${secs}s" -warmup 1s); tr=$(echo "$out" | field rps); pr=$(echo "$out" | field p99_ms)
-  cr=$(pgb replay.sql)
-  rf=$(awk -v a="$tf" -v b="$cf" 'BEGIN{printf "%.2f", a/b}'); rp=$(awk -v a="$tr" -v b="$cr" 'BEGIN{printf "%.2f", a/b}')
-  echo "$r first $tf ${cf%.*} $rf $pf"
-  echo "$r replay $tr ${cr%.*} $rp $pr"
-  fr+=("$rf"); rr+=("$rp")
+  read -r cr cpr <<<"$(pgb replay.sql)"
+  rf=$(div "$tf" "$cf"); rr1=$(div "$tr" "$cr"); qf=$(div "$pf" "$cpf"); qr=$(div "$pr" "$cpr")
+  echo "$r first $tf ${cf%.*} $rf $pf $cpf $qf"
+  echo "$r replay $tr ${cr%.*} $rr1 $pr $cpr $qr"
+  fr+=("$rf"); rr+=("$rr1"); fp+=("$qf"); rp+=("$qr")
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 echo "median ratio first=$(median "${fr[@]}") (against $first) replay=$(median "${rr[@]}") (clients=$clients, ${secs}s runs, $rounds rounds)"
+echo "median p99 ratio first=$(median "${fp[@]}") (against $first) replay=$(median "${rp[@]}") (tekrar's p99 over the ceiling's, lower is better)"

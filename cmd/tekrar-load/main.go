@@ -12,9 +12,32 @@
 // Each client keeps one keep-alive connection (see conn.go for why it is not net/http's).
 // The replay keys are seeded through tekrar's Go SDK (checkout/sdk), which retries what
 // a loaded server answers with 503s or loses; only the measured requests use conn.go.
+//
+//	tekrar-load -url ... -secret $SECRET -mode storm -rate 50 -c 16 -storm-c 64 -d 10s -keys 1000 -storm-secrets $S1,$S2
+//
+// storm: first arrivals at a fixed rate (open loop: -rate a second whatever the server's
+// speed, latency counted from each request's due time) through a quiet window of -d and then
+// a storm window of -d, in which replays of keys seeded first (-keys per client of
+// -storm-secrets) arrive at -storm-rate (10 times -rate by default) from -storm-c other
+// connections, as tills resending their queues after an outage. It prints one line with the
+// first arrivals' p50 and p99 quiet and in the storm, their ratio, and the replays' rate and
+// p99 (storm.go).
+//
+//	tekrar-load -secret $SECRET -mode seed-copy -database-url $DATABASE_URL -run growth -keys 10000000 -expired 100000
+//
+// seed-copy: the keys that replay mode repeats (-run, -keys), written straight into tekrar's
+// database with COPY, each with its order, payment, key history and event (copyseed.go),
+// live for most of the client's key TTL; -expired more keys after them that expired over the
+// last three hours, for the sweeper to remove. Replay mode then runs with -no-seed.
+//
+//	tekrar-load -mode pgbench-log FILE...
+//
+// pgbench-log: the same percentiles of a pgbench run's per-transaction logs (pgbench -l), the
+// ceiling's p99 that bench.sh sets beside tekrar's (pgbenchlog.go).
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -22,6 +45,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,8 +64,21 @@ func main() {
 	run := flag.String("run", fmt.Sprintf("%x", rand.Uint64()), "key prefix; reuse one to replay keys created by an earlier run")
 	seedOnly := flag.Bool("seed-only", false, "replay: create the keys and exit")
 	noSeed := flag.Bool("no-seed", false, "replay: the keys exist already (same -run and -keys)")
+	rate := flag.Float64("rate", 50, "storm: first arrivals a second, sent open loop from -c connections")
+	stormRate := flag.Float64("storm-rate", 0, "storm: replays a second during the storm (0: 10 times -rate)")
+	stormConns := flag.Int("storm-c", 64, "storm: connections that send the replays")
+	dbURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "seed-copy: tekrar's database (or DATABASE_URL)")
+	expired := flag.Int("expired", 0, "seed-copy: also this many expired keys after the -keys live ones, for the sweeper")
+	stormSecrets := flag.String("storm-secrets", "", "storm: comma-separated secrets of the clients whose keys are replayed, -keys each (default: -secret)")
 	flag.Parse()
-	if *secret == "" || (*mode != "first" && *mode != "replay") {
+	if *mode == "pgbench-log" {
+		if err := pgbenchLogMain(flag.Args()); err != nil {
+			fmt.Fprintln(os.Stderr, "tekrar-load: pgbench log:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *secret == "" || (*mode != "first" && *mode != "replay" && *mode != "storm" && *mode != "seed-copy") {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -51,6 +88,25 @@ func main() {
 		os.Exit(2)
 	}
 	l := &loader{target: *target, url: *url, secret: *secret, run: *run, replay: *mode == "replay"}
+	if *mode == "seed-copy" {
+		if err := seedCopyMain(l, *dbURL, *nkeys, *expired); err != nil {
+			fmt.Fprintln(os.Stderr, "tekrar-load: seed-copy:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *mode == "storm" {
+		if *stormRate == 0 {
+			*stormRate = 10 * *rate
+		}
+		cfg := stormConfig{firstRate: *rate, stormRate: *stormRate, firstConns: *clients, stormConns: *stormConns,
+			warm: *warm, window: *dur}
+		if err := stormMain(l, cfg, strings.Split(cmp.Or(*stormSecrets, *secret), ","), *nkeys, !*noSeed, *seedOnly); err != nil {
+			fmt.Fprintln(os.Stderr, "tekrar-load: storm:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var next func(worker int) int64
 	// First-time keys are numbered from a random point, so that runs sharing -run do not
 	// meet each other's keys.
@@ -151,6 +207,7 @@ type result struct {
 	lat      []time.Duration
 	errors   int
 	statuses map[int]int
+	last     time.Time // paced requests (window): when the last answer came
 }
 
 func (l *loader) measure(workers int, warm, dur time.Duration, next func(int) int64) result {
@@ -206,12 +263,6 @@ func (l *loader) measure(workers int, warm, dur time.Duration, next func(int) in
 
 func (r result) line(mode string, clients int, dur time.Duration) string {
 	slices.Sort(r.lat)
-	pct := func(p float64) float64 {
-		if len(r.lat) == 0 {
-			return 0
-		}
-		return float64(r.lat[int(p*float64(len(r.lat)-1))].Microseconds()) / 1000
-	}
 	return fmt.Sprintf("load %s clients=%d requests=%d rps=%.0f p50_ms=%.2f p99_ms=%.2f errors=%d",
-		mode, clients, len(r.lat), float64(len(r.lat))/dur.Seconds(), pct(0.50), pct(0.99), r.errors)
+		mode, clients, len(r.lat), float64(len(r.lat))/dur.Seconds(), ms(percentile(r.lat, 0.50)), ms(percentile(r.lat, 0.99)), r.errors)
 }
