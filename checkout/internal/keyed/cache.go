@@ -71,6 +71,7 @@ type Cache struct {
 	reset int64
 	// heard is the send time (mono) of the newest beat heard since reset; 0: none.
 	heard atomic.Int64
+	hits  atomic.Int64
 }
 
 // CacheConfig tunes a Cache; zero fields take the defaults.
@@ -156,6 +157,9 @@ func (c *Cache) Len() int {
 	defer c.mu.Unlock()
 	return len(c.items)
 }
+
+// Hits counts the replays the cache answered.
+func (c *Cache) Hits() int64 { return c.hits.Load() }
 
 // Holds reports whether the cache has an entry of the client's key, served or not.
 func (c *Cache) Holds(clientID int64, key string) bool {

@@ -53,6 +53,7 @@ func (e *Engine) Replay(ctx context.Context, req Request) (_ Result, _ Lookup, o
 			case Expired(hit.expiresAt, e.cfg.Now()):
 				c.dropExpired(hit)
 			case hit.fp == fp:
+				c.hits.Add(1)
 				e.record(req, &Key{ID: hit.keyID}, KindReplayed, hit.resp.Status, nil, nil)
 				return Result{Response: hit.resp, Replayed: true, ExpiresAt: hit.expiresAt}, lk, true
 			}
