@@ -289,7 +289,7 @@ func (a *App) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	events, unsubscribe := a.River.Subscribe(metrics.JobEvents...)
 	defer unsubscribe()
-	if a.ReplayCache != nil {
+	if a.ReplayCache != nil && a.dbURL != "" {
 		wg.Add(1)
 		go func() { defer wg.Done(); a.ReplayCache.Listen(ctx, a.dbURL, a.db, a.logger) }()
 	}
