@@ -3,6 +3,7 @@ package admin_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -51,6 +52,17 @@ func TestExpireNowInTheConsoleReachesEveryReplica(t *testing.T) {
 		}
 		if n := a.App.ReplayCache.Hits(); n != 1 {
 			t.Fatalf("%d replays answered from memory, want 1", n)
+		}
+		m, err := http.Get(a.MetricsURL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, _ := io.ReadAll(m.Body)
+		m.Body.Close()
+		for _, line := range []string{"tekrar_replay_cache_hits_total 1\n", "tekrar_replay_cache_entries 1\n", "tekrar_replay_cache_serving 1\n"} {
+			if !strings.Contains(string(text), line) {
+				t.Errorf("the metrics lack %q", line)
+			}
 		}
 	}
 

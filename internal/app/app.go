@@ -232,6 +232,9 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		AttentionAfter: cfg.AttentionAfter,
 	}, logger)
 	m.Completer(comp.Totals)
+	if replays != nil {
+		m.ReplayCache(replays)
+	}
 	e.GET("/readyz/completer", func(c *gin.Context) { c.JSON(http.StatusOK, comp.Totals()) })
 	e.NoRoute(notFound(consoleNotFound))
 	rc, err = newRiver(cfg, db.DB, logger, append(append(consumers(cfg, db.DB, logger, m, o.now), outgoing, scheduleConsumer(sched)), o.consumers...))
