@@ -33,6 +33,18 @@ type Key = keyed.Key
 // Response is what a keyed request answers, stored with its key (keyed.Response).
 type Response = keyed.Response
 
+// ReplayCache answers replays of completed keys from memory, bounded in bytes, without a
+// database read (keyed.Cache): a process makes one (Config.ReplayCache) and runs its
+// Listen, which keeps it honest, for as long as it serves.
+type ReplayCache = keyed.Cache
+
+// ReplayCacheConfig tunes a ReplayCache (keyed.CacheConfig).
+type ReplayCacheConfig = keyed.CacheConfig
+
+// NewReplayCache returns an empty replay cache, which answers nothing until its Listen
+// runs (keyed.NewCache).
+func NewReplayCache(cfg ReplayCacheConfig) *ReplayCache { return keyed.NewCache(cfg) }
+
 // Key states (keyed's): the three a key row is in, and KeyStateExpired, the state the
 // console reports for a key the sweeper removed.
 const (

@@ -59,6 +59,9 @@ type Config struct {
 	ObserveSales func(client int64, out []SaleOutcome)
 	// Routes are the API's routes of the keyed operations (api.Routes); required.
 	Routes Routes
+	// ReplayCache, if set, answers replays from memory (ReplayCache); nil reads each from
+	// the database.
+	ReplayCache *ReplayCache
 }
 
 // Crash points: the places between recovery points where a process may die.
@@ -131,8 +134,16 @@ func NewService(d *sqlx.DB, provider psp.Provider, cfg Config, logger *slog.Logg
 		history:  keyed.NewHistory(d, logger),
 	}
 	s.eng = keyed.New(s.q, s.history, keyed.Config{Lease: cfg.Lease, MaxWait: cfg.MaxWait, Now: cfg.Now,
-		Crash: cfg.Crash, Card: s.cardOf}, logger)
+		Crash: cfg.Crash, Card: s.cardOf, Cache: cfg.ReplayCache}, logger)
 	return s
+}
+
+// ForgetReplay drops the client's key from this process's replay cache, if it has one: an
+// action of this process that changed the key does not wait for its own notification.
+func (s *Service) ForgetReplay(clientID int64, key string) {
+	if s.cfg.ReplayCache != nil {
+		s.cfg.ReplayCache.Drop(clientID, key)
+	}
 }
 
 // Close flushes what the service still holds in memory (its key history).

@@ -71,5 +71,10 @@ func (a *Actions) ExpireKey(ctx context.Context, clientID int64, key string, rec
 	if err != nil {
 		return ActionResult{}, err
 	}
+	if res.Done {
+		// Every process's cache forgets the key when its notification arrives (SetExpiry);
+		// this one's at once.
+		a.s.ForgetReplay(clientID, key)
+	}
 	return res, nil
 }

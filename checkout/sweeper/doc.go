@@ -8,7 +8,9 @@
 //   - key_tombstones: it inserts a tombstone for each completed key past expires_at
 //     (replacing an older one of the same client and key), sets key_id to NULL once the
 //     key row is gone, and deletes tombstones whose forget_at has passed;
-//   - idempotency_keys: it deletes the rows of completed keys whose tombstone has settled;
+//   - idempotency_keys: it deletes the rows of completed keys whose tombstone has settled,
+//     and tells every process's replay cache to forget them in the same statement
+//     (keyed.NotifyGoneSQL, the one thing it takes from the engine);
 //   - key_events: it inserts an expired event for each deleted key, and deletes events
 //     older than Config.EventRetention;
 //   - sweeps: it inserts one row per pass, what the pass did, for the console.

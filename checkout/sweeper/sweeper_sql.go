@@ -1,5 +1,7 @@
 package sweeper
 
+import "github.com/tekrar/tekrar/checkout/internal/keyed"
+
 // The sweeper's statements: each batch is one of them, in its own short transaction (see
 // the package doc for the tables they write).
 
@@ -48,7 +50,9 @@ const tombstoneBatchSQL = `
 
 // deleteBatchSQL deletes up to $3 key rows whose tombstones were written before $2, and
 // records an expired event for each. The tombstone lets go of the row id either way (the
-// row may have gone by another path).
+// row may have gone by another path). Every process's replay cache is told to forget the
+// deleted keys (keyed.NotifyGoneSQL): they are expired already, which a cache checks on
+// its own clock, but a clock behind the sweeper's must not serve a deleted key.
 //
 // The batch is passed on as one array of ids, not joined as a relation: "id = ANY(array)"
 // is always a probe of the primary key and of the key_id index, whatever the statistics
@@ -76,8 +80,10 @@ const deleteBatchSQL = `
 	               'order_id', (SELECT o.public_id FROM orders o WHERE o.id = g.order_id),
 	               'refund_id', (SELECT r.public_id FROM refunds r WHERE r.id = g.refund_id)))
 	      FROM gone g
+	), notified AS (
+	    ` + keyed.NotifyGoneSQL + `
 	)
-	SELECT coalesce(cardinality(ids), 0) FROM batch`
+	SELECT coalesce(cardinality(ids), 0) FROM batch WHERE (SELECT count(*) FROM notified) >= 0`
 
 // forgetBatchSQL deletes up to $2 tombstones whose grace ended by $1.
 const forgetBatchSQL = `

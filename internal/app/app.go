@@ -69,8 +69,14 @@ type App struct {
 	// Metrics are the process's Prometheus metrics; Metrics.Handler serves them.
 	Metrics *metrics.Metrics
 
+	// ReplayCache answers replays from memory (TEKRAR_REPLAY_CACHE_BYTES); nil when off.
+	// It answers only while Run runs its listener.
+	ReplayCache *checkout.ReplayCache
+
 	engine *gin.Engine
 	logger *slog.Logger
+	db     *sqlx.DB
+	dbURL  string
 	// closeRead closes the console's read pool, when it has one of its own.
 	closeRead func()
 }
@@ -130,6 +136,10 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	if o.crash == nil {
 		o.crash = CrashHook(cfg, logger)
 	}
+	var replays *checkout.ReplayCache
+	if cfg.ReplayCacheBytes > 0 {
+		replays = checkout.NewReplayCache(checkout.ReplayCacheConfig{Bytes: int64(cfg.ReplayCacheBytes)})
+	}
 	svc := checkout.NewService(db, provider, checkout.Config{
 		Routes:          api.Routes,
 		Lease:           cfg.Lease,
@@ -138,6 +148,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		ProviderHorizon: cfg.ProviderHorizon,
 		Now:             o.now,
 		Crash:           o.crash,
+		ReplayCache:     replays,
 
 		ObserveSales: m.Sales,
 	}, logger)
@@ -221,6 +232,9 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 		AttentionAfter: cfg.AttentionAfter,
 	}, logger)
 	m.Completer(comp.Totals)
+	if replays != nil {
+		m.ReplayCache(replays)
+	}
 	e.GET("/readyz/completer", func(c *gin.Context) { c.JSON(http.StatusOK, comp.Totals()) })
 	e.NoRoute(notFound(consoleNotFound))
 	rc, err = newRiver(cfg, db.DB, logger, append(append(consumers(cfg, db.DB, logger, m, o.now), outgoing, scheduleConsumer(sched)), o.consumers...))
@@ -232,7 +246,8 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	deliverer.Jobs = rc // a disabling queues its notice
 	return &App{Handler: server.HeadAsGet(e), Service: svc, Inbox: in, Sweeper: sw, Completer: comp,
 		Scheduler: sched, Installments: charger, Settler: settler, River: rc, Metrics: m,
-		Rescuer: outbox.NewRescuer(db.DB, cfg.OutboxRescueAfter, logger.With("component", "river")), engine: e, logger: logger, closeRead: closeRead}, nil
+		Rescuer: outbox.NewRescuer(db.DB, cfg.OutboxRescueAfter, logger.With("component", "river")), ReplayCache: replays,
+		engine: e, logger: logger, db: db, dbURL: cfg.DatabaseURL, closeRead: closeRead}, nil
 }
 
 // readyTimeout is how long /readyz waits for the database to say it takes writes.
@@ -270,12 +285,17 @@ func wantsHTML(r *http.Request) bool {
 
 // Run does the app's background work until ctx ends, and returns once River has stopped:
 // River works the outbox's jobs and the scheduled tasks (sweeping, reconciling with the
-// provider), the rescuer takes over the jobs of dead processes, and the completer completes
-// abandoned keys in every process.
+// provider), the rescuer takes over the jobs of dead processes, the completer completes
+// abandoned keys in every process, and the replay cache's listener keeps it honest (the
+// cache answers nothing without it).
 func (a *App) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	events, unsubscribe := a.River.Subscribe(metrics.JobEvents...)
 	defer unsubscribe()
+	if a.ReplayCache != nil && a.dbURL != "" {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.ReplayCache.Listen(ctx, a.dbURL, a.db, a.logger) }()
+	}
 	wg.Add(4)
 	go func() { defer wg.Done(); a.Metrics.Jobs(ctx, events) }()
 	go func() { defer wg.Done(); runRiver(ctx, a.River, a.logger) }()

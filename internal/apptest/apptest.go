@@ -96,6 +96,7 @@ func serve(t testing.TB, cfg config.Server, url string, clock *Clock, crash func
 	if os.Getenv("TEKRAR_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+	cfg.DatabaseURL = url // as serve's: the replay cache's listener connects to it
 	a, err := app.New(cfg, db, logger, app.WithClock(clock.Now), app.WithCrashHook(crash))
 	if err != nil {
 		t.Fatal(err)

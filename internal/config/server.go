@@ -36,8 +36,11 @@ type Server struct {
 	// during a rotation); empty: POST /webhooks/psp is not served.
 	PSPWebhookSecrets string
 	MaxBodyBytes      int
-	TrustedProxies    []string
-	SecureCookies     bool
+	// ReplayCacheBytes bounds each process's cache of completed answers (0: no cache;
+	// docs/performance.md, "Replays from memory").
+	ReplayCacheBytes int
+	TrustedProxies   []string
+	SecureCookies    bool
 	// DoubleTapWindow is how far apart two paid orders of one customer, amount and items
 	// may be for the console to flag them as a suspected double tap.
 	DoubleTapWindow time.Duration
@@ -158,6 +161,7 @@ func BindServer(s *Set, command string, c *Server) {
 	s.Int(&c.ReceiptsPerMinute, "receipts-per-minute", "TEKRAR_RECEIPTS_PER_MINUTE", "600", "most receipts of one client in a minute; more are stored refused (rate_limited), not sent, and the sale goes on", 1, 1_000_000)
 	s.Int(&c.ReceiptsPerDay, "receipts-per-day", "TEKRAR_RECEIPTS_PER_DAY", "10000", "most receipts of one client in a UTC day; more are stored refused (daily_cap), not sent, and the sale goes on", 1, 100_000_000)
 	s.Int(&c.MaxBodyBytes, "max-body-bytes", "TEKRAR_MAX_BODY_BYTES", "65536", "largest request body accepted; larger gets 413", 1024, 10<<20)
+	s.Int(&c.ReplayCacheBytes, "replay-cache-bytes", "TEKRAR_REPLAY_CACHE_BYTES", "67108864", "bytes of completed answers each process keeps in memory to answer replays without a database read; 0 turns the cache off", 0, 1<<40)
 	s.Duration(&c.Lease, "lease", "TEKRAR_LEASE", "30s", "how long a worker holds an idempotency key before a retry may take it over", time.Second, time.Hour)
 	s.Duration(&c.ProviderTimeout, "provider-timeout", "TEKRAR_PROVIDER_TIMEOUT", "10s", "longest wait for one payment provider call; past it the outcome is unknown (503 payment_pending)", 10*time.Millisecond, 5*time.Minute)
 	s.Duration(&c.ProviderHorizon, "provider-horizon", "TEKRAR_PROVIDER_HORIZON", "24h", "after tekrar gives up on a charge at a provider that cannot cancel a charge key, how long a late charge under it is watched for and refunded", time.Second, 90*24*time.Hour)

@@ -212,10 +212,17 @@ func NewURL(t testing.TB) string {
 // ends, before the database is dropped.
 func New(t testing.TB) *sqlx.DB {
 	t.Helper()
-	dsn := tdb.DSN(NewURL(t))
-	db, err := sqlx.Connect("postgres", dsn)
+	return Connect(t, NewURL(t))
+}
+
+// Connect returns a connection pool to url with the driver settings tekrar itself connects
+// with (db.DSN), closed when the test ends: before the database is dropped, when url is
+// NewURL's.
+func Connect(t testing.TB, url string) *sqlx.DB {
+	t.Helper()
+	db, err := sqlx.Connect("postgres", tdb.DSN(url))
 	if err != nil {
-		t.Fatalf("connect to test database: %v", err)
+		t.Fatalf("connect to %s: %v", url, err)
 	}
 	t.Cleanup(func() { _ = db.Close() }) // registered after the drop, so it runs first
 	return db

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	tdb "github.com/tekrar/tekrar/internal/db"
 	"github.com/tekrar/tekrar/internal/pglocal"
 )
 
@@ -50,18 +49,8 @@ func NewPair(t testing.TB) Pair {
 	}
 	t.Cleanup(func() { _ = p.standby.Stop() })
 	p.StandbyURL = p.standby.URL("tekrar")
-	p.Primary, p.Standby = connect(t, p.PrimaryURL), connect(t, p.StandbyURL)
+	p.Primary, p.Standby = Connect(t, p.PrimaryURL), Connect(t, p.StandbyURL)
 	return p
-}
-
-func connect(t testing.TB, url string) *sqlx.DB {
-	t.Helper()
-	db, err := sqlx.Connect("postgres", tdb.DSN(url))
-	if err != nil {
-		t.Fatalf("connect to %s: %v", url, err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	return db
 }
 
 // CatchUp waits until the standby has replayed everything the primary had written when it

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 
+	"github.com/tekrar/tekrar/checkout"
 	"github.com/tekrar/tekrar/checkout/completer"
 	"github.com/tekrar/tekrar/checkout/deliveries"
 	"github.com/tekrar/tekrar/checkout/sweeper"
@@ -28,6 +29,31 @@ func (m *Metrics) Completer(totals func() completer.Result) {
 	const compHelp = "Compensations of given-up keys this process settled, by result: refunded (a late charge was found and refunded), no_charge (none was made)."
 	counter(comp, compHelp, prometheus.Labels{"result": "refunded"}, func(r completer.Result) int { return r.Compensated })
 	counter(comp, compHelp, prometheus.Labels{"result": "no_charge"}, func(r completer.Result) int { return r.CompensationsOK })
+}
+
+// ReplayCache exports the process's replay cache (checkout.ReplayCache): the replays it
+// answered, what it holds, and whether it answers now (its listener hears the process's
+// beats), so that an operator sees a cache that stopped.
+func (m *Metrics) ReplayCache(c *checkout.ReplayCache) {
+	m.Registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tekrar_replay_cache_hits_total",
+			Help: "Replays this process answered from memory, without a database read."},
+			func() float64 { return float64(c.Hits()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tekrar_replay_cache_bytes",
+			Help: "Bytes of completed answers the replay cache holds, as TEKRAR_REPLAY_CACHE_BYTES counts them."},
+			func() float64 { return float64(c.Bytes()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tekrar_replay_cache_entries",
+			Help: "Completed answers the replay cache holds."},
+			func() float64 { return float64(c.Len()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tekrar_replay_cache_serving",
+			Help: "1 while the replay cache answers (its listener hears this process's beats), else 0."},
+			func() float64 {
+				if c.Serving() {
+					return 1
+				}
+				return 0
+			}),
+	)
 }
 
 // Sweep counts one sweeper pass (sweeper.Config.Observe).

@@ -53,8 +53,10 @@ type Options struct {
 
 // Env is a checkout service on a fresh database with one client, "shop".
 type Env struct {
-	T       *testing.T
-	DB      *sqlx.DB
+	T  *testing.T
+	DB *sqlx.DB
+	// URL is DB's database, for a test's own connections (a replay cache's listener).
+	URL     string
 	Service *checkout.Service
 	Sandbox *psp.Sandbox
 	// Switch is the switch in front of the sandbox (Options.Switch), or nil.
@@ -71,8 +73,9 @@ type Env struct {
 // New builds the environment; the service is closed when the test ends.
 func New(t *testing.T, o Options) *Env {
 	t.Helper()
-	db := dbtest.New(t)
-	e := &Env{T: t, DB: db}
+	url := dbtest.NewURL(t)
+	db := dbtest.Connect(t, url)
+	e := &Env{T: t, DB: db, URL: url}
 	e.at = start(o.Now)
 	sbOpts := o.Sandbox
 	if (sbOpts.KeyLess || sbOpts.NoCancel || sbOpts.KeyWindow > 0) && sbOpts.Now == nil {

@@ -10,4 +10,7 @@
 // a batch's existing keys), each answer recorded once; every write of a key is fenced by
 // its lease token (SetStateSQL), so a worker that lost its lease writes nothing; a swept
 // key stays refused while its tombstone lives (TombstoneSQL); history never slows a request.
+// With a Cache, a repeat of a completed key the process replayed before costs no database
+// read at all, and every change of a completed key made outside the request path reaches
+// every process's cache by a notification sent in its own transaction (CacheChannel).
 package keyed

@@ -31,6 +31,9 @@ type Config struct {
 	// provider does not know (its request then matches by its exact fingerprint only), an
 	// error when the provider cannot say.
 	Card func(ctx context.Context, token string) (sql.NullString, error)
+	// Cache, if set, answers replays of completed keys from memory (Cache); nil reads every
+	// replay from the database.
+	Cache *Cache
 }
 
 // Crash points of a keyed request (Config.Crash).

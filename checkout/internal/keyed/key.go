@@ -213,9 +213,10 @@ func Lock(ctx context.Context, tx *sqlx.Tx, clientID int64, key string) (*Key, e
 
 // SetExpiry ends the retention of the key with id at at, in tx: the operator's expire
 // action, on a key Lock locked, so that no lease token is needed to fence it (a completed
-// key has no worker).
+// key has no worker). The same statement notifies every process's replay cache (Cache),
+// which forgets the key when tx commits.
 func SetExpiry(ctx context.Context, tx *sqlx.Tx, id int64, at time.Time) error {
-	if _, err := tx.ExecContext(ctx, `UPDATE idempotency_keys SET expires_at = $2 WHERE id = $1`, id, at); err != nil {
+	if _, err := tx.ExecContext(ctx, setExpirySQL, id, at); err != nil {
 		return fmt.Errorf("set expiry of key %d: %w", id, err)
 	}
 	return nil
