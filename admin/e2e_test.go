@@ -59,11 +59,13 @@ func openShop(t *testing.T, e *apptest.Env) shop {
 	}
 
 	tap := payment{customer: "cus_ayse", email: s.customerEmail, item: "Latte", amount: 4990, agent: iphone}
+	e.Clock.Stop() // the pair is exactly 30 s apart however long a payment takes
 	tap.key = s.tapKeys[0]
 	s.tap1 = pay(t, e, tap)
 	e.Clock.Advance(30 * time.Second)
 	tap.key = s.tapKeys[1]
 	s.tap2 = pay(t, e, tap)
+	e.Clock.Resume()
 
 	e.Clock.Advance(2 * time.Minute)
 	retry := payment{key: s.retryKey, customer: "cus_mehmet", email: "mehmet@example.com", item: "Çay", amount: 1000,

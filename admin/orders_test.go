@@ -77,11 +77,13 @@ func newComplaint(t *testing.T, change ...func(*config.Server)) *complaint {
 	newOperator(t, e, "ops@example.com", admin.RoleViewer)
 	c := &complaint{e: e, b: newBrowser(t, e)}
 	tap := payment{customer: "cus_dt", email: "Deniz@Example.com", item: "Latte", amount: 4990}
+	e.Clock.Stop() // the pair is exactly 30 s apart however long a payment takes
 	tap.key = "tap-1"
 	c.tap1 = pay(t, e, tap)
 	e.Clock.Advance(30 * time.Second)
 	tap.key = "tap-2"
 	c.tap2 = pay(t, e, tap)
+	e.Clock.Resume()
 	e.Clock.Advance(10 * time.Minute)
 	rp := payment{key: "rp-1", customer: "cus_rp", email: "rp@example.com", card: "tok_mastercard", item: "Latte", amount: 4990}
 	c.replay = pay(t, e, rp)

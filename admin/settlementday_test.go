@@ -37,7 +37,9 @@ func newSettleDayEnv(t *testing.T) settleDayEnv {
 	}
 	loc, _ := time.LoadLocation("Europe/Istanbul")
 	s := settleDayEnv{e: e, b: actSignIn(t, e, "viewer@example.com", admin.RoleViewer)}
-	s.b.setZone("Europe/Istanbul")
+	// The operator is in New York: the day's movements are written in the client's zone all
+	// the same, where the day is a day.
+	s.b.setZone("America/New_York")
 	// A day before the client was made, which the scheduled settlement never settles.
 	s.day = calendar.Of(time.Now(), loc).AddDays(-3)
 	s.start, s.end = s.day.Window(loc)
@@ -83,12 +85,12 @@ func newSettleDayEnv(t *testing.T) settleDayEnv {
 }
 
 // A settled day's page lists every movement under the total it adds to, with its time in
-// the operator's zone (Istanbul: a capture at 23:59:59 of the day and one at its
+// the client's zone, not the operator's (Istanbul, to an operator in New York: a capture at 23:59:59 of the day and one at its
 // 00:00:00, never the one at 23:59:59 of the day before), its amount and its order; each
 // total's sum agrees with the stored one; the adjustment it counted names the day it belongs
 // to, and the movement of the day recorded after it was settled names the settlement that
 // counted it; the orders of the day show the day's movements beside their status now; the
-// CSV export has exactly those rows, times in the zone with their offset.
+// CSV export has exactly those rows, times in UTC.
 func TestSettledDayListsEveryMovement(t *testing.T) {
 	s := newSettleDayEnv(t)
 	d, prev, next := s.day.String(), s.day.AddDays(-1).String(), s.day.AddDays(1).String()

@@ -57,6 +57,13 @@ func ghostServer(t *testing.T) (e *apptest.Env, admin *sql.DB, sync func(on bool
 			return admin.QueryRow("SHOW synchronous_standby_names").Scan(&got) == nil && got == names
 		})
 		time.Sleep(100 * time.Millisecond) // the pool's backends reload before their next command
+		if on {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := pglocal.AwaitSyncRep(ctx, admin); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	t.Cleanup(func() { sync(false) }) // lets every waiting COMMIT finish before the server stops
 	return e, admin, sync

@@ -55,6 +55,13 @@ func waitForGhost(t *testing.T, pool *sqlx.DB, admin *sql.DB) (normal func()) {
 			var got string
 			return pool.Get(&got, "SHOW synchronous_standby_names") == nil && got == names
 		})
+		if names != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := pglocal.AwaitSyncRep(ctx, admin); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	set("ghost")
 	return func() { set("") }
