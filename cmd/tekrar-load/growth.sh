@@ -16,7 +16,10 @@
 #   -f               seed even if the disk looks too small
 #
 # It starts two throwaway `tekrar dev` servers (each its own Postgres, default durability,
-# the in-process sweeper held off with TEKRAR_SWEEP_INTERVAL=24h) and seeds them with
+# the in-process sweeper held off with TEKRAR_SWEEP_INTERVAL=24h, the replay cache off
+# unless TEKRAR_REPLAY_CACHE_BYTES is set: it measures what the database's size costs, and
+# the cache would answer all of the small server's keys from memory and few of the large
+# one's) and seeds them with
 # `tekrar-load -mode seed-copy` (COPY, not requests: completed keys with their orders,
 # payments, key history and events, then VACUUM ANALYZE). Then, in one sitting:
 #   1. ROUNDS rounds, each alternating the two servers as bench.sh alternates tekrar and the
@@ -24,6 +27,10 @@
 #      and on large, the large server first in every other round; each round gives large/small of the rate and of the p99, and the last
 #      line their medians:
 #        growth median first rps_ratio=.. p99_ratio=.. replay rps_ratio=.. p99_ratio=..
+#      replay_recent is the large server's newest SMALL keys (tekrar-load -recent) against the
+#      small server's: retries come minutes after their first arrival, so their keys are the
+#      newest, and a database larger than the machine's memory reads a random old key from
+#      disk, which the replay row (uniform over every key) measures;
 #      (rps_ratio = large_rps / small_rps: the issue's bound on cost, 1.2x, is a rate ratio
 #      of at least 0.83; p99_ratio = large_p99 / small_p99, at most 1.2);
 #   2. the sweeper at the large size: a window of first-arrival load with no sweep, then
@@ -71,6 +78,7 @@ start() {
   done
   TEKRAR_DEV_DIR="$work/$1" TEKRAR_DEV_PG_PORT=$pgport TEKRAR_ADDR=127.0.0.1:$port \
     TEKRAR_LOG_FORMAT=json TEKRAR_DB_MAX_CONNS=$((clients * 2)) TEKRAR_SWEEP_INTERVAL=24h \
+    TEKRAR_REPLAY_CACHE_BYTES=${TEKRAR_REPLAY_CACHE_BYTES:-0} \
     "$work/tekrar" dev >/dev/null 2>"$work/$1.log" &
   pids+=($!)
   for _ in $(seq 1 600); do
@@ -111,7 +119,7 @@ load() { # NAME MODE args...
   "$work/tekrar-load" -url "http://127.0.0.1:${!p}" -secret tekrar_sk_demo_local_only -run growth -c "$clients" -mode "$2" "${@:3}"
 }
 echo "round path small_rps large_rps rps_ratio small_p99_ms large_p99_ms p99_ratio"
-fr=(); fp=(); rr=(); rp=()
+fr=(); fp=(); rr=(); rp=(); nr=(); np=()
 for r in $(seq 1 "$rounds"); do
   # Odd rounds run small first, even rounds large first, so that a machine that slows
   # down or speeds up within a round favours neither.
@@ -119,19 +127,25 @@ for r in $(seq 1 "$rounds"); do
     sf=$(load small first -d "${secs}s" -warmup 1s); lf=$(load large first -d "${secs}s" -warmup 1s)
     sr=$(load small replay -no-seed -keys "$small" -d "${secs}s" -warmup 1s)
     lr=$(load large replay -no-seed -keys "$big" -d "${secs}s" -warmup 1s)
+    sn=$(load small replay -no-seed -keys "$small" -d "${secs}s" -warmup 1s)
+    ln=$(load large replay -no-seed -keys "$big" -recent "$small" -d "${secs}s" -warmup 1s)
   else
     lf=$(load large first -d "${secs}s" -warmup 1s); sf=$(load small first -d "${secs}s" -warmup 1s)
     lr=$(load large replay -no-seed -keys "$big" -d "${secs}s" -warmup 1s)
     sr=$(load small replay -no-seed -keys "$small" -d "${secs}s" -warmup 1s)
+    ln=$(load large replay -no-seed -keys "$big" -recent "$small" -d "${secs}s" -warmup 1s)
+    sn=$(load small replay -no-seed -keys "$small" -d "${secs}s" -warmup 1s)
   fi
   a=$(div "$(echo "$lf" | field rps)" "$(echo "$sf" | field rps)"); b=$(div "$(echo "$lf" | field p99_ms)" "$(echo "$sf" | field p99_ms)")
   c=$(div "$(echo "$lr" | field rps)" "$(echo "$sr" | field rps)"); d=$(div "$(echo "$lr" | field p99_ms)" "$(echo "$sr" | field p99_ms)")
   echo "$r first $(echo "$sf" | field rps) $(echo "$lf" | field rps) $a $(echo "$sf" | field p99_ms) $(echo "$lf" | field p99_ms) $b"
+  e=$(div "$(echo "$ln" | field rps)" "$(echo "$sn" | field rps)"); f=$(div "$(echo "$ln" | field p99_ms)" "$(echo "$sn" | field p99_ms)")
   echo "$r replay $(echo "$sr" | field rps) $(echo "$lr" | field rps) $c $(echo "$sr" | field p99_ms) $(echo "$lr" | field p99_ms) $d"
-  for o in "$sf" "$lf" "$sr" "$lr"; do [ "$(echo "$o" | field errors)" = 0 ] || echo "errors: $o" >&2; done
-  fr+=("$a"); fp+=("$b"); rr+=("$c"); rp+=("$d")
+  echo "$r replay_recent $(echo "$sn" | field rps) $(echo "$ln" | field rps) $e $(echo "$sn" | field p99_ms) $(echo "$ln" | field p99_ms) $f"
+  for o in "$sf" "$lf" "$sr" "$lr" "$sn" "$ln"; do [ "$(echo "$o" | field errors)" = 0 ] || echo "errors: $o" >&2; done
+  fr+=("$a"); fp+=("$b"); rr+=("$c"); rp+=("$d"); nr+=("$e"); np+=("$f")
 done
-echo "growth median first rps_ratio=$(median "${fr[@]}") p99_ratio=$(median "${fp[@]}") replay rps_ratio=$(median "${rr[@]}") p99_ratio=$(median "${rp[@]}") (large=$big small=$small keys, clients=$clients, ${secs}s runs, $rounds rounds)"
+echo "growth median first rps_ratio=$(median "${fr[@]}") p99_ratio=$(median "${fp[@]}") replay rps_ratio=$(median "${rr[@]}") p99_ratio=$(median "${rp[@]}") replay_recent rps_ratio=$(median "${nr[@]}") p99_ratio=$(median "${np[@]}") (large=$big small=$small keys, clients=$clients, ${secs}s runs, $rounds rounds)"
 
 # 2. The sweeper at the large size.
 base=$(load large first -d "${swin}s" -warmup 1s)

@@ -66,6 +66,7 @@ func main() {
 	noSeed := flag.Bool("no-seed", false, "replay: the keys exist already (same -run and -keys)")
 	rate := flag.Float64("rate", 50, "storm: first arrivals a second, sent open loop from -c connections")
 	stormRate := flag.Float64("storm-rate", 0, "storm: replays a second during the storm (0: 10 times -rate)")
+	recent := flag.Int("recent", 0, "replay: repeat only the last this many of the -keys keys (the newest, as retries do); 0: all of them")
 	stormConns := flag.Int("storm-c", 64, "storm: connections that send the replays")
 	dbURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "seed-copy: tekrar's database (or DATABASE_URL)")
 	expired := flag.Int("expired", 0, "seed-copy: also this many expired keys after the -keys live ones, for the sweeper")
@@ -120,7 +121,11 @@ func main() {
 		if *seedOnly {
 			return
 		}
-		next = func(int) int64 { return rand.Int64N(int64(*nkeys)) }
+		from := 0
+		if *recent > 0 && *recent < *nkeys {
+			from = *nkeys - *recent
+		}
+		next = func(int) int64 { return int64(from) + rand.Int64N(int64(*nkeys-from)) }
 	} else {
 		var seq atomic.Int64
 		seq.Store(1<<40 + rand.Int64N(1<<50)) // never meets a seeded key
