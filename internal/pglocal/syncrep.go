@@ -3,6 +3,7 @@ package pglocal
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"time"
 )
@@ -36,6 +37,12 @@ func probeSyncRep(ctx context.Context, db *sql.DB) (waited bool, err error) {
 		return false, fmt.Errorf("probe sync rep: %w", err)
 	}
 	defer conn.Close()
+	// The probe's connection is never handed back to db: ended by pg_terminate_backend
+	// while idle (the probe had committed just as the caller's deadline came), it would look
+	// healthy to database/sql, and db's next user would read "connection reset". Raw
+	// returning driver.ErrBadConn closes it; the deferred calls run in reverse, so this runs
+	// after the probe's statement has returned.
+	defer conn.Raw(func(any) error { return driver.ErrBadConn }) //nolint:errcheck // it is the point
 	var pid int
 	if err := conn.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		return false, fmt.Errorf("probe sync rep: %w", err)
