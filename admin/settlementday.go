@@ -100,7 +100,7 @@ func (a *console) settlementDay(c *gin.Context) error {
 	}
 	const local = "2006-01-02 15:04:05"
 	p := views.SettlementDayPage{Nav: nav(c, "Settlements"), Day: s.Day, Client: fmt.Sprintf("%s (%d)", s.ClientName, s.ClientID),
-		Zone: s.TimeZone, Loc: loc, WindowLocal: s.StartsAt.In(loc).Format(local) + " to " + s.EndsAt.In(loc).Format(local),
+		Loc: loc, WindowLocal: s.StartsAt.In(loc).Format(local) + " to " + s.EndsAt.In(loc).Format(local),
 		Hours:    strconv.FormatFloat(s.EndsAt.Sub(s.StartsAt).Hours(), 'f', -1, 64),
 		StartsAt: s.StartsAt, EndsAt: s.EndsAt, SettledAt: s.SettledAt, Process: s.Process,
 		ExportHref: settlementHref(s.ClientID, s.Day) + "/movements.csv", BackHref: "/admin/settlements?client=" + itoa(s.ClientID)}
