@@ -2,7 +2,7 @@
 # Measures tekrar's two hot paths over HTTP on loopback beside the bare-Postgres ceiling of
 # the same paths, at the same concurrency, and reports each as a ratio.
 #
-# usage: cmd/tekrar-load/bench.sh -S CEILING_DIR [-F FIRST_SCRIPT] [-c CLIENTS] [-T SECONDS] [-r ROUNDS] [-k KEYS]
+# usage: cmd/tekrar-load/bench.sh -S CEILING_DIR [-F FIRST_SCRIPT] [-c CLIENTS] [-T SECONDS] [-r ROUNDS] [-k KEYS] [-B]
 #
 # CEILING_DIR holds the ceiling's schema.sql, replay.sql (the bare replay SELECT) and the
 # first-arrival scripts: design.sql (the three commits a crash-safe charge needs: claim, the
@@ -21,18 +21,28 @@
 # tekrar runs as `tekrar dev` on its own private Postgres; the ceiling runs on another,
 # started the way the ceiling script starts it. Both have default durability (fsync and
 # synchronous_commit on). tekrar logs as in production, to /dev/null.
+#
+# -B also measures the floor: `tekrar-load -mode floor`, the least Go HTTP server that does
+# design.sql's three commits per request (floor.go), on the ceiling's Postgres and tables.
+# The ceiling is bare SQL from pgbench, a C client; tekrar is HTTP from a Go load tool to a
+# Go server, on the same two cores. The floor is measured the way tekrar is, right after
+# tekrar's first-arrival run in each round, and its row ("<round> floor ...", its rate in
+# the tekrar_rps column) sets it against the same round's first-arrival ceiling: what HTTP
+# and Go cost on this machine. The last lines add the median of those ratios and of tekrar's
+# rate over the floor's, each round's: what tekrar costs beyond the floor.
 set -euo pipefail
-clients=16; secs=5; rounds=7; keys=10000; cdir=""; first=design.sql
-while getopts c:T:r:k:S:F: o; do case $o in c) clients=$OPTARG;; T) secs=$OPTARG;; r) rounds=$OPTARG;; k) keys=$OPTARG;; S) cdir=$OPTARG;; F) first=$OPTARG;; *) exit 2;; esac; done
-[ -n "$cdir" ] || { echo "usage: $0 -S CEILING_DIR [-c CLIENTS] [-T SECONDS] [-r ROUNDS]" >&2; exit 2; }
+clients=16; secs=5; rounds=7; keys=10000; cdir=""; first=design.sql; floor=""
+while getopts c:T:r:k:S:F:B o; do case $o in c) clients=$OPTARG;; T) secs=$OPTARG;; r) rounds=$OPTARG;; k) keys=$OPTARG;; S) cdir=$OPTARG;; F) first=$OPTARG;; B) floor=1;; *) exit 2;; esac; done
+[ -n "$cdir" ] || { echo "usage: $0 -S CEILING_DIR [-F FIRST_SCRIPT] [-c CLIENTS] [-T SECONDS] [-r ROUNDS] [-k KEYS] [-B]" >&2; exit 2; }
 cdir=$(cd "$cdir" && pwd)
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d /tmp/tekrar-bench.XXXXXX); chmod 755 "$work"
 bindir=${PG_BINDIR:-$(pg_config --bindir 2>/dev/null || ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)}
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-pid=""
+pid=""; fpid=""
 cleanup() {
   [ -n "$pid" ] && { kill -INT "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; }
+  [ -n "$fpid" ] && { kill -INT "$fpid" 2>/dev/null; wait "$fpid" 2>/dev/null || true; }
   as_pg "$bindir/pg_ctl" -D "$work/ceiling" -m fast stop >/dev/null 2>&1 || true
   rm -rf "$work"
 }
@@ -40,7 +50,7 @@ trap cleanup EXIT
 
 go build -o "$work/tekrar" ./cmd/tekrar
 go build -o "$work/tekrar-load" ./cmd/tekrar-load
-port=$((18000 + RANDOM % 1000)); pgport=$((55000 + RANDOM % 500)); cport=$((55500 + RANDOM % 500))
+port=$((18000 + RANDOM % 1000)); fport=$((19000 + RANDOM % 1000)); pgport=$((55000 + RANDOM % 500)); cport=$((55500 + RANDOM % 500))
 
 # The ceiling's Postgres, as the ceiling script starts it.
 [ "$(id -u)" = 0 ] && chown postgres: "$work"
@@ -64,11 +74,27 @@ for _ in $(seq 1 600); do
   kill -0 $pid 2>/dev/null || { cat "$work/tekrar.log" >&2; exit 1; }
   sleep 0.1
 done
-load() { "$work/tekrar-load" -url "http://127.0.0.1:$port" -secret tekrar_sk_demo_local_only -run bench -keys "$keys" -c "$clients" "$@"; }
+# load sends to $url: tekrar's, or the floor's for its runs.
+turl="http://127.0.0.1:$port"; url=$turl
+load() { "$work/tekrar-load" -url "$url" -secret tekrar_sk_demo_local_only -run bench -keys "$keys" -c "$clients" "$@"; }
 load -mode replay -seed-only -d 1s
 # As the ceiling's seeded table: vacuumed and analysed, so that autovacuum does not start
 # on the seeded tables in the middle of the first rounds.
 psql "postgres://postgres@127.0.0.1:$pgport/tekrar?sslmode=disable" -Xq -c "VACUUM ANALYZE" >/dev/null
+
+# The floor, on the ceiling's Postgres and tables, with tekrar's pool size.
+if [ -n "$floor" ]; then
+  "$work/tekrar-load" -mode floor -database-url "postgres://postgres@127.0.0.1:$cport/postgres?sslmode=disable" \
+    -addr 127.0.0.1:$fport -max-conns $((clients * 2)) 2>"$work/floor.log" &
+  fpid=$!
+  furl="http://127.0.0.1:$fport"
+  for _ in $(seq 1 100); do
+    curl_ok "$furl/readyz" && break
+    kill -0 $fpid 2>/dev/null || { cat "$work/floor.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  curl_ok "$furl/readyz" || { echo "the floor did not answer" >&2; cat "$work/floor.log" >&2; exit 1; }
+fi
 
 # One pgbench run; prints "<tps> <p99_ms>", the p99 read from its per-transaction log (one
 # file per thread) by the load tool, with the same percentile as tekrar's.
@@ -83,18 +109,28 @@ pgb() {
 }
 field() { sed -nE "s/.* $1=([0-9.]+).*/\1/p"; }
 echo "round path tekrar_rps ceiling_tps ratio tekrar_p99_ms ceiling_p99_ms p99_ratio"
-fr=(); rr=(); fp=(); rp=()
+fr=(); rr=(); fp=(); rp=(); lr=(); tl=()
 div() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", (b > 0 ? a/b : 0)}'; }
 for r in $(seq 1 "$rounds"); do
   out=$(load -mode first -d "${secs}s" -warmup 1s); tf=$(echo "$out" | field rps); pf=$(echo "$out" | field p99_ms)
+  if [ -n "$floor" ]; then
+    url=$furl; out=$(load -mode first -d "${secs}s" -warmup 1s); url=$turl
+    ff=$(echo "$out" | field rps); pff=$(echo "$out" | field p99_ms)
+  fi
   read -r cf cpf <<<"$(pgb "$first")"
   out=$(load -mode replay -no-seed -d "${secs}s" -warmup 1s); tr=$(echo "$out" | field rps); pr=$(echo "$out" | field p99_ms)
   read -r cr cpr <<<"$(pgb replay.sql)"
   rf=$(div "$tf" "$cf"); rr1=$(div "$tr" "$cr"); qf=$(div "$pf" "$cpf"); qr=$(div "$pr" "$cpr")
   echo "$r first $tf ${cf%.*} $rf $pf $cpf $qf"
+  if [ -n "$floor" ]; then
+    rl=$(div "$ff" "$cf")
+    echo "$r floor $ff ${cf%.*} $rl $pff $cpf $(div "$pff" "$cpf")"
+    lr+=("$rl"); tl+=("$(div "$tf" "$ff")")
+  fi
   echo "$r replay $tr ${cr%.*} $rr1 $pr $cpr $qr"
   fr+=("$rf"); rr+=("$rr1"); fp+=("$qf"); rp+=("$qr")
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 echo "median ratio first=$(median "${fr[@]}") (against $first) replay=$(median "${rr[@]}") (clients=$clients, ${secs}s runs, $rounds rounds)"
 echo "median p99 ratio first=$(median "${fp[@]}") (against $first) replay=$(median "${rp[@]}") (tekrar's p99 over the ceiling's, lower is better)"
+[ -z "$floor" ] || echo "median ratio floor=$(median "${lr[@]}") (a Go HTTP server doing design.sql's three commits, against $first) tekrar/floor=$(median "${tl[@]}")"

@@ -34,6 +34,13 @@
 //
 // pgbench-log: the same percentiles of a pgbench run's per-transaction logs (pgbench -l), the
 // ceiling's p99 that bench.sh sets beside tekrar's (pgbenchlog.go).
+//
+//	tekrar-load -mode floor -database-url $DATABASE_URL -addr 127.0.0.1:8090 [-schema NAME] [-max-conns 32]
+//
+// floor: not a load but a server, until SIGINT or SIGTERM: the least Go HTTP server that
+// answers first mode's requests with design.sql's three commits (the ceiling's tables, made
+// if missing, in -schema if one is named), the floor that bench.sh -B measures beside
+// tekrar and the ceiling (floor.go).
 package main
 
 import (
@@ -56,7 +63,7 @@ import (
 func main() {
 	url := flag.String("url", "http://127.0.0.1:8080", "tekrar base URL")
 	secret := flag.String("secret", os.Getenv("TEKRAR_SECRET"), "client secret (or TEKRAR_SECRET)")
-	mode := flag.String("mode", "first", "first or replay")
+	mode := flag.String("mode", "first", "first, replay, storm, seed-copy, pgbench-log or floor")
 	clients := flag.Int("c", 16, "concurrent clients")
 	dur := flag.Duration("d", 10*time.Second, "how long to measure")
 	warm := flag.Duration("warmup", 2*time.Second, "load before measuring")
@@ -68,13 +75,27 @@ func main() {
 	stormRate := flag.Float64("storm-rate", 0, "storm: replays a second during the storm (0: 10 times -rate)")
 	recent := flag.Int("recent", 0, "replay: repeat only the last this many of the -keys keys (the newest, as retries do); 0: all of them")
 	stormConns := flag.Int("storm-c", 64, "storm: connections that send the replays")
-	dbURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "seed-copy: tekrar's database (or DATABASE_URL)")
+	dbURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "seed-copy: tekrar's database; floor: the ceiling's (or DATABASE_URL)")
+	addr := flag.String("addr", "127.0.0.1:8090", "floor: the address to serve on")
+	schema := flag.String("schema", "", "floor: the schema of its tables, created if missing (default: the connection's search_path)")
+	maxConns := flag.Int("max-conns", 32, "floor: database connections")
 	expired := flag.Int("expired", 0, "seed-copy: also this many expired keys after the -keys live ones, for the sweeper")
 	stormSecrets := flag.String("storm-secrets", "", "storm: comma-separated secrets of the clients whose keys are replayed, -keys each (default: -secret)")
 	flag.Parse()
 	if *mode == "pgbench-log" {
 		if err := pgbenchLogMain(flag.Args()); err != nil {
 			fmt.Fprintln(os.Stderr, "tekrar-load: pgbench log:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *mode == "floor" {
+		if *dbURL == "" || *maxConns < 1 {
+			flag.Usage()
+			os.Exit(2)
+		}
+		if err := floorMain(floorConfig{dbURL: *dbURL, schema: *schema, maxConns: *maxConns}, *addr); err != nil {
+			fmt.Fprintln(os.Stderr, "tekrar-load: floor:", err)
 			os.Exit(1)
 		}
 		return
