@@ -61,7 +61,7 @@ const (
 	// backlogSQL counts the client's deliveries never attempted and still pending, of
 	// events since $2: queued, or in their first attempt (the partial index of migration
 	// 00045).
-	backlogSQL = `
+	backlogSQL = `-- name: FanOutBacklog :one
 	SELECT count(*)
 	  FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
 	 WHERE e.client_id = $1 AND d.state = 'pending' AND d.attempts = 0 AND d.created_at > $2`

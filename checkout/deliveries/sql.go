@@ -61,7 +61,7 @@ const (
 	// The fan-out of one event: one delivery per enabled endpoint of the client subscribed
 	// to its type. ON CONFLICT makes a repeated fan-out (the outbox retrying after a crash)
 	// create nothing more; RETURNING names only the deliveries created now.
-	fanOutSQL = `
+	fanOutSQL = `-- name: FanOut :many
 	INSERT INTO webhook_deliveries (event_id, event_type, endpoint_id, payload, created_at, next_attempt_at)
 	SELECT $1, $2, e.id, $4, $5, $5
 	  FROM webhook_endpoints e

@@ -59,6 +59,11 @@ func AddWorkers(w *river.Workers, db *sql.DB, handlers ...Handler) {
 	river.AddWorker(w, &dispatchWorker{db: db, handlers: handlers})
 }
 
+// Work dispatches one event in one transaction: its handlers' rows and jobs commit
+// together or not at all. The job itself is completed after that transaction, by River's
+// batch completer: measured under first-arrival load, completing each job in its dispatch's
+// transaction (river.JobCompleteTx, one statement per job) took 1.2 ms of Postgres's time a
+// job, more than the order's own completion, and the dispatch fell behind the orders.
 func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs]) error {
 	tx, err := w.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -79,9 +84,10 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 			return fmt.Errorf("dispatch %s %s to %T: %w", ev.Type, ev.ID, h, err)
 		}
 	}
-	if _, err := river.JobCompleteTx[*riverdatabasesql.Driver](ctx, tx, job); err != nil {
-		return fmt.Errorf("dispatch %s: complete: %w", ev.ID, err)
-	}
+	// The job is completed by River once Work returns, in its batches, not in tx: completing
+	// one job in tx cost more than the rest of the dispatch (below). A worker that dies
+	// between this commit and River's leaves the job running, to be rescued and run again,
+	// which the handlers' idempotence makes harmless.
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("dispatch %s: commit: %w", ev.ID, err)
 	}
@@ -108,6 +114,16 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// fetchCooldown is the least time between two fetches of a busy queue. River fetches at
+// most a queue's free workers at a time, and when it fetched as many as it had workers it
+// fetches again when a job ends, but no sooner than this after the last fetch: River's
+// default, 100 ms, let a process dispatch at most ten events (its TEKRAR_OUTBOX_WORKERS)
+// each tenth of a second. Measured under first-arrival load: 332 orders a second, about 95
+// events dispatched a second, and a backlog of 7,755 events after 30 s, which took
+// another 80 s to drain. At 10 ms a queue's workers are refilled as fast as they finish;
+// an idle process still looks only every TEKRAR_OUTBOX_POLL.
+const fetchCooldown = 10 * time.Millisecond
+
 // NewClient returns a River client over db, with the outbox queue and cfg.Queues. Start it
 // to work jobs (one client per process; River elects a leader among replicas for its
 // maintenance); an unstarted client only inserts.
@@ -119,7 +135,7 @@ func NewClient(db *sql.DB, workers *river.Workers, cfg Config) (*river.Client[*s
 	for name, q := range cfg.Queues {
 		queues[name] = q
 	}
-	cooldown := river.FetchCooldownDefault
+	cooldown := fetchCooldown
 	if cfg.PollInterval > 0 && cfg.PollInterval < cooldown {
 		cooldown = cfg.PollInterval
 	}

@@ -95,7 +95,7 @@ func Insert(ctx context.Context, tx Querier, clientID int64, typ string, orderID
 	return ev, nil
 }
 
-const getSQL = `
+const getSQL = `-- name: OutboxGet :one
 SELECT id, client_id, type, order_id, payload, created_at FROM outbox_events WHERE id = $1`
 
 // Get reads one event; sql.ErrNoRows if there is none.

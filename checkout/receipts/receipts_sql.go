@@ -36,7 +36,7 @@ var errUnusable = errors.New("no receipt can be made")
 
 func loadOrder(ctx context.Context, tx *sql.Tx, publicID string) (orderFacts, error) {
 	var o orderFacts
-	err := tx.QueryRowContext(ctx, `
+	err := tx.QueryRowContext(ctx, `-- name: ReceiptOrder :one
 		SELECT o.id, o.public_id, o.client_id, c.name, o.amount, o.currency, CAST(o.items AS text),
 		       coalesce(o.customer_email, ''), coalesce(p.card_brand, ''), coalesce(p.card_last4, ''), p.created_at,
 		       c.time_zone

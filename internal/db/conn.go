@@ -100,17 +100,19 @@ func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
 
 func (c *connector) Driver() driver.Driver { return c.pq.Driver() }
 
-// conn is a lib/pq connection that adds two things lib/pq lacks. It is dropped from the pool
+// conn is a lib/pq connection that adds three things lib/pq lacks. It is dropped from the pool
 // after an error saying its node was demoted: lib/pq marks a connection bad when it is
 // lost or the server ends the session, but not after 25006 read_only_sql_transaction, so a
 // pooled connection to a former primary kept failing; and the pool's other connections
 // opened before that error go with it (connector's epoch). And a statement on a detached context
 // (Detach) whose connection is lost answers ErrCommitUnknown instead of driver.ErrBadConn.
+// And a named statement (NamePrefix) is prepared once and kept (stmtcache.go).
 type conn struct {
 	pq    driver.Conn // lib/pq's, which implements every interface used below
 	bad   atomic.Bool
 	owner *connector
-	born  int64 // the owner's epoch when the connection was opened
+	born  int64     // the owner's epoch when the connection was opened
+	cache stmtCache // named statements, prepared (stmtcache.go)
 }
 
 var (
@@ -197,12 +199,22 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 }
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if isNamed(query) {
+		if s, ok := c.prepared(ctx, query); ok {
+			return c.execPrepared(ctx, s, query, args)
+		}
+	}
 	sent := c.sends()
 	r, err := c.pq.(driver.ExecerContext).ExecContext(ctx, query, args)
 	return r, c.observe(sent && detached(ctx), err)
 }
 
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if isNamed(query) {
+		if s, ok := c.prepared(ctx, query); ok {
+			return c.queryPrepared(ctx, s, query, args)
+		}
+	}
 	sent := c.sends()
 	r, err := c.pq.(driver.QueryerContext).QueryContext(ctx, query, args)
 	if err != nil {
