@@ -36,7 +36,9 @@
 # tekrar's first-arrival run in each round, and its row ("<round> floor ...", its rate in
 # the tekrar_rps column) sets it against the same round's first-arrival ceiling: what HTTP
 # and Go cost on this machine. The last lines add the median of those ratios and of tekrar's
-# rate over the floor's, each round's: what tekrar costs beyond the floor.
+# rate over the floor's, each round's: what tekrar costs beyond the floor. The floor's
+# replays (keys seeded through it at the start; each a SELECT of the stored answer) are
+# measured after tekrar's, against the same round's replay.sql ("<round> floor_replay ...").
 set -euo pipefail
 clients=16; secs=5; rounds=7; keys=10000; cdir=""; first=design.sql; floor=""
 while getopts c:T:r:k:S:F:B o; do case $o in c) clients=$OPTARG;; T) secs=$OPTARG;; r) rounds=$OPTARG;; k) keys=$OPTARG;; S) cdir=$OPTARG;; F) first=$OPTARG;; B) floor=1;; *) exit 2;; esac; done
@@ -101,6 +103,7 @@ if [ -n "$floor" ]; then
     sleep 0.1
   done
   curl_ok "$furl/readyz" || { echo "the floor did not answer" >&2; cat "$work/floor.log" >&2; exit 1; }
+  url=$furl; load -mode replay -seed-only -d 1s; url=$turl # the keys its replays repeat
 fi
 
 # One pgbench run; prints "<tps> <p99_ms>", the p99 read from its per-transaction log (one
@@ -138,7 +141,7 @@ first_run() {
 # The seeded keys' events are dispatched before the first round, which would wait for them.
 for _ in $(seq 1 3000); do [ "$(undispatched)" = 0 ] && break; sleep 0.1; done
 echo "round path tekrar_rps ceiling_tps ratio tekrar_p99_ms ceiling_p99_ms p99_ratio (first: answered_rps drain_s)"
-fr=(); rr=(); fp=(); rp=(); lr=(); tl=()
+fr=(); rr=(); fp=(); rp=(); lr=(); tl=(); lr2=(); tl2=()
 div() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", (b > 0 ? a/b : 0)}'; }
 for r in $(seq 1 "$rounds"); do
   read -r tf pf ta td <<<"$(first_run)"
@@ -148,6 +151,10 @@ for r in $(seq 1 "$rounds"); do
   fi
   read -r cf cpf <<<"$(pgb "$first")"
   out=$(load -mode replay -no-seed -d "${secs}s" -warmup 1s); tr=$(echo "$out" | field rps); pr=$(echo "$out" | field p99_ms)
+  if [ -n "$floor" ]; then
+    url=$furl; out=$(load -mode replay -no-seed -d "${secs}s" -warmup 1s); url=$turl
+    fr1=$(echo "$out" | field rps); pfr=$(echo "$out" | field p99_ms)
+  fi
   read -r cr cpr <<<"$(pgb replay.sql)"
   rf=$(div "$tf" "$cf"); rr1=$(div "$tr" "$cr"); qf=$(div "$pf" "$cpf"); qr=$(div "$pr" "$cpr")
   echo "$r first $tf ${cf%.*} $rf $pf $cpf $qf $ta $td"
@@ -157,9 +164,15 @@ for r in $(seq 1 "$rounds"); do
     lr+=("$rl"); tl+=("$(div "$tf" "$ff")")
   fi
   echo "$r replay $tr ${cr%.*} $rr1 $pr $cpr $qr"
+  if [ -n "$floor" ]; then
+    rl2=$(div "$fr1" "$cr")
+    echo "$r floor_replay $fr1 ${cr%.*} $rl2 $pfr $cpr $(div "$pfr" "$cpr")"
+    lr2+=("$rl2"); tl2+=("$(div "$tr" "$fr1")")
+  fi
   fr+=("$rf"); rr+=("$rr1"); fp+=("$qf"); rp+=("$qr")
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 echo "median ratio first=$(median "${fr[@]}") (against $first) replay=$(median "${rr[@]}") (clients=$clients, ${secs}s runs, $rounds rounds)"
 echo "median p99 ratio first=$(median "${fp[@]}") (against $first) replay=$(median "${rp[@]}") (tekrar's p99 over the ceiling's, lower is better)"
 [ -z "$floor" ] || echo "median ratio floor=$(median "${lr[@]}") (a Go HTTP server doing design.sql's three commits, against $first) tekrar/floor=$(median "${tl[@]}")"
+[ -z "$floor" ] || echo "median ratio floor_replay=$(median "${lr2[@]}") (the same server's replays, one SELECT each, against replay.sql) tekrar/floor=$(median "${tl2[@]}")"
