@@ -51,13 +51,15 @@
 // # Handlers
 //
 // A dispatch job (DispatchArgs) loads its event and calls every registered Handler, in one
-// transaction that also completes the job (river.JobCompleteTx). A handler does no slow
-// work there: it writes its own rows (a delivery per endpoint, a receipt to send) and
+// transaction; River completes the job after it commits, in its batches. A handler does no
+// slow work there: it writes its own rows (a delivery per endpoint, a receipt to send) and
 // inserts its own River jobs in tx, with
 //
 //	river.ClientFromContext[*sql.Tx](ctx).InsertTx(ctx, tx, args, opts)
 //
-// so that its fan-out commits exactly when the dispatch job completes. The contract:
+// so that its fan-out commits whole or not at all. A worker that dies after that commit and
+// before River completed the job leaves it running, to be rescued and dispatched again. The
+// contract:
 //
 //   - A handler is idempotent. A dispatch job is retried when any handler fails, and a
 //     worker may crash after a handler ran but before the transaction committed, or a job
