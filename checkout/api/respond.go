@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -48,13 +49,45 @@ func location(c *gin.Context, res checkout.Result) string {
 	if res.Status != http.StatusCreated {
 		return ""
 	}
+	id := createdID(res.Body)
+	if id == "" {
+		return ""
+	}
+	return c.Request.URL.Path + "/" + id
+}
+
+// idFirst is how tekrar's own encoding of an order or a refund (OrderView, RefundView)
+// begins: "id" is the struct's first field.
+var idFirst = []byte(`{"id":"`)
+
+// createdID is the body's top-level "id" ("" for none). A body that begins as tekrar
+// encodes one is read up to the id's closing quote, when the id is made of the characters
+// public ids are made of (no escapes); any other is decoded whole. Decoding the whole
+// stored order was 8% of tekrar's CPU while it answered replays from memory
+// (TestCreatedIDReadsAsTheDecoderDoes).
+func createdID(body []byte) string {
+	if rest, ok := bytes.CutPrefix(body, idFirst); ok {
+		if end := bytes.IndexByte(rest, '"'); end > 0 && plainID(rest[:end]) {
+			return string(rest[:end])
+		}
+	}
 	var created struct {
 		ID string `json:"id"`
 	}
-	if err := json.Unmarshal(res.Body, &created); err != nil || created.ID == "" {
+	if err := json.Unmarshal(body, &created); err != nil {
 		return ""
 	}
-	return c.Request.URL.Path + "/" + created.ID
+	return created.ID
+}
+
+// plainID reports whether b holds only the characters of a public id: letters, digits, '_'.
+func plainID(b []byte) bool {
+	for _, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func setKeyHeaders(c *gin.Context, k keyed, replayed bool, expires time.Time) {
