@@ -114,13 +114,14 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// fetchCooldown is the least time between two fetches of a busy queue. River fetches at
+// fetchCooldown is the least time between two fetches of the outbox's queue when it is
+// busy (the other queues keep River's default). River fetches at
 // most a queue's free workers at a time, and when it fetched as many as it had workers it
 // fetches again when a job ends, but no sooner than this after the last fetch: River's
 // default, 100 ms, let a process dispatch at most ten events (its TEKRAR_OUTBOX_WORKERS)
 // each tenth of a second. Measured under first-arrival load: 332 orders a second, about 95
 // events dispatched a second, and a backlog of 7,755 events after 30 s: at that rate,
-// 80 s more of dispatching. At 10 ms a queue's workers are refilled as fast as they finish;
+// 80 s more of dispatching. At 10 ms the queue's workers are refilled as fast as they finish;
 // an idle process still looks only every TEKRAR_OUTBOX_POLL.
 const fetchCooldown = 10 * time.Millisecond
 
@@ -131,11 +132,15 @@ func NewClient(db *sql.DB, workers *river.Workers, cfg Config) (*river.Client[*s
 	if cfg.Workers <= 0 {
 		cfg.Workers = 10
 	}
-	queues := map[string]river.QueueConfig{Queue: {MaxWorkers: cfg.Workers}}
+	outboxCooldown := fetchCooldown
+	if cfg.PollInterval > 0 && cfg.PollInterval < outboxCooldown {
+		outboxCooldown = cfg.PollInterval
+	}
+	queues := map[string]river.QueueConfig{Queue: {MaxWorkers: cfg.Workers, FetchCooldown: outboxCooldown}}
 	for name, q := range cfg.Queues {
 		queues[name] = q
 	}
-	cooldown := fetchCooldown
+	cooldown := river.FetchCooldownDefault
 	if cfg.PollInterval > 0 && cfg.PollInterval < cooldown {
 		cooldown = cfg.PollInterval
 	}
