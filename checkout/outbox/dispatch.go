@@ -84,10 +84,9 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 			return fmt.Errorf("dispatch %s %s to %T: %w", ev.Type, ev.ID, h, err)
 		}
 	}
-	// The job is completed by River once Work returns, in its batches, not in tx: completing
-	// one job in tx cost more than the rest of the dispatch (below). A worker that dies
-	// between this commit and River's leaves the job running, to be rescued and run again,
-	// which the handlers' idempotence makes harmless.
+	// Not river.JobCompleteTx (see above). A worker that dies between this commit and
+	// River's completion leaves the job running, to be rescued and run again, which the
+	// handlers' idempotence makes harmless.
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("dispatch %s: commit: %w", ev.ID, err)
 	}
