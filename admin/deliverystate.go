@@ -10,7 +10,7 @@ import (
 
 // The words the console says a delivery and an event stand in, one set for every page that
 // shows them (the order page, the Events page, the webhook pages; docs/console.md, "How an
-// event's delivery stands"). A dispatch job that completed only fanned the event out: that
+// event's delivery stands"). A dispatch that committed only fanned the event out: that
 // says nothing of whether any endpoint took it, so an event's state is its deliveries'.
 
 // Delivery states in words.
@@ -35,13 +35,13 @@ func deliveryState(state string, attempts int) string {
 	return deliveryRetrying
 }
 
-// eventState says how an event stands: its dispatch job's state while it has not fanned the
+// eventState says how an event stands: its dispatch's state while it has not fanned the
 // event out (deliveries exist once it has), then how its deliveries stand, "dispatched · 0
 // of 1 delivered, 1 retrying"; and the class it is shown with, that of its worst delivery.
-func eventState(jobState *string, c report.EventDeliveryCounts) (string, string) {
+func eventState(dispatch string, c report.EventDeliveryCounts) (string, string) {
 	if c.All == 0 {
-		if jobState != nil && *jobState != "completed" {
-			return dispatchState(jobState)
+		if dispatch != report.DispatchDone {
+			return dispatchState(dispatch)
 		}
 		return "dispatched · sent to no endpoint", deliveryWaiting
 	}

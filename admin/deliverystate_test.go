@@ -10,24 +10,22 @@ import (
 // An event's state is its deliveries': one whose every delivery is failing is never called
 // dispatched and left at that, and its class is that of its worst delivery.
 func TestEventStateSaysHowItsDeliveriesStand(t *testing.T) {
-	state := func(s string) *string { return &s }
 	for _, c := range []struct {
-		job         *string
+		job         string
 		counts      report.EventDeliveryCounts
 		words, kind string
 	}{
-		{state("completed"), report.EventDeliveryCounts{All: 1, Retrying: 1}, "dispatched · 0 of 1 delivered, 1 retrying", "retrying"},
-		{nil, report.EventDeliveryCounts{All: 1, Retrying: 1}, "dispatched · 0 of 1 delivered, 1 retrying", "retrying"},
-		{state("completed"), report.EventDeliveryCounts{All: 2, Delivered: 2}, "dispatched · 2 of 2 delivered", "delivered"},
-		{state("completed"), report.EventDeliveryCounts{All: 3, Delivered: 1, Waiting: 1, Dead: 1}, "dispatched · 1 of 3 delivered, 1 waiting, 1 dead", "dead"},
-		{state("completed"), report.EventDeliveryCounts{}, "dispatched · sent to no endpoint", "waiting"},
-		{nil, report.EventDeliveryCounts{}, "dispatched · sent to no endpoint", "waiting"},
-		{state("available"), report.EventDeliveryCounts{}, "waiting", "stale"},
-		{state("retryable"), report.EventDeliveryCounts{}, "failed, will retry", "ignored"},
+		{report.DispatchDone, report.EventDeliveryCounts{All: 1, Retrying: 1}, "dispatched · 0 of 1 delivered, 1 retrying", "retrying"},
+		{report.DispatchDone, report.EventDeliveryCounts{All: 2, Delivered: 2}, "dispatched · 2 of 2 delivered", "delivered"},
+		{report.DispatchDone, report.EventDeliveryCounts{All: 3, Delivered: 1, Waiting: 1, Dead: 1}, "dispatched · 1 of 3 delivered, 1 waiting, 1 dead", "dead"},
+		{report.DispatchDone, report.EventDeliveryCounts{}, "dispatched · sent to no endpoint", "waiting"},
+		{report.DispatchWaiting, report.EventDeliveryCounts{}, "waiting", "stale"},
+		{report.DispatchRetrying, report.EventDeliveryCounts{}, "failed, will retry", "ignored"},
+		{report.DispatchDiscarded, report.EventDeliveryCounts{}, "discarded: not dispatched", "ignored"},
 	} {
 		words, kind := eventState(c.job, c.counts)
 		if words != c.words || kind != c.kind {
-			t.Errorf("%v %+v: %q (%s), want %q (%s)", c.job, c.counts, words, kind, c.words, c.kind)
+			t.Errorf("%s %+v: %q (%s), want %q (%s)", c.job, c.counts, words, kind, c.words, c.kind)
 		}
 	}
 	for _, c := range []struct {

@@ -58,7 +58,7 @@ func (a *console) orderEvents(ctx context.Context, id int64, canAct bool) ([]vie
 		if e.Sequence != nil {
 			b.Sequence = strconv.FormatInt(*e.Sequence, 10)
 		}
-		b.Summary, b.SummaryClass = eventState(e.JobState, e.Counts())
+		b.Summary, b.SummaryClass = eventState(e.Dispatch, e.Counts())
 		for _, d := range e.Deliveries {
 			l := views.EventDeliveryLine{Endpoint: views.Link{Label: d.EndpointID, Href: "/admin/webhooks/" + d.EndpointID},
 				URL: d.EndpointURL, State: deliveryState(d.State, d.Attempts), Attempts: strconv.Itoa(d.Attempts), LastStatus: "—"}

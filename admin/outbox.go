@@ -48,11 +48,11 @@ func (a *console) outboxEvents(c *gin.Context) error {
 			l.Order = views.Link{Label: *r.Order, Href: "/admin/orders/" + *r.Order}
 			l.Href = eventHref(*r.Order, r.ID)
 		}
-		l.Dispatch, l.DispatchClass = eventState(r.JobState, r.Deliveries)
+		l.Dispatch, l.DispatchClass = eventState(r.Dispatch, r.Deliveries)
 		if r.Deliveries.NextAttemptAt != nil {
 			l.Next = *r.Deliveries.NextAttemptAt
 		}
-		if r.LastError != nil && (r.JobState == nil || *r.JobState != "completed") {
+		if r.LastError != nil && r.Dispatch != report.DispatchDone {
 			l.LastError = *r.LastError
 		}
 		p.Rows = append(p.Rows, l)
@@ -64,22 +64,17 @@ func (a *console) outboxEvents(c *gin.Context) error {
 // order's page.
 func eventHref(order, event string) string { return "/admin/orders/" + order + "#" + event }
 
-// dispatchState says in words where an event's dispatch job is, and the class it is shown
+// dispatchState says in words where an event's dispatch is, and the class it is shown
 // with.
-func dispatchState(state *string) (string, string) {
-	if state == nil {
-		return "dispatched (job record expired)", "applied"
-	}
-	switch *state {
-	case "completed":
+func dispatchState(state string) (string, string) {
+	switch state {
+	case report.DispatchDone:
 		return "dispatched", "applied"
-	case "available", "scheduled", "pending":
+	case report.DispatchWaiting:
 		return "waiting", "stale"
-	case "running":
-		return "dispatching", "stale"
-	case "retryable":
+	case report.DispatchRetrying:
 		return "failed, will retry", "ignored"
-	default: // cancelled, discarded
-		return *state + ": not dispatched", "ignored"
+	default: // discarded
+		return state + ": not dispatched", "ignored"
 	}
 }

@@ -32,10 +32,10 @@ func TestEventsPage(t *testing.T) {
 	if r := e.Do(t, "POST", "/v1/orders/"+ids[0]+"/refunds", e.Secret, []byte(`{"amount":100}`), "Idempotency-Key", "k-r"); r.Status != http.StatusCreated {
 		t.Fatalf("refund: %d %s", r.Status, r.Body)
 	}
-	// A job that failed once, with an error naming markup.
-	if _, err := e.DB.Exec(`UPDATE river_job SET state = 'retryable', attempt = 1,
-		errors = ARRAY[jsonb_build_object('error', '<script>alert(1)</script>', 'attempt', 1, 'at', now())]
-		WHERE args->>'event_id' = (SELECT id FROM outbox_events WHERE type = 'refund.created')`); err != nil {
+	// A dispatch that failed once, with an error naming markup; its retry an hour away.
+	if _, err := e.DB.Exec(`INSERT INTO outbox_queue (event_id, attempts, last_error, available_at)
+		SELECT id, 1, '<script>alert(1)</script>', now() + interval '1 hour' FROM outbox_events WHERE type = 'refund.created'
+		ON CONFLICT (event_id) DO UPDATE SET attempts = 1, last_error = excluded.last_error, available_at = excluded.available_at`); err != nil {
 		t.Fatal(err)
 	}
 

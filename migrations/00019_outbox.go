@@ -10,7 +10,8 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 )
 
-// Migration 19: the outbox. Events (order.paid, refund.created, ...) are rows of
+// Migration 19: the outbox, as it was made then (migration 48 replaced the dispatch job per
+// event with a row of outbox_queue). Events (order.paid, refund.created, ...) are rows of
 // outbox_events, written by the statement or transaction that makes the change they
 // describe, so that an event exists if and only if its change committed. They leave
 // tekrar through River, a job queue on the same Postgres: River's tables are created here,

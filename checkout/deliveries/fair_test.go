@@ -80,9 +80,8 @@ func TestADeadClientDoesNotDelayAnother(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	workers := river.NewWorkers()
-	outbox.AddWorkers(workers, f.db.DB, deliveries.Handler{})
 	deliveries.AddWorkers(workers, f.deliverer)
-	rc, err := outbox.NewClient(f.db.DB, workers, outbox.Config{PollInterval: poll,
+	rc, err := outbox.NewClient(f.db.DB, workers, outbox.Config{Handlers: []outbox.Handler{deliveries.Handler{}}, PollInterval: poll,
 		Queues: map[string]river.QueueConfig{deliveries.Queue: {MaxWorkers: 20}}}) // as internal/app
 	if err != nil {
 		t.Fatal(err)
@@ -211,9 +210,8 @@ func waitingDeliveriesRun(t *testing.T, inFlight deliveries.InFlight, cap int) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	workers := river.NewWorkers()
-	outbox.AddWorkers(workers, f.db.DB, deliveries.Handler{InFlight: inFlight})
 	deliveries.AddWorkers(workers, f.deliverer)
-	rc, err := outbox.NewClient(f.db.DB, workers, outbox.Config{PollInterval: poll,
+	rc, err := outbox.NewClient(f.db.DB, workers, outbox.Config{Handlers: []outbox.Handler{deliveries.Handler{InFlight: inFlight}}, PollInterval: poll,
 		Queues: map[string]river.QueueConfig{deliveries.Queue: {MaxWorkers: 20}}})
 	if err != nil {
 		t.Fatal(err)

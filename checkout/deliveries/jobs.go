@@ -165,8 +165,8 @@ func CreateDeliveries(ctx context.Context, tx *sql.Tx, ev outbox.Event) ([]int64
 }
 
 // Handler is the outbox's consumer: it fans each event out to the client's endpoints in
-// the event's dispatch transaction, and queues their jobs with the River client of the
-// dispatch job (river.ClientFromContext), so that they commit exactly when the dispatch
+// the event's dispatch transaction, and queues their jobs with the dispatcher's River
+// client (outbox.Jobs), so that they commit exactly when the dispatch
 // does. It is idempotent, as the outbox asks: a second dispatch of an event creates no
 // delivery and no job. InFlight is the Deliverer's.
 type Handler struct {
@@ -175,6 +175,10 @@ type Handler struct {
 
 // HandleEvent fans ev out.
 func (h Handler) HandleEvent(ctx context.Context, tx *sql.Tx, ev outbox.Event) error {
-	_, err := FanOut(ctx, tx, river.ClientFromContext[*sql.Tx](ctx), ev, h.InFlight)
+	jobs := outbox.Jobs(ctx)
+	if jobs == nil {
+		return fmt.Errorf("fan out %s: no River client to queue deliveries with", ev.ID)
+	}
+	_, err := FanOut(ctx, tx, jobs, ev, h.InFlight)
 	return err
 }

@@ -32,7 +32,7 @@ func TestDisabledEndpointWritesOnceToTheContact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.deliverer.Jobs = rc
+	f.deliverer.Jobs = rc.Client
 	r := newReceiver(t, f.clock, func(string, int) string { return fail })
 	shop, quiet := f.client(t, "shop"), f.client(t, "quiet shop")
 	f.db.MustExec(`UPDATE clients SET contact_email = 'ops@shop.example' WHERE id = $1`, shop)

@@ -52,7 +52,7 @@ func (f *fixture) jobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.store.Jobs = rc
+	f.store.Jobs = rc.Client
 }
 
 // An endpoint that failed for the whole horizon is disabled, misses the events of the

@@ -43,9 +43,8 @@ func TestDeliveredThroughTheOutbox(t *testing.T) {
 		ids = append(ids, ev.ID)
 	}
 	workers := river.NewWorkers()
-	outbox.AddWorkers(workers, f.db.DB, deliveries.Handler{})
 	deliveries.AddWorkers(workers, f.deliverer)
-	rc, err := outbox.NewClient(f.db.DB, workers, outbox.Config{PollInterval: 20 * time.Millisecond,
+	rc, err := outbox.NewClient(f.db.DB, workers, outbox.Config{Handlers: []outbox.Handler{deliveries.Handler{}}, PollInterval: 20 * time.Millisecond,
 		Queues: map[string]river.QueueConfig{deliveries.Queue: {MaxWorkers: 4}}})
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +91,7 @@ func TestDeliveredThroughTheOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := deliveries.FanOut(ctx, tx, rc, ev, deliveries.InFlight{}); err != nil || n != 0 {
+	if n, err := deliveries.FanOut(ctx, tx, rc.Client, ev, deliveries.InFlight{}); err != nil || n != 0 {
 		t.Fatalf("a second fan-out: %d deliveries, %v", n, err)
 	}
 	tx.Rollback()

@@ -6,18 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 )
-
-// Queue is the River queue dispatch jobs run on.
-const Queue = "outbox"
-
-// KindDispatch is the River kind of dispatch jobs. Migration 19's trigger inserts them by
-// SQL under this name: renaming it needs a migration.
-const KindDispatch = "outbox_dispatch"
 
 // Handler reacts to events. See the package documentation for its contract: idempotent,
 // fast, writes only in tx.
@@ -33,134 +27,237 @@ func (f HandlerFunc) HandleEvent(ctx context.Context, tx *sql.Tx, ev Event) erro
 	return f(ctx, tx, ev)
 }
 
-// DispatchArgs is the job that hands one event to the handlers. The outbox's trigger
-// inserts one per event; inserted from Go, it is unique per event all the same.
-type DispatchArgs struct {
-	EventID string `json:"event_id"`
+type jobsKey struct{}
+
+// Jobs is the River client a handler inserts its own jobs with, in the dispatch's
+// transaction; nil outside a dispatch, or when the dispatcher has no client.
+func Jobs(ctx context.Context) *river.Client[*sql.Tx] {
+	c, _ := ctx.Value(jobsKey{}).(*river.Client[*sql.Tx])
+	return c
 }
 
-// Kind is River's name for the job.
-func (DispatchArgs) Kind() string { return KindDispatch }
-
-// InsertOpts puts the job on the outbox queue, unique by event. Migration 19's trigger
-// computes the same unique key.
-func (DispatchArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: Queue, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+// WithJobs returns ctx carrying jobs for handlers (Jobs): the dispatcher's, or a test's.
+func WithJobs(ctx context.Context, jobs *river.Client[*sql.Tx]) context.Context {
+	return context.WithValue(ctx, jobsKey{}, jobs)
 }
 
-type dispatchWorker struct {
-	river.WorkerDefaults[DispatchArgs]
-	db       *sql.DB
-	handlers []Handler
+// Defaults of a Dispatcher's settings.
+const (
+	// DefaultBatch is how many events one transaction dispatches at most. Measured under
+	// first-arrival load (docs/performance.md): a batch of a hundred takes a few
+	// milliseconds of Postgres per event less than an event a transaction.
+	DefaultBatch = 100
+	// DefaultMaxAttempts is how many failed dispatches an event has before it is
+	// discarded: with the backoff (attempt⁴ seconds, at most a day), about ten days.
+	DefaultMaxAttempts = 25
+)
+
+// Dispatcher hands the outbox's events to the handlers, many in a transaction. Each of
+// its loops takes the oldest available rows of outbox_queue (FOR UPDATE SKIP LOCKED, so
+// that the loops of every process share them), deletes them, calls every handler for
+// each event in turn and commits: the rows are gone exactly when the handlers' work
+// committed. Nothing else marks an event as taken: a dispatcher that dies loses its
+// connection and its transaction with it, and one that stalls is ended by Postgres after
+// Hold (idle_in_transaction_session_timeout); either way its rows are available again, and
+// its transaction, which committed nothing, cannot commit later.
+//
+// When a handler fails, the batch rolls back and its events are dispatched again one a
+// transaction, so that an event that cannot be dispatched holds back no other: each that
+// fails again waits attempt⁴ seconds (at most a day) and is discarded after MaxAttempts,
+// its last error kept for the console.
+type Dispatcher struct {
+	DB       *sql.DB
+	Handlers []Handler
+	// Jobs is the River client handlers insert their jobs with (Jobs(ctx)).
+	Jobs *river.Client[*sql.Tx]
+	// Loops is how many batches one process dispatches at once; 0: one.
+	Loops int
+	// Batch is the most events a transaction dispatches; 0: DefaultBatch.
+	Batch int
+	// Poll is how long a loop that found fewer than Batch events waits before it looks
+	// again: the longest an event waits for dispatch when the process is idle; 0: a second.
+	Poll time.Duration
+	// Hold is the longest a batch's transaction may stay idle between two statements
+	// before Postgres ends it (a frozen process), and half the longest it may run; 0: 30
+	// seconds.
+	Hold time.Duration
+	// MaxAttempts: see DefaultMaxAttempts.
+	MaxAttempts int
+	// Observe, when set, is told of each batch: how many events were dispatched and how
+	// many attempts failed.
+	Observe func(dispatched, failed int)
+	Logger  *slog.Logger
 }
 
-// AddWorkers registers the dispatch worker, which calls handlers in the order given.
-func AddWorkers(w *river.Workers, db *sql.DB, handlers ...Handler) {
-	river.AddWorker(w, &dispatchWorker{db: db, handlers: handlers})
+func (d *Dispatcher) batch() int { return cmpOr(d.Batch, DefaultBatch) }
+func (d *Dispatcher) hold() time.Duration {
+	return cmpOr(d.Hold, 30*time.Second)
+}
+func (d *Dispatcher) poll() time.Duration { return cmpOr(d.Poll, time.Second) }
+
+func cmpOr[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
-// Work dispatches one event in one transaction: its handlers' rows and jobs commit
-// together or not at all. The job itself is completed after that transaction, by River's
-// batch completer: measured under first-arrival load, completing each job in its dispatch's
-// transaction (river.JobCompleteTx, one statement per job) took 1.2 ms of Postgres's time a
-// job, more than the order's own completion, and the dispatch fell behind the orders.
-func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs]) error {
-	tx, err := w.db.BeginTx(ctx, nil)
+// Run dispatches until stop is closed (each loop ends after its batch) or ctx ends (a
+// batch in flight rolls back).
+func (d *Dispatcher) Run(ctx context.Context, stop <-chan struct{}) {
+	var wg sync.WaitGroup
+	loops := cmpOr(d.Loops, 1)
+	for i := range loops {
+		// Spread over the poll, so that an idle process looks every poll/loops.
+		first := d.poll() * time.Duration(i) / time.Duration(loops)
+		wg.Add(1)
+		go func() { defer wg.Done(); d.loop(ctx, stop, first) }()
+	}
+	wg.Wait()
+}
+
+func (d *Dispatcher) loop(ctx context.Context, stop <-chan struct{}, first time.Duration) {
+	timer := time.NewTimer(first)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-stop:
+			return
+		case <-timer.C:
+		}
+		n, err := d.Dispatch(ctx)
+		if err != nil && ctx.Err() == nil && d.Logger != nil {
+			d.Logger.Error("dispatch outbox events", "err", err)
+		}
+		if err == nil && n >= d.batch() {
+			timer.Reset(0) // more may be waiting
+			continue
+		}
+		timer.Reset(d.poll())
+	}
+}
+
+// Dispatch dispatches one batch of available events and returns how many it dispatched.
+func (d *Dispatcher) Dispatch(ctx context.Context) (int, error) {
+	n, failed, err := d.dispatch(ctx, claimSQL, d.batch())
+	if err == nil || len(failed) == 0 {
+		d.observe(n, 0)
+		return n, err
+	}
+	if len(failed) == 1 { // it was alone: that was its attempt
+		d.observe(0, 1)
+		if rerr := d.failed(ctx, failed[0], err); rerr != nil {
+			return 0, errors.Join(err, rerr)
+		}
+		d.logFailed(failed[0], err)
+		return 0, nil
+	}
+	// The batch rolled back: one event a transaction, so that only those that fail again wait.
+	dispatched, attempts := 0, 0
+	for _, id := range failed {
+		n, _, err := d.dispatch(ctx, claimOneSQL, id)
+		dispatched += n
+		if err == nil {
+			continue
+		}
+		attempts++
+		if rerr := d.failed(ctx, id, err); rerr != nil {
+			d.observe(dispatched, attempts)
+			return dispatched, errors.Join(err, rerr)
+		}
+		d.logFailed(id, err)
+	}
+	d.observe(dispatched, attempts)
+	return dispatched, nil
+}
+
+func (d *Dispatcher) logFailed(id string, err error) {
+	if d.Logger != nil {
+		d.Logger.Warn("event not dispatched: retried after its backoff, or discarded after its last attempt", "event", id, "err", err)
+	}
+}
+
+func (d *Dispatcher) observe(dispatched, failed int) {
+	if d.Observe != nil && dispatched+failed > 0 {
+		d.Observe(dispatched, failed)
+	}
+}
+
+// dispatch claims events with claim (its one argument arg) and hands them to the handlers
+// in one transaction. It returns how many it dispatched, and, when it failed after the
+// claim, the ids of the events it had claimed, which are in the queue again.
+func (d *Dispatcher) dispatch(ctx context.Context, claim string, arg any) (int, []string, error) {
+	// Postgres ends the transaction after Hold idle (holdSQL), whatever this process does;
+	// the context, a backstop for a batch that runs but never ends, at twice that.
+	ctx, cancel := context.WithTimeout(ctx, 2*d.hold())
+	defer cancel()
+	tx, err := d.DB.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("dispatch %s: %w", job.Args.EventID, err)
+		return 0, nil, fmt.Errorf("dispatch: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it does nothing
-	ev, err := Get(ctx, tx, job.Args.EventID)
-	if errors.Is(err, sql.ErrNoRows) {
-		// The trigger commits an event with its job, and nothing deletes events: a job
-		// without its event was inserted by hand. Retrying cannot help.
-		return river.JobCancel(fmt.Errorf("dispatch: %w", err))
+	if _, err := tx.ExecContext(ctx, holdSQL, fmt.Sprintf("%dms", d.hold().Milliseconds())); err != nil {
+		return 0, nil, fmt.Errorf("dispatch: %w", err)
 	}
+	events, err := claimed(ctx, tx, claim, arg)
 	if err != nil {
-		return fmt.Errorf("dispatch: %w", err)
+		return 0, nil, err
 	}
-	for _, h := range w.handlers {
-		if err := h.HandleEvent(ctx, tx, ev); err != nil {
-			return fmt.Errorf("dispatch %s %s to %T: %w", ev.Type, ev.ID, h, err)
+	if len(events) == 0 {
+		return 0, nil, nil
+	}
+	ids := make([]string, len(events))
+	for i, ev := range events {
+		ids[i] = ev.ID
+	}
+	hctx := WithJobs(ctx, d.Jobs)
+	for _, ev := range events {
+		for _, h := range d.Handlers {
+			if err := h.HandleEvent(hctx, tx, ev); err != nil {
+				return 0, ids, fmt.Errorf("dispatch %s %s to %T: %w", ev.Type, ev.ID, h, err)
+			}
 		}
 	}
-	// Not river.JobCompleteTx (see above). A worker that dies between this commit and
-	// River's completion leaves the job running, to be rescued and run again, which the
-	// handlers' idempotence makes harmless.
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("dispatch %s: commit: %w", ev.ID, err)
+		return 0, ids, fmt.Errorf("dispatch %d events: commit: %w", len(events), err)
+	}
+	return len(events), nil, nil
+}
+
+func claimed(ctx context.Context, tx *sql.Tx, claim string, arg any) ([]Event, error) {
+	rows, err := tx.QueryContext(ctx, claim, arg)
+	if err != nil {
+		return nil, fmt.Errorf("claim events: %w", err)
+	}
+	defer rows.Close()
+	var events []Event
+	for rows.Next() {
+		var ev Event
+		var payload []byte
+		if err := rows.Scan(&ev.ID, &ev.ClientID, &ev.Type, &ev.OrderID, &payload, &ev.CreatedAt); err != nil {
+			return nil, fmt.Errorf("claim events: %w", err)
+		}
+		ev.Payload = payload
+		events = append(events, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim events: %w", err)
+	}
+	return events, nil
+}
+
+// failed records a failed dispatch of event id: its attempt, its error, when it may be
+// tried again, and whether it is discarded. An event another dispatcher took and
+// dispatched meanwhile has no row left, and nothing is recorded.
+func (d *Dispatcher) failed(ctx context.Context, id string, cause error) error {
+	msg := cause.Error()
+	if len(msg) > 2000 {
+		msg = strings.ToValidUTF8(msg[:2000], "")
+	}
+	if _, err := d.DB.ExecContext(ctx, failedSQL, id, msg, cmpOr(d.MaxAttempts, DefaultMaxAttempts)); err != nil {
+		return fmt.Errorf("record failed dispatch of %s: %w", id, err)
 	}
 	return nil
-}
-
-// Config is how a process runs River.
-type Config struct {
-	// Workers is how many outbox jobs one process runs at once.
-	Workers int
-	// PollInterval is how often an idle process looks for new jobs. River's database/sql
-	// driver has no LISTEN, so this is also the longest an event waits for dispatch.
-	PollInterval time.Duration
-	// RescueAfter is how long a job may be running before River takes it as lost with its
-	// process and runs it again; jobs time out at half of it (at most a minute). 0: an hour.
-	RescueAfter time.Duration
-	// Queues are further queues (webhook deliveries, receipts) with their worker counts.
-	Queues map[string]river.QueueConfig
-	// PeriodicJobs are inserted by River's elected leader on their schedules
-	// (internal/schedule).
-	PeriodicJobs []*river.PeriodicJob
-	// ID names this process among River's clients; empty lets River choose.
-	ID     string
-	Logger *slog.Logger
-}
-
-// fetchCooldown is the least time between two fetches of the outbox's queue when it is
-// busy (the other queues keep River's default). River fetches at
-// most a queue's free workers at a time, and when it fetched as many as it had workers it
-// fetches again when a job ends, but no sooner than this after the last fetch: River's
-// default, 100 ms, let a process dispatch at most ten events (its TEKRAR_OUTBOX_WORKERS)
-// each tenth of a second. Measured under first-arrival load: 332 orders a second, about 95
-// events dispatched a second, and a backlog of 7,755 events after 30 s: at that rate,
-// 80 s more of dispatching. At 10 ms the queue's workers are refilled as fast as they finish;
-// an idle process still looks only every TEKRAR_OUTBOX_POLL.
-const fetchCooldown = 10 * time.Millisecond
-
-// NewClient returns a River client over db, with the outbox queue and cfg.Queues. Start it
-// to work jobs (one client per process; River elects a leader among replicas for its
-// maintenance); an unstarted client only inserts.
-func NewClient(db *sql.DB, workers *river.Workers, cfg Config) (*river.Client[*sql.Tx], error) {
-	if cfg.Workers <= 0 {
-		cfg.Workers = 10
-	}
-	outboxCooldown := fetchCooldown
-	if cfg.PollInterval > 0 && cfg.PollInterval < outboxCooldown {
-		outboxCooldown = cfg.PollInterval
-	}
-	queues := map[string]river.QueueConfig{Queue: {MaxWorkers: cfg.Workers, FetchCooldown: outboxCooldown}}
-	for name, q := range cfg.Queues {
-		queues[name] = q
-	}
-	cooldown := river.FetchCooldownDefault
-	if cfg.PollInterval > 0 && cfg.PollInterval < cooldown {
-		cooldown = cfg.PollInterval
-	}
-	timeout := min(cfg.RescueAfter/2, river.JobTimeoutDefault)
-	if cfg.RescueAfter <= 0 {
-		timeout = river.JobTimeoutDefault
-	}
-	c, err := river.NewClient(riverdatabasesql.New(db), &river.Config{
-		ID:                   cfg.ID,
-		JobTimeout:           timeout,
-		RescueStuckJobsAfter: cfg.RescueAfter,
-		FetchCooldown:        cooldown,
-		Logger:               cfg.Logger,
-		PeriodicJobs:         cfg.PeriodicJobs,
-		PollOnly:             true,
-		FetchPollInterval:    cfg.PollInterval,
-		Queues:               queues,
-		Workers:              workers,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("river client: %w", err)
-	}
-	return c, nil
 }

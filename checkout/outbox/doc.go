@@ -1,6 +1,6 @@
 // Package outbox records what happened to a client's orders as events, and hands each
 // event to the parts of tekrar that tell the world about it (client webhooks, e-mail
-// receipts) through River, a job queue on tekrar's own Postgres.
+// receipts), whose own work runs on River, a job queue on tekrar's own Postgres.
 //
 // # Events exist if and only if their change committed
 //
@@ -8,9 +8,9 @@
 // the change it describes: the order's completion writes order.paid, the refund's
 // insertion refund.created, and so on. A change that rolls back, a crash before the
 // commit, a replay that changes nothing or an old lease owner whose write matches no row
-// writes no event. The same statement inserts the event's dispatch job (a trigger on
-// outbox_events, see migration 19), so an event without its job, or a job without its
-// event, cannot be committed either.
+// writes no event. The same statement queues the event for dispatch (a trigger on
+// outbox_events inserts its row of outbox_queue, migration 48), so an event that is not
+// queued, or a queued dispatch without its event, cannot be committed either.
 //
 // The event types are the Type constants; each one's data is documented in docs/outbox.md
 // and is thin and stable: public ids, status, amounts, never card data or secrets.
@@ -48,25 +48,37 @@
 // number. Being the one writer, InsertSQL numbers the events of every statement, and of a
 // type added later, with no code of their own.
 //
+// # Dispatch
+//
+// Each process's Dispatcher takes the oldest queued events, many at a time, deletes their
+// queue rows and calls every Handler for each, in one transaction: the events are
+// dispatched exactly when their handlers' work commits. It replaced a River job per event
+// (fetched, run in its own transaction, completed), whose lifecycle cost a payment more of
+// Postgres's time than its own completion did (docs/performance.md). A Dispatcher that dies
+// or stalls holds its events only by its open transaction's row locks, which Postgres
+// releases when the connection goes or the transaction stays idle past Hold; they are then
+// dispatched by another, and the stalled one cannot commit later. When a handler fails, the
+// batch rolls back and its events are dispatched one a transaction, so that an event that
+// cannot be dispatched waits alone (its backoff, then discarded, shown in the console).
+//
 // # Handlers
 //
-// A dispatch job (DispatchArgs) loads its event and calls every registered Handler, in one
-// transaction; River completes the job after it commits, in its batches. A handler does no
-// slow work there: it writes its own rows (a delivery per endpoint, a receipt to send) and
-// inserts its own River jobs in tx, with
+// A handler does no slow work in the dispatch's transaction: it writes its own rows (a
+// delivery per endpoint, a receipt to send) and inserts its own River jobs in tx, with the
+// dispatcher's client,
 //
-//	river.ClientFromContext[*sql.Tx](ctx).InsertTx(ctx, tx, args, opts)
+//	outbox.Jobs(ctx).InsertTx(ctx, tx, args, opts)
 //
-// so that its fan-out commits whole or not at all. A worker that dies after that commit and
-// before River completed the job leaves it running, to be rescued and dispatched again. The
+// so that its fan-out commits whole or not at all, with the event's dispatch. The
 // contract:
 //
-//   - A handler is idempotent. A dispatch job is retried when any handler fails, and a
-//     worker may crash after a handler ran but before the transaction committed, or a job
-//     may be rescued from a dead replica and run again: a handler's rows are inserted with
-//     ON CONFLICT DO NOTHING on a key that includes the event id, and its jobs with River's
-//     unique options (UniqueOpts{ByArgs: true}) or behind such a row.
-//   - A handler returns an error only for a failure worth retrying the whole dispatch for
-//     (the database); it never calls the network.
+//   - A handler is idempotent. A batch is dispatched again, event by event, when any
+//     handler fails; a dispatcher may crash after a handler ran but before the transaction
+//     committed; a queue row lost and restored (a failover) dispatches its event again: a
+//     handler's rows are inserted with ON CONFLICT DO NOTHING on a key that includes the
+//     event id, and its jobs with River's unique options (UniqueOpts{ByArgs: true}) or
+//     behind such a row.
+//   - A handler returns an error only for a failure worth retrying the dispatch for (the
+//     database); it never calls the network.
 //   - Consumers outside tekrar see each event at least once, and deduplicate on its id.
 package outbox

@@ -76,7 +76,7 @@ type Querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// Insert writes an event, with its dispatch job, in tx: call it in the transaction that
+// Insert writes an event, queued for dispatch, in tx: call it in the transaction that
 // makes the change the event describes. data is marshalled to the event's Payload, to
 // which the statement adds the order's sequence (SequenceField) when orderID is valid.
 // Statements that make their change in one SQL statement write their events there

@@ -6,7 +6,7 @@ import (
 )
 
 // InsertSQL is the one statement that inserts events: every row of new_events becomes an
-// event, with its dispatch job (the trigger of migration 19). It has no parameters of its
+// event, queued for dispatch (the trigger of migrations 19 and 48). It has no parameters of its
 // own, so that both named and numbered statements can splice it. A statement that writes
 // events defines, before it, the CTE
 //

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riverqueue/river"
-
 	"github.com/tekrar/tekrar/checkout/outbox"
 	"github.com/tekrar/tekrar/internal/dbtest"
 )
@@ -24,69 +22,50 @@ func newClientRow(t *testing.T, db *sql.DB) int64 {
 	return id
 }
 
-// TestAnInsertedEventHasExactlyOneDispatchJob: the trigger enqueues the event's job in the
-// statement that inserts it, with the unique key River computes itself, so that inserting
-// the same job from Go is skipped as a duplicate.
-func TestAnInsertedEventHasExactlyOneDispatchJob(t *testing.T) {
+// TestAnInsertedEventIsQueuedOnce: the trigger queues the event for dispatch in the
+// statement that inserts it, once, so that an event exists with its queue row or not at
+// all: a rolled-back insert leaves neither.
+func TestAnInsertedEventIsQueuedOnce(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	clientID := newClientRow(t, d.DB)
-	tx, err := d.DB.BeginTx(ctx, nil)
-	if err != nil {
+	insert := func(commit bool) string {
+		t.Helper()
+		tx, err := d.DB.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback() //nolint:errcheck // after Commit it does nothing
+		ev, err := outbox.Insert(ctx, tx, clientID, outbox.OrderPaid, sql.NullInt64{}, map[string]any{"order": "ord_x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return ev.ID
+	}
+	kept, dropped := insert(true), insert(false)
+	var attempts int
+	var discarded, lastError sql.NullString
+	if err := d.QueryRowContext(ctx, `SELECT attempts, discarded_at::text, last_error FROM outbox_queue WHERE event_id = $1`, kept).
+		Scan(&attempts, &discarded, &lastError); err != nil {
+		t.Fatalf("the committed event's queue row: %v", err)
+	}
+	if attempts != 0 || discarded.Valid || lastError.Valid {
+		t.Errorf("a new event's queue row: %d attempts, discarded %v, error %v; want none", attempts, discarded, lastError)
+	}
+	var rows, events int
+	if err := d.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM outbox_queue), (SELECT count(*) FROM outbox_events WHERE id = $1)`, dropped).
+		Scan(&rows, &events); err != nil {
 		t.Fatal(err)
 	}
-	ev, err := outbox.Insert(ctx, tx, clientID, outbox.OrderPaid, sql.NullInt64{}, map[string]any{"order": "ord_x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	workers := river.NewWorkers()
-	outbox.AddWorkers(workers, d.DB)
-	rc, err := outbox.NewClient(d.DB, workers, outbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err = d.DB.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	res, err := rc.InsertTx(ctx, tx, outbox.DispatchArgs{EventID: ev.ID}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.UniqueSkippedAsDuplicate {
-		t.Errorf("River inserted a second dispatch job for %s: the trigger's unique key or states differ from River's", ev.ID)
-	}
-	// And River, inserting it itself, writes the very key and states the trigger wrote.
-	var sqlKey, sqlStates string
-	if err := tx.QueryRowContext(ctx, `DELETE FROM river_job WHERE args->>'event_id' = $1 RETURNING encode(unique_key, 'hex'), unique_states::text`,
-		ev.ID).Scan(&sqlKey, &sqlStates); err != nil {
-		t.Fatal(err)
-	}
-	res, err = rc.InsertTx(ctx, tx, outbox.DispatchArgs{EventID: ev.ID}, nil)
-	if err != nil || res.UniqueSkippedAsDuplicate {
-		t.Fatalf("insert after delete: %v %+v", err, res)
-	}
-	var goKey, goStates string
-	if err := tx.QueryRowContext(ctx, `SELECT encode(unique_key, 'hex'), unique_states::text FROM river_job WHERE id = $1`,
-		res.Job.ID).Scan(&goKey, &goStates); err != nil {
-		t.Fatal(err)
-	}
-	if sqlKey != goKey || sqlStates != goStates {
-		t.Errorf("trigger wrote unique key %s states %s, River writes %s %s", sqlKey, sqlStates, goKey, goStates)
-	}
-	var jobs int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND args->>'event_id' = $2 AND queue = $3`,
-		outbox.KindDispatch, ev.ID, outbox.Queue).Scan(&jobs); err != nil {
-		t.Fatal(err)
-	}
-	if jobs != 1 {
-		t.Errorf("%d dispatch jobs for one event, want 1", jobs)
+	if rows != 1 || events != 0 {
+		t.Errorf("%d queue rows and the rolled-back event %d times; want 1 and 0", rows, events)
 	}
 }
 

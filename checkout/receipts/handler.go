@@ -67,7 +67,11 @@ func (h *Handler) HandleEvent(ctx context.Context, tx *sql.Tx, ev outbox.Event) 
 	if !queued {
 		return nil
 	}
-	if _, err := river.ClientFromContext[*sql.Tx](ctx).InsertTx(ctx, tx, SendArgs{ReceiptID: id}, nil); err != nil {
+	jobs := outbox.Jobs(ctx)
+	if jobs == nil {
+		return fmt.Errorf("receipt for %s: no River client to queue its sending with", ev.ID)
+	}
+	if _, err := jobs.InsertTx(ctx, tx, SendArgs{ReceiptID: id}, nil); err != nil {
 		return fmt.Errorf("receipt for %s: insert send job: %w", ev.ID, err)
 	}
 	return nil

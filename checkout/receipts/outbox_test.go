@@ -31,9 +31,8 @@ func TestEventToReceiptThroughRiver(t *testing.T) {
 		t.Fatal(err)
 	}
 	workers := river.NewWorkers()
-	outbox.AddWorkers(workers, f.db.DB, &Handler{Recorder: sending})
 	AddWorkers(workers, sender(f, mb))
-	rc, err := outbox.NewClient(f.db.DB, workers, outbox.Config{Workers: 2, PollInterval: 50 * time.Millisecond,
+	rc, err := outbox.NewClient(f.db.DB, workers, outbox.Config{Handlers: []outbox.Handler{&Handler{Recorder: sending}}, Workers: 2, PollInterval: 50 * time.Millisecond,
 		Queues: map[string]river.QueueConfig{Queue: {MaxWorkers: 2}}})
 	if err != nil {
 		t.Fatal(err)

@@ -22,9 +22,9 @@ type OrderEvent struct {
 	Type      string    `db:"type"`
 	Sequence  *int64    `db:"sequence"` // the order's sequence in the event's data; nil for events older than it
 	CreatedAt time.Time `db:"created_at"`
-	// JobState is the River state of its dispatch job (the fan-out to the endpoints), as on
-	// OutboxEvent; nil once River deleted the finished job.
-	JobState *string `db:"job_state"`
+	// Dispatch is where its dispatch (the fan-out to the endpoints) stands, as on
+	// OutboxEvent.
+	Dispatch string `db:"dispatch"`
 	// Deliveries are the event's deliveries, one per endpoint it was sent to, by endpoint id;
 	// none when no endpoint of the client is subscribed to its type (or it is not fanned out yet).
 	Deliveries []EventDelivery
@@ -54,16 +54,12 @@ type EventDelivery struct {
 const orderEventsLimit = 200
 
 // orderEventsSQL reads an order's events ($1) in the order's sequence (outbox_events_order_idx),
-// with their dispatch jobs as outboxSQL finds them (OFFSET 0: see there).
+// with where their dispatch stands (their queue rows, LEFT JOINed by primary key).
 const orderEventsSQL = `
-SELECT e.id, e.type, (e.payload->>'sequence')::bigint AS sequence, e.created_at, j.state::text AS job_state
+SELECT e.id, e.type, (e.payload->>'sequence')::bigint AS sequence, e.created_at,
+       ` + dispatchStateSQL + ` AS dispatch
   FROM outbox_events e
-  LEFT JOIN LATERAL (
-      SELECT state FROM (
-          SELECT id, state FROM river_job
-           WHERE kind = 'outbox_dispatch' AND args @> jsonb_build_object('event_id', e.id)
-          OFFSET 0) jobs
-       ORDER BY id DESC LIMIT 1) j ON true
+  LEFT JOIN outbox_queue q ON q.event_id = e.id
  WHERE e.order_id = $1
  ORDER BY (e.payload->>'sequence')::bigint NULLS FIRST, e.created_at, e.id
  LIMIT $2`

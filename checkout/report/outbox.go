@@ -8,7 +8,7 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// OutboxEvent is one event of the outbox with the state of its dispatch job.
+// OutboxEvent is one event of the outbox with the state of its dispatch.
 type OutboxEvent struct {
 	ID         string    `db:"id"`
 	ClientID   int64     `db:"client_id"`
@@ -17,14 +17,14 @@ type OutboxEvent struct {
 	Order      *string   `db:"order_public_id"`
 	Payload    string    `db:"payload"`
 	CreatedAt  time.Time `db:"created_at"`
-	// The dispatch job: its River state (available, running, retryable, completed, ...),
-	// attempts and last error. JobState is nil once River deleted the finished job (after
-	// its retention period).
-	JobState  *string `db:"job_state"`
+	// The dispatch: where it stands (a Dispatch constant), its failed attempts and their
+	// last error; an event dispatched after failed attempts keeps none of them (its
+	// queue row is gone).
+	Dispatch  string  `db:"dispatch"`
 	Attempts  int     `db:"attempts"`
 	LastError *string `db:"last_error"`
-	// Its deliveries to the client's endpoints, counted by how each stands: the dispatch
-	// job's completion only says they were made, not that any endpoint took the event.
+	// Its deliveries to the client's endpoints, counted by how each stands: the
+	// dispatch only says they were made, not that any endpoint took the event.
 	Deliveries EventDeliveryCounts `db:"deliveries"`
 }
 
@@ -50,29 +50,34 @@ type OutboxFilter struct {
 // outboxLimit bounds the events page: the newest events, narrowed further by the filter.
 const outboxLimit = 200
 
+// Where an event's dispatch stands (OutboxEvent.Dispatch): its row in outbox_queue is
+// the event not yet dispatched (migration 48).
+const (
+	DispatchDone      = "dispatched" // no row: its handlers' work committed
+	DispatchWaiting   = "waiting"    // not attempted yet
+	DispatchRetrying  = "retrying"   // attempted and failed; another attempt is due at available_at
+	DispatchDiscarded = "discarded"  // failed its last attempt: its consumers never saw it
+)
+
+// dispatchStateSQL is an event's Dispatch from its queue row q (LEFT JOINed).
+const dispatchStateSQL = `CASE WHEN q.event_id IS NULL THEN '` + DispatchDone + `'
+            WHEN q.discarded_at IS NOT NULL THEN '` + DispatchDiscarded + `'
+            WHEN q.attempts > 0 THEN '` + DispatchRetrying + `'
+            ELSE '` + DispatchWaiting + `' END`
+
 // outboxSQL reads the newest events matching the filter ($1 client, $2 type, $3 order: NULL
-// matches all) with their dispatch jobs, found by River's index on the jobs' args, and
-// their deliveries counted through the unique (event_id, endpoint_id) index. The jobs'
-// subquery ends in OFFSET 0 so that it is planned alone, through that GIN index: with the
-// newest job's ORDER BY id DESC LIMIT 1 in view, the planner walked river_job's primary
-// key backwards instead, reading every job newer than the event's (all of them, for an
-// old event) once per event listed (TestConsolePlans' thrown-away rows).
+// matches all) with their dispatch (their queue row, through its primary key) and their
+// deliveries counted through the unique (event_id, endpoint_id) index.
 const outboxSQL = `
 SELECT e.id, e.client_id, c.name AS client_name, e.type, o.public_id AS order_public_id,
        e.payload::text AS payload, e.created_at,
-       j.state::text AS job_state, coalesce(j.attempt, 0) AS attempts,
-       j.errors[array_length(j.errors, 1)]->>'error' AS last_error,
+       ` + dispatchStateSQL + ` AS dispatch, coalesce(q.attempts, 0) AS attempts, q.last_error,
        w.total AS "deliveries.total", w.delivered AS "deliveries.delivered", w.waiting AS "deliveries.waiting",
        w.retrying AS "deliveries.retrying", w.dead AS "deliveries.dead", w.next_attempt_at AS "deliveries.next_attempt_at"
   FROM outbox_events e
   JOIN clients c ON c.id = e.client_id
   LEFT JOIN orders o ON o.id = e.order_id
-  LEFT JOIN LATERAL (
-      SELECT state, attempt, errors FROM (
-          SELECT id, state, attempt, errors FROM river_job
-           WHERE kind = 'outbox_dispatch' AND args @> jsonb_build_object('event_id', e.id)
-          OFFSET 0) jobs
-       ORDER BY id DESC LIMIT 1) j ON true
+  LEFT JOIN outbox_queue q ON q.event_id = e.id
   CROSS JOIN LATERAL (
       SELECT count(*) AS total,
              count(*) FILTER (WHERE state = 'succeeded') AS delivered,

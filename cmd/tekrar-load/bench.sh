@@ -121,7 +121,7 @@ field() { sed -nE "s/.* $1=([0-9.]+).*/\1/p"; }
 # tekrar's database: its count of events, and how many still wait for their dispatch.
 tsql() { psql "postgres://postgres@127.0.0.1:$pgport/tekrar?sslmode=disable" -XAtq -c "$1"; }
 events() { tsql "SELECT count(*) FROM outbox_events"; }
-undispatched() { tsql "SELECT count(*) FROM river_job WHERE kind = 'outbox_dispatch' AND state IN ('available', 'running', 'retryable', 'scheduled', 'pending')"; }
+undispatched() { tsql "SELECT count(*) FROM outbox_queue WHERE discarded_at IS NULL"; }
 now() { date +%s.%N; }
 # drained waits up to 2 minutes for every dispatch job to have run; false if some have not.
 drained() { for _ in $(seq 1 1200); do [ "$(undispatched)" = 0 ] && return 0; sleep 0.1; done; return 1; }

@@ -62,8 +62,9 @@ type App struct {
 	Installments *installments.Charger
 	// Settler writes the nightly settlements; the scheduler runs its SettleDue.
 	Settler *settlement.Settler
-	// River works the outbox's jobs; Run starts and stops it.
-	River *river.Client[*sql.Tx]
+	// River dispatches the outbox's events and works the jobs of its consumers and the
+	// schedule; Run starts and stops it.
+	River *outbox.Client
 	// Rescuer takes over a dead process's jobs sooner than River's leader does; Run runs it.
 	Rescuer *outbox.Rescuer
 	// Metrics are the process's Prometheus metrics; Metrics.Handler serves them.
@@ -185,7 +186,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	if cfg.StripeWebhookSecret != "" {
 		e.POST("/webhooks/stripe", api.StripeInbox(in, cfg.StripeWebhookSecret.Reveal(), logger))
 	}
-	var rc *river.Client[*sql.Tx] // made below, once every consumer is known
+	var rc *outbox.Client // made below, once every consumer is known
 	inFlight := deliveries.InFlight{Endpoint: cfg.WebhookEndpointInFlight, Client: cfg.WebhookClientInFlight}
 	deliverer := &deliveries.Deliverer{DB: db, Sealer: sealer, Logger: logger,
 		Client: deliveries.NewHTTPClient(policy, deliveries.AttemptTimeout), Now: o.now, FirstRetry: cfg.WebhookRetryBase,
@@ -223,7 +224,7 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	consoleNotFound := admin.Register(e.Group("/admin"), admin.Deps{DB: db, Read: read, Logger: logger, SecureCookies: cfg.SecureCookies, Now: o.now,
 		DoubleTapWindow: cfg.DoubleTapWindow, Service: svc, Operator: operator.New(db, svc), Inbox: in, Tasks: sched.Tasks(),
 		Redeliver: func(ctx context.Context, tx *sql.Tx, id int64, nonce string) error {
-			return deliveries.Redeliver(ctx, tx, rc, id, nonce)
+			return deliveries.Redeliver(ctx, tx, rc.Client, id, nonce)
 		},
 		Resend: endpoints.ResendTx})
 	comp := completer.New(db, svc, completer.Config{
@@ -237,13 +238,13 @@ func New(cfg config.Server, db *sqlx.DB, logger *slog.Logger, opts ...Option) (*
 	}
 	e.GET("/readyz/completer", func(c *gin.Context) { c.JSON(http.StatusOK, comp.Totals()) })
 	e.NoRoute(notFound(consoleNotFound))
-	rc, err = newRiver(cfg, db.DB, logger, append(append(consumers(cfg, db.DB, logger, m, o.now), outgoing, scheduleConsumer(sched)), o.consumers...))
+	rc, err = newRiver(cfg, db.DB, logger, m, append(append(consumers(cfg, db.DB, logger, m, o.now), outgoing, scheduleConsumer(sched)), o.consumers...))
 	if err != nil {
 		closeRead()
 		return nil, err
 	}
-	endpoints.Jobs = rc // a resend queues its deliveries' jobs
-	deliverer.Jobs = rc // a disabling queues its notice
+	endpoints.Jobs = rc.Client // a resend queues its deliveries' jobs
+	deliverer.Jobs = rc.Client // a disabling queues its notice
 	return &App{Handler: server.HeadAsGet(e), Service: svc, Inbox: in, Sweeper: sw, Completer: comp,
 		Scheduler: sched, Installments: charger, Settler: settler, River: rc, Metrics: m,
 		Rescuer: outbox.NewRescuer(db.DB, cfg.OutboxRescueAfter, logger.With("component", "river")), ReplayCache: replays,

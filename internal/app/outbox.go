@@ -56,9 +56,9 @@ func WithConsumers(cs ...Consumer) Option {
 	return func(o *options) { o.consumers = append(o.consumers, cs...) }
 }
 
-// newRiver builds the process's River client with the outbox's dispatch worker and every
-// consumer's workers and queues.
-func newRiver(cfg config.Server, db *sql.DB, logger *slog.Logger, cs []Consumer) (*river.Client[*sql.Tx], error) {
+// newRiver builds the process's River client with the outbox's dispatcher, every
+// consumer's handler, workers and queues, and the dispatcher's counts in m.
+func newRiver(cfg config.Server, db *sql.DB, logger *slog.Logger, m *metrics.Metrics, cs []Consumer) (*outbox.Client, error) {
 	workers := river.NewWorkers()
 	queues := map[string]river.QueueConfig{}
 	handlers := make([]outbox.Handler, 0, len(cs))
@@ -75,15 +75,16 @@ func newRiver(cfg config.Server, db *sql.DB, logger *slog.Logger, cs []Consumer)
 			queues[name] = q
 		}
 	}
-	outbox.AddWorkers(workers, db, handlers...)
 	return outbox.NewClient(db, workers, outbox.Config{
-		Workers:      cfg.OutboxWorkers,
-		PollInterval: cfg.OutboxPoll,
-		RescueAfter:  cfg.OutboxRescueAfter,
-		Queues:       queues,
-		PeriodicJobs: periodic,
-		ID:           riverID(),
-		Logger:       logger.With("component", "river"),
+		Handlers:        handlers,
+		ObserveDispatch: m.Dispatched,
+		Workers:         cfg.OutboxWorkers,
+		PollInterval:    cfg.OutboxPoll,
+		RescueAfter:     cfg.OutboxRescueAfter,
+		Queues:          queues,
+		PeriodicJobs:    periodic,
+		ID:              riverID(),
+		Logger:          logger.With("component", "river"),
 	})
 }
 
@@ -103,7 +104,7 @@ func riverID() string {
 const riverStopTimeout = 10 * time.Second
 
 // runRiver works jobs until ctx ends, then stops River: first softly, then by cancelling.
-func runRiver(ctx context.Context, c *river.Client[*sql.Tx], logger *slog.Logger) {
+func runRiver(ctx context.Context, c *outbox.Client, logger *slog.Logger) {
 	// River's own context must outlive ctx: cancelling it is River's hard stop.
 	if err := c.Start(context.WithoutCancel(ctx)); err != nil {
 		logger.Error("river did not start: events wait for another process", "err", err)

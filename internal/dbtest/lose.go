@@ -27,6 +27,7 @@ func LoseOrder(t testing.TB, db *sqlx.DB, publicID string) {
 	for _, q := range []string{
 		`DELETE FROM key_events WHERE key_id IN (` + keys + `)`,
 		`DELETE FROM idempotency_keys WHERE id IN (` + keys + `)`,
+		`DELETE FROM outbox_queue WHERE event_id IN (SELECT id FROM outbox_events WHERE order_id = $1)`,
 		`DELETE FROM outbox_events WHERE order_id = $1`,
 		`DELETE FROM receipts WHERE order_id = $1`,
 		`DELETE FROM stock_movements WHERE order_id = $1 OR refund_id IN (` + refunds + `)`,

@@ -24,8 +24,8 @@ const backlogTimeout = 2 * time.Second
 //   - outcome unknown: keys in progress whose lease lapsed (the completer's work; a client
 //     was told payment_pending, or hung up), and the oldest one's age;
 //   - attention: keys handed to an operator (needs_attention);
-//   - the outbox: dispatch jobs not yet finished, the oldest one's age (outbox lag), and
-//     dispatch jobs River gave up on;
+//   - the outbox: events not yet dispatched (outbox_queue), the oldest one's age (outbox lag), and
+//     events the dispatcher gave up on (discarded);
 //   - client webhook deliveries pending or dead, and endpoints disabled (not deleted; at most
 //     20 a client);
 //   - provider webhooks received more than once (duplicates the inbox absorbed);
@@ -40,11 +40,10 @@ SELECT
   (SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 FROM idempotency_keys
     WHERE state = 'in_progress' AND (lease_expires_at IS NULL OR lease_expires_at <= now())),
   (SELECT count(*) FROM idempotency_keys WHERE state = 'needs_attention'),
-  (SELECT count(*) FROM river_job
-    WHERE kind = 'outbox_dispatch' AND state NOT IN ('completed', 'cancelled', 'discarded')),
-  (SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 FROM river_job
-    WHERE kind = 'outbox_dispatch' AND state NOT IN ('completed', 'cancelled', 'discarded')),
-  (SELECT count(*) FROM river_job WHERE kind = 'outbox_dispatch' AND state = 'discarded'),
+  (SELECT count(*) FROM outbox_queue WHERE discarded_at IS NULL),
+  (SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(e.created_at)), 0)::float8
+     FROM outbox_queue q JOIN outbox_events e ON e.id = q.event_id WHERE q.discarded_at IS NULL),
+  (SELECT count(*) FROM outbox_queue WHERE discarded_at IS NOT NULL),
   (SELECT count(*) FROM webhook_deliveries WHERE state = 'pending'),
   (SELECT count(*) FROM webhook_deliveries WHERE state = 'dead'),
   (SELECT count(*) FROM webhook_endpoints WHERE disabled_at IS NOT NULL AND deleted_at IS NULL),
@@ -75,7 +74,7 @@ var (
 	descOutboxLag = prometheus.NewDesc("tekrar_outbox_lag_seconds",
 		"Age of the oldest outbox event not yet dispatched; 0 when none waits.", nil, nil)
 	descOutboxDiscarded = prometheus.NewDesc("tekrar_outbox_discarded_events",
-		"Outbox events whose dispatch River gave up on (discarded jobs): their consumers never saw them.", nil, nil)
+		"Outbox events whose dispatch was given up on (discarded after their last attempt): their consumers never saw them.", nil, nil)
 	descDeliveries = prometheus.NewDesc("tekrar_webhook_deliveries",
 		"Client webhook deliveries by state (pending: still being retried; dead: given up after the horizon).", []string{"state"}, nil)
 	descEndpointsDisabled = prometheus.NewDesc("tekrar_webhook_endpoints_disabled",

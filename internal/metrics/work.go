@@ -117,3 +117,12 @@ func (m *Metrics) Jobs(ctx context.Context, events <-chan *river.Event) {
 		}
 	}
 }
+
+// Dispatched counts a batch of the outbox's dispatcher as jobs of the kind outbox_dispatch,
+// the name an event's dispatch had when each was a River job, so that dashboards and alerts
+// read one series across the change: each event dispatched is a completed one, each failed
+// attempt a failed one.
+func (m *Metrics) Dispatched(dispatched, failed int) {
+	m.jobs.WithLabelValues("outbox_dispatch", "completed").Add(float64(dispatched))
+	m.jobs.WithLabelValues("outbox_dispatch", "failed").Add(float64(failed))
+}

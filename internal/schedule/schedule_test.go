@@ -17,7 +17,7 @@ import (
 )
 
 // start runs s's ticks on a River client of its own until the test ends, as serve does.
-func start(t *testing.T, db *sql.DB, s *Scheduler) *river.Client[*sql.Tx] {
+func start(t *testing.T, db *sql.DB, s *Scheduler) *outbox.Client {
 	t.Helper()
 	w := river.NewWorkers()
 	s.AddWorkers(w)
@@ -94,7 +94,7 @@ func TestATickIsInsertedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var clients []*river.Client[*sql.Tx]
+	var clients []*outbox.Client
 	for range 2 {
 		w := river.NewWorkers()
 		s.AddWorkers(w)
