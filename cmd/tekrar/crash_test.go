@@ -272,7 +272,7 @@ func runCrash(t *testing.T, mode crashMode) {
 					in.Token = "tok_timeout"
 				}
 				intents[w] = append(intents[w], in)
-				body := orderJSONBody(in.Amount, in.Token)
+				body := crashOrderBody(in.Amount, in.Token)
 				tries := 1 + rng.IntN(6) // some give up early: abandoned keys for the completer
 				backoff := 50 * time.Millisecond
 				for try := 0; try < tries; try++ {
@@ -327,7 +327,7 @@ func runCrash(t *testing.T, mode crashMode) {
 				var a answer
 				for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); {
 					base := r.replicas.List[rand.IntN(len(r.replicas.List))].Base
-					res, err := send(c, "POST", base+"/v1/orders", secret, orderJSONBody(in.Amount, in.Token),
+					res, err := send(c, "POST", base+"/v1/orders", secret, crashOrderBody(in.Amount, in.Token),
 						"Idempotency-Key", in.Key, "Prefer", "wait=3")
 					a = record(res, err)
 					in.Answers = append(in.Answers, a)
@@ -357,6 +357,11 @@ func runCrash(t *testing.T, mode crashMode) {
 		return countRows(t, db, `SELECT count(*) FROM psp_charges c WHERE c.status = 'succeeded'
 			AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.provider_charge_id = c.id)
 			AND c.refunded_amount < c.amount`) == 0
+	})
+	// Every event dispatched before the replicas stop: a row of the outbox queue is an event
+	// not yet dispatched (a discarded one is left for the invariants to report).
+	settleFor(t, 60*time.Second, "every event to be dispatched", func() bool {
+		return countRows(t, db, `SELECT count(*) FROM outbox_queue WHERE discarded_at IS NULL`) == 0
 	})
 	stopSupervise()
 	bg.Wait()
@@ -610,9 +615,10 @@ func checkCrashInvariants(t *testing.T, db *sqlx.DB, intents []*ledgercheck.Inte
 		  FROM orders o
 		 WHERE (SELECT count(*) FROM idempotency_keys k WHERE k.order_id = o.id) <> 1`)
 
-	// 2b. Every settled order has exactly the events of its settlement, each with its
-	// dispatch job: crashes at every point, kills and a database restart write an event
-	// exactly when its change committed.
+	// 2b. Every settled order has exactly the events of its settlement, each dispatched once:
+	// crashes at every point, kills and a database restart write an event exactly when its
+	// change committed, and its dispatch's effect (an order.paid event's receipt) exactly
+	// when its row left the outbox queue.
 	violations("an order's events disagree with its status (one order.paid per paid order, one order.declined per declined one, none before)", `
 		SELECT o.id, o.status,
 		       (SELECT count(*) FROM outbox_events e WHERE e.order_id = o.id AND e.type = 'order.paid') AS paid_events,
@@ -620,10 +626,17 @@ func checkCrashInvariants(t *testing.T, db *sqlx.DB, intents []*ledgercheck.Inte
 		  FROM orders o
 		 WHERE (SELECT count(*) FROM outbox_events e WHERE e.order_id = o.id AND e.type = 'order.paid') <> (o.status = 'paid')::int
 		    OR (SELECT count(*) FROM outbox_events e WHERE e.order_id = o.id AND e.type = 'order.declined') <> (o.status = 'declined')::int`)
-	violations("an event has no dispatch job, or more than one", `
-		SELECT e.id, e.type, e.order_id
+	violations("an event was not dispatched (its row is left in the outbox queue, waiting or discarded)", `
+		SELECT q.event_id, e.type, e.order_id, q.attempts, q.discarded_at, q.last_error
+		  FROM outbox_queue q LEFT JOIN outbox_events e ON e.id = q.event_id`)
+	violations("an order.paid event has no receipt, or more than one (its dispatch's effect)", `
+		SELECT e.id, e.order_id, (SELECT count(*) FROM receipts r WHERE r.event_id = e.id) AS receipts
 		  FROM outbox_events e
-		 WHERE (SELECT count(*) FROM river_job j WHERE j.kind = 'outbox_dispatch' AND j.args->>'event_id' = e.id) <> 1`)
+		 WHERE e.type = 'order.paid' AND (SELECT count(*) FROM receipts r WHERE r.event_id = e.id) <> 1`)
+	violations("a receipt belongs to no order.paid event", `
+		SELECT r.id, r.event_id, r.kind, r.order_id
+		  FROM receipts r
+		 WHERE NOT EXISTS (SELECT 1 FROM outbox_events e WHERE e.id = r.event_id AND e.type = 'order.paid' AND e.order_id = r.order_id)`)
 
 	// 3. Every key ends completed, or with an operator and a reason.
 	violations("a key did not end completed (or needs_attention with a reason)", `
@@ -697,6 +710,15 @@ func fetchCompleter(base string) (completerTotals, bool) {
 		return tot, false
 	}
 	return tot, true
+}
+
+// crashOrderBody is an intent's order: the body of orderJSONBody with a customer e-mail
+// (one per amount, which is the intent's own), so that dispatching its order.paid event
+// records a receipt (kept: no SMTP server is configured), the effect by which the
+// invariants see that the event was dispatched, once. Every try of a key sends it alike.
+func crashOrderBody(amount int64, token string) []byte {
+	return []byte(fmt.Sprintf(`{"currency":"TRY","items":[{"sku":"A","name":"A","quantity":1,"unit_amount":%d}],"amount":%d,`+
+		`"customer":{"email":"buyer%d@example.com"},"payment":{"card_token":%q}}`, amount, amount, amount, token))
 }
 
 // settleFor waits for cond as waitUntil does, but a timeout fails the test without ending

@@ -13,8 +13,9 @@ import (
 // TestServeMetricsOnTheirOwnAddress runs `tekrar serve` with TEKRAR_METRICS_ADDR: the
 // metrics are served there and only there, the API's address does not serve them, and
 // after an order and its replay they count one first execution, one replay, and the
-// order.paid event's dispatch job that the process's River worked; the sweep, scheduled
-// every second, counts its ok runs and its last success.
+// order.paid event's dispatch by the process's outbox dispatcher (counted as a completed job
+// of the kind outbox_dispatch, the series of the River job each event once had); the sweep,
+// scheduled every second, counts its ok runs and its last success.
 func TestServeMetricsOnTheirOwnAddress(t *testing.T) {
 	t.Parallel()
 	dbURL := dbtest.NewURL(t)

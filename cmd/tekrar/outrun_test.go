@@ -287,11 +287,12 @@ func TestOutboxLongRun(t *testing.T) {
 		t.FailNow()
 	}
 
-	// Every delivery succeeded, every receipt sent.
+	// Every event dispatched (its row gone from the outbox queue, none discarded), every
+	// delivery succeeded, every receipt sent.
 	// A tenth of first requests hang for the attempt timeout, holding a delivery worker: the
 	// backlog grows with the run.
 	settled := func() bool {
-		return countRows(t, db, `SELECT count(*) FROM river_job WHERE kind = 'outbox_dispatch' AND state <> 'completed'`) == 0 &&
+		return countRows(t, db, `SELECT count(*) FROM outbox_queue`) == 0 &&
 			countRows(t, db, `SELECT count(*) FROM webhook_deliveries WHERE state <> 'succeeded'`) == 0 &&
 			countRows(t, db, `SELECT count(*) FROM receipts WHERE state <> 'sent'`) == 0
 	}
@@ -300,6 +301,8 @@ func TestOutboxLongRun(t *testing.T) {
 			var states []string
 			if err := db.Select(&states, `
 				SELECT 'job ' || kind || ' ' || state || ': ' || count(*) FROM river_job GROUP BY kind, state
+				UNION ALL SELECT 'outbox event ' || CASE WHEN discarded_at IS NULL THEN 'waiting' ELSE 'discarded' END || ' ' ||
+				       coalesce(last_error, '') || ': ' || count(*) FROM outbox_queue GROUP BY discarded_at IS NULL, last_error
 				UNION ALL SELECT 'delivery ' || state || ' ' || coalesce(last_error, '') || ': ' || count(*) FROM webhook_deliveries GROUP BY state, last_error
 				UNION ALL SELECT 'receipt ' || state || ' ' || coalesce(last_error, '') || ': ' || count(*) FROM receipts GROUP BY state, last_error`); err != nil {
 				t.Fatal(err)
