@@ -2,13 +2,8 @@ package outbox_test
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
-	"fmt"
 	"slices"
 	"testing"
-
-	"github.com/lib/pq"
 
 	"github.com/tekrar/tekrar/checkout/internal/plantest"
 	"github.com/tekrar/tekrar/checkout/outbox"
@@ -56,7 +51,7 @@ func TestTheClaimsGenericPlansUseTheirIndexes(t *testing.T) {
 		}
 		for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
 			for _, st := range statements {
-				plan := explainPrepared(t, d.DB, mode, st.sql, st.arg)
+				plan := plantest.ExplainPrepared(t, d.DB, mode, st.sql, st.arg)
 				for _, rel := range plantest.SeqScans(plan) {
 					if !slices.Contains(state.wholeOK, rel) {
 						t.Errorf("%s, %s, with %s: reads %s whole", st.name, mode, state.name, rel)
@@ -65,35 +60,4 @@ func TestTheClaimsGenericPlansUseTheirIndexes(t *testing.T) {
 			}
 		}
 	}
-}
-
-// explainPrepared prepares query as the statement cache does and returns its plan for arg
-// under plan_cache_mode mode, in a transaction rolled back.
-func explainPrepared(t *testing.T, db interface {
-	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
-}, mode, query string, arg any) any {
-	t.Helper()
-	ctx := context.Background()
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback() //nolint:errcheck // nothing to keep
-	// A prepared statement outlives the transaction: deallocated before its rollback.
-	defer tx.ExecContext(ctx, `DEALLOCATE planned`) //nolint:errcheck // the connection may be gone with the test
-	for _, s := range []string{`SET LOCAL plan_cache_mode = ` + mode, `PREPARE planned AS ` + query} {
-		if _, err := tx.ExecContext(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-	var raw []byte
-	// EXPLAIN EXECUTE takes no parameters of its own: the argument as a literal.
-	if err := tx.QueryRowContext(ctx, `EXPLAIN (FORMAT JSON) EXECUTE planned(`+pq.QuoteLiteral(fmt.Sprint(arg))+`)`).Scan(&raw); err != nil {
-		t.Fatal(err)
-	}
-	var plan any
-	if err := json.Unmarshal(raw, &plan); err != nil {
-		t.Fatal(err)
-	}
-	return plan
 }

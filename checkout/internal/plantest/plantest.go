@@ -6,6 +6,7 @@ package plantest
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 )
 
 // DB runs queries and remembers them, to EXPLAIN exactly what the console runs.
@@ -289,4 +291,38 @@ func Seed(t testing.TB, d *sqlx.DB, n int) {
 		wg.Wait()
 	}
 	vacuum("clients", "orders", "payments", "refunds", "idempotency_keys", "key_events", "key_tombstones", "sweeps")
+}
+
+// ExplainPrepared prepares query as a statement kept prepared is (internal/db's cache of
+// named statements, db.Prepared) and returns its plan (EXPLAIN (FORMAT JSON)) for arg under
+// plan_cache_mode mode: "force_generic_plan" is the plan Postgres settles on for any
+// arguments after a few runs; "force_custom_plan" the one made for these. In a transaction
+// rolled back; the statement is not run.
+func ExplainPrepared(t testing.TB, db interface {
+	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
+}, mode, query string, arg any) any {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // nothing to keep
+	// A prepared statement outlives the transaction: deallocated before its rollback.
+	defer tx.ExecContext(ctx, `DEALLOCATE planned`) //nolint:errcheck // the connection may be gone with the test
+	for _, s := range []string{`SET LOCAL plan_cache_mode = ` + mode, `PREPARE planned AS ` + query} {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	var raw []byte
+	// EXPLAIN EXECUTE takes no parameters of its own: the argument as a literal.
+	if err := tx.QueryRowContext(ctx, `EXPLAIN (FORMAT JSON) EXECUTE planned(`+pq.QuoteLiteral(fmt.Sprint(arg))+`)`).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	var plan any
+	if err := json.Unmarshal(raw, &plan); err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }
