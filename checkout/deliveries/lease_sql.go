@@ -61,10 +61,19 @@ const (
 	// backlogSQL counts the client's deliveries never attempted and still pending, of
 	// events since $2: queued, or in their first attempt (the partial index of migration
 	// 00045).
+	//
+	// The client's endpoints are an array of ids (= ANY (ARRAY(…))) rather than a join: as
+	// a join, planned generic (the statement is kept prepared) or for its arguments, Postgres
+	// read the partial index whole, every client's deliveries never attempted, and looked up
+	// the endpoint of each; with statistics from before one client's burst of 12,000
+	// deliveries, every other client's fan-out took 10 ms instead of 0.05. The array is
+	// looked up in the partial index endpoint by endpoint, whatever the statistics
+	// (TestTheFanOutsGenericPlansUseTheirIndexes).
 	backlogSQL = `-- name: FanOutBacklog :one
 	SELECT count(*)
-	  FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-	 WHERE e.client_id = $1 AND d.state = 'pending' AND d.attempts = 0 AND d.created_at > $2`
+	  FROM webhook_deliveries d
+	 WHERE d.endpoint_id = ANY (ARRAY(SELECT e.id FROM webhook_endpoints e WHERE e.client_id = $1))
+	   AND d.state = 'pending' AND d.attempts = 0 AND d.created_at > $2`
 
 	// queueWaitingSQL puts a job queued by a fan-out ($1, of client $2, for delivery $3)
 	// among the waiters since $4.

@@ -294,13 +294,13 @@ func Seed(t testing.TB, d *sqlx.DB, n int) {
 }
 
 // ExplainPrepared prepares query as a statement kept prepared is (internal/db's cache of
-// named statements, db.Prepared) and returns its plan (EXPLAIN (FORMAT JSON)) for arg under
-// plan_cache_mode mode: "force_generic_plan" is the plan Postgres settles on for any
-// arguments after a few runs; "force_custom_plan" the one made for these. In a transaction
-// rolled back; the statement is not run.
+// named statements, db.Prepared) and returns its plan (EXPLAIN (FORMAT JSON)) for args, one
+// a parameter, under plan_cache_mode mode: "force_generic_plan" is the plan Postgres
+// settles on for any arguments after a few runs; "force_custom_plan" the one made for
+// these. In a transaction rolled back; the statement is not run.
 func ExplainPrepared(t testing.TB, db interface {
 	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
-}, mode, query string, arg any) any {
+}, mode, query string, args ...any) any {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := db.BeginTx(ctx, nil)
@@ -315,9 +315,14 @@ func ExplainPrepared(t testing.TB, db interface {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
+	// EXPLAIN EXECUTE takes no parameters of its own: the arguments as literals, of the
+	// types the statement's parameters were given when it was prepared.
+	literals := make([]string, len(args))
+	for i, arg := range args {
+		literals[i] = literal(arg)
+	}
 	var raw []byte
-	// EXPLAIN EXECUTE takes no parameters of its own: the argument as a literal.
-	if err := tx.QueryRowContext(ctx, `EXPLAIN (FORMAT JSON) EXECUTE planned(`+pq.QuoteLiteral(fmt.Sprint(arg))+`)`).Scan(&raw); err != nil {
+	if err := tx.QueryRowContext(ctx, `EXPLAIN (FORMAT JSON) EXECUTE planned(`+strings.Join(literals, ", ")+`)`).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
 	var plan any
@@ -325,4 +330,73 @@ func ExplainPrepared(t testing.TB, db interface {
 		t.Fatal(err)
 	}
 	return plan
+}
+
+// literal writes arg as an SQL literal, as the driver would send it: a time in RFC 3339
+// (fmt's form has a zone name Postgres does not read), bytes as their text, nil as NULL.
+func literal(arg any) string {
+	switch v := arg.(type) {
+	case nil:
+		return "NULL"
+	case time.Time:
+		return pq.QuoteLiteral(v.Format(time.RFC3339Nano))
+	case []byte:
+		return pq.QuoteLiteral(string(v))
+	default:
+		return pq.QuoteLiteral(fmt.Sprint(v))
+	}
+}
+
+// WholeIndexes walks an EXPLAIN (FORMAT JSON) plan and returns the indexes it scans
+// without a condition: whole (a partial index, every row of its predicate). None of the
+// statements tested reads an index in order to stop at a LIMIT, which would be no fault.
+func WholeIndexes(plan any) []string {
+	var out []string
+	switch p := plan.(type) {
+	case map[string]any:
+		switch p["Node Type"] {
+		case "Index Scan", "Index Only Scan", "Bitmap Index Scan":
+			if _, ok := p["Index Cond"]; !ok {
+				out = append(out, fmt.Sprint(p["Index Name"]))
+			}
+		}
+		for _, v := range p {
+			out = append(out, WholeIndexes(v)...)
+		}
+	case []any:
+		for _, v := range p {
+			out = append(out, WholeIndexes(v)...)
+		}
+	}
+	return out
+}
+
+// PlanNodes is a plan in one line, for the log: its nodes from the top, each with the
+// relation and the index it reads.
+func PlanNodes(plan any) string {
+	var nodes []string
+	var walk func(any)
+	walk = func(v any) {
+		switch p := v.(type) {
+		case map[string]any:
+			if typ, ok := p["Node Type"].(string); ok {
+				n := typ
+				if rel, ok := p["Relation Name"].(string); ok {
+					n += " on " + rel
+				}
+				if ix, ok := p["Index Name"].(string); ok {
+					n += " using " + ix
+				}
+				nodes = append(nodes, n)
+			}
+			walk(p["Plan"])
+			walk(p["Plans"])
+		case []any:
+			for _, c := range p {
+				walk(c)
+			}
+		}
+	}
+	walk(plan)
+	return strings.Join(nodes, " > ")
 }
