@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"strings"
 	"sync"
@@ -32,6 +33,7 @@ type countingHandler struct {
 	block    chan struct{} // when set, the first call waits until it is closed
 	blocked  chan struct{} // closed when the first call is waiting
 	once     sync.Once
+	writeErr atomic.Pointer[error] // the first error of its write
 }
 
 func (h *countingHandler) HandleEvent(ctx context.Context, tx *sql.Tx, ev outbox.Event) error {
@@ -39,6 +41,7 @@ func (h *countingHandler) HandleEvent(ctx context.Context, tx *sql.Tx, ev outbox
 	n, _ := h.perEvent.LoadOrStore(ev.ID, new(atomic.Int64))
 	n.(*atomic.Int64).Add(1)
 	if _, err := tx.ExecContext(ctx, `INSERT INTO test_effects (event_id) VALUES ($1) ON CONFLICT (event_id) DO UPDATE SET calls = test_effects.calls + 1`, ev.ID); err != nil {
+		h.writeErr.CompareAndSwap(nil, &err)
 		return err
 	}
 	if h.block != nil {
@@ -288,6 +291,17 @@ func TestAFrozenDispatcherCommitsNothingLater(t *testing.T) {
 	t.Logf("the frozen dispatcher's batch was dispatched by another %s later", time.Since(took).Round(time.Millisecond))
 	close(frozen.block)
 	<-done
+	// What freed the batch was Postgres (idle_in_transaction_session_timeout), not the
+	// frozen process's own context, which ends its batch only at twice Hold and would have
+	// rolled the transaction back itself (sql.ErrTxDone): its next write found its
+	// connection closed by the server.
+	var got error
+	if p := frozen.writeErr.Load(); p != nil {
+		got = *p
+	}
+	if !errors.Is(got, driver.ErrBadConn) {
+		t.Errorf("the frozen dispatcher's next write failed with %v; want its connection ended by Postgres (driver.ErrBadConn)", got)
+	}
 	if rows, multi := effects(t, d); rows != len(ids) || multi != 0 {
 		t.Errorf("%d effects (%d written twice), want %d once each", rows, multi, len(ids))
 	}
