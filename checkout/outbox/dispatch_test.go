@@ -22,6 +22,16 @@ import (
 const effectsSQL = `
 CREATE TABLE test_effects (event_id text PRIMARY KEY, calls int NOT NULL DEFAULT 1)`
 
+// newEffectsDB is a test database with the test consumer's table.
+func newEffectsDB(t *testing.T) *sqlx.DB {
+	t.Helper()
+	d := dbtest.New(t)
+	if _, err := d.Exec(effectsSQL); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // countingHandler records each call; a call that fails still counts (in calls, outside
 // the rolled-back transaction).
 type countingHandler struct {
@@ -115,12 +125,9 @@ func waitQueueEmpty(ctx context.Context, t *testing.T, d *sqlx.DB) {
 // commits with the effects), none is left.
 func TestEveryEventIsDispatchedOnceByManyDispatchers(t *testing.T) {
 	t.Parallel()
-	d := dbtest.New(t)
+	d := newEffectsDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := d.ExecContext(ctx, effectsSQL); err != nil {
-		t.Fatal(err)
-	}
 	ids := insertEvents(t, d, 400)
 	h := &countingHandler{}
 	for range 2 {
@@ -149,12 +156,9 @@ func TestEveryEventIsDispatchedOnceByManyDispatchers(t *testing.T) {
 // handled again, and the handler's idempotence keeps its one effect.
 func TestEveryEventIsDispatchedAndARetryKeepsOneEffect(t *testing.T) {
 	t.Parallel()
-	d := dbtest.New(t)
+	d := newEffectsDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := d.ExecContext(ctx, effectsSQL); err != nil {
-		t.Fatal(err)
-	}
 	ids := insertEvents(t, d, 20)
 	h := &countingHandler{failFor: map[string]bool{ids[3]: true}}
 	disp := &outbox.Dispatcher{DB: d.DB, Handlers: []outbox.Handler{h}}
@@ -191,12 +195,9 @@ func TestEveryEventIsDispatchedAndARetryKeepsOneEffect(t *testing.T) {
 // last attempt; the events of its batch are dispatched meanwhile.
 func TestAnEventThatCannotBeDispatchedHoldsBackNoOther(t *testing.T) {
 	t.Parallel()
-	d := dbtest.New(t)
+	d := newEffectsDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := d.ExecContext(ctx, effectsSQL); err != nil {
-		t.Fatal(err)
-	}
 	ids := insertEvents(t, d, 10)
 	h := &countingHandler{always: ids[2]}
 	var dispatched, failed atomic.Int64
@@ -251,12 +252,9 @@ func TestAnEventThatCannotBeDispatchedHoldsBackNoOther(t *testing.T) {
 // one that committed.
 func TestAFrozenDispatcherCommitsNothingLater(t *testing.T) {
 	t.Parallel()
-	d := dbtest.New(t)
+	d := newEffectsDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := d.ExecContext(ctx, effectsSQL); err != nil {
-		t.Fatal(err)
-	}
 	ids := insertEvents(t, d, 5)
 	frozen := &countingHandler{block: make(chan struct{}), blocked: make(chan struct{})}
 	// A frozen process's contexts do not run: the dispatcher's own ends its batch only at
