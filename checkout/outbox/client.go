@@ -165,8 +165,9 @@ func (c *Client) stopDispatcher(ctx context.Context, hard bool) error {
 		cancel()
 		return nil
 	case <-ctx.Done():
+		// Batches in flight are cancelled (their transactions roll back); a handler that
+		// ignores its context does not hold the process's shutdown.
 		cancel()
-		<-stopped
 		return fmt.Errorf("outbox: stop dispatcher: %w", ctx.Err())
 	}
 }
