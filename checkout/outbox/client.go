@@ -123,27 +123,23 @@ func (c *Client) Start(ctx context.Context) error {
 }
 
 // Stop lets the dispatcher's batches in flight commit and River's jobs finish, until ctx
-// ends.
+// ends; River is stopped even when the dispatcher was not stopped in time.
 func (c *Client) Stop(ctx context.Context) error {
-	if err := c.stopDispatcher(ctx, false); err != nil {
+	err := c.stopDispatcher(ctx, false)
+	if !c.works {
 		return err
 	}
-	if !c.works {
-		return nil
-	}
-	return c.Client.Stop(ctx)
+	return errors.Join(err, c.Client.Stop(ctx))
 }
 
 // StopAndCancel stops the dispatcher and River at once: batches and jobs in flight are
 // cancelled, their transactions rolled back.
 func (c *Client) StopAndCancel(ctx context.Context) error {
-	if err := c.stopDispatcher(ctx, true); err != nil {
+	err := c.stopDispatcher(ctx, true)
+	if !c.works {
 		return err
 	}
-	if !c.works {
-		return nil
-	}
-	return c.Client.StopAndCancel(ctx)
+	return errors.Join(err, c.Client.StopAndCancel(ctx))
 }
 
 func (c *Client) stopDispatcher(ctx context.Context, hard bool) error {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/tekrar/tekrar/checkout/outbox"
 )
 
@@ -35,14 +37,9 @@ func (h *blockingHandler) HandleEvent(ctx context.Context, tx *sql.Tx, ev outbox
 	}
 }
 
-// TestStopLetsItsBatchCommit: Stop waits for the batch in flight and lets it commit; the
-// events are dispatched, once.
-func TestStopLetsItsBatchCommit(t *testing.T) {
-	t.Parallel()
-	d := newEffectsDB(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ids := insertEvents(t, d, 3)
+// startBlocked starts a client of one loop whose handler has blocked in its first batch.
+func startBlocked(ctx context.Context, t *testing.T, d *sqlx.DB) (*blockingHandler, *outbox.Client) {
+	t.Helper()
 	h := &blockingHandler{release: make(chan struct{}), blocked: make(chan struct{})}
 	rc, err := outbox.NewClient(d.DB, nil, outbox.Config{Handlers: []outbox.Handler{h}, Workers: 1, PollInterval: 20 * time.Millisecond})
 	if err != nil {
@@ -51,7 +48,23 @@ func TestStopLetsItsBatchCommit(t *testing.T) {
 	if err := rc.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	<-h.blocked
+	select {
+	case <-h.blocked:
+	case <-ctx.Done():
+		t.Fatal("the handler was never called")
+	}
+	return h, rc
+}
+
+// TestStopLetsItsBatchCommit: Stop waits for the batch in flight and lets it commit; the
+// events are dispatched, once.
+func TestStopLetsItsBatchCommit(t *testing.T) {
+	t.Parallel()
+	d := newEffectsDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ids := insertEvents(t, d, 3)
+	h, rc := startBlocked(ctx, t, d)
 	stopped := make(chan error, 1)
 	go func() { stopped <- rc.Stop(ctx) }()
 	select {
@@ -76,15 +89,7 @@ func TestStopAndCancelRollsItsBatchBack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ids := insertEvents(t, d, 3)
-	h := &blockingHandler{release: make(chan struct{}), blocked: make(chan struct{})}
-	rc, err := outbox.NewClient(d.DB, nil, outbox.Config{Handlers: []outbox.Handler{h}, Workers: 1, PollInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	<-h.blocked
+	_, rc := startBlocked(ctx, t, d)
 	stopCtx, stopCancel := context.WithTimeout(ctx, 10*time.Second)
 	defer stopCancel()
 	if err := rc.StopAndCancel(stopCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {

@@ -36,8 +36,8 @@ func Jobs(ctx context.Context) *river.Client[*sql.Tx] {
 	return c
 }
 
-// WithJobs returns ctx carrying jobs for handlers (Jobs): the dispatcher's, or a test's.
-func WithJobs(ctx context.Context, jobs *river.Client[*sql.Tx]) context.Context {
+// withJobs returns ctx carrying the dispatcher's River client for its handlers (Jobs).
+func withJobs(ctx context.Context, jobs *river.Client[*sql.Tx]) context.Context {
 	return context.WithValue(ctx, jobsKey{}, jobs)
 }
 
@@ -212,7 +212,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, claim string, arg any) (int, 
 	for i, ev := range events {
 		ids[i] = ev.ID
 	}
-	hctx := WithJobs(ctx, d.Jobs)
+	hctx := withJobs(ctx, d.Jobs)
 	for _, ev := range events {
 		for _, h := range d.Handlers {
 			if err := h.HandleEvent(hctx, tx, ev); err != nil {
