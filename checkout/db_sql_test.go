@@ -9,7 +9,8 @@ import (
 // (internal/db.Named); none kept a name.
 func TestStatementsBound(t *testing.T) {
 	for name, text := range map[string]string{
-		"claimOrder": claimOrderSQL.text, "completeOrder": completeOrderSQL.text, "cancelOrder": cancelOrderSQL.text,
+		"claimOrder": claimOrderSQL.text, "claimPlainOrder": claimPlainOrderSQL.text,
+		"completeOrder": completeOrderSQL.text, "completePaidOrder": completePaidOrderSQL.text, "cancelOrder": cancelOrderSQL.text,
 		"completeRefund": completeRefundSQL.text, "refundTombstone": refundTombstoneSQL.text,
 		"claimRefundKey": claimRefundKeySQL.text, "reserveRefund": reserveRefundSQL.text,
 		"createRefund": createRefundSQL.text, "settleCompensation": settleCompensationSQL.text,

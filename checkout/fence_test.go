@@ -77,7 +77,7 @@ func TestOldOwnerWritesNothingAfterATakeover(t *testing.T) {
 		write  func(old *Key) error
 	}{
 		{"complete order", false, func(old *Key) error {
-			return completeOrder(ctx, e.s.q, old, resp, e.now, "paid", 2500, charge, "pk_fence")
+			return completeOrder(ctx, e.s.q, old, resp, e.now, "paid", 1, 2500, charge, "pk_fence")
 		}},
 		{"cancel order", false, func(old *Key) error {
 			_, err := cancelOrder(ctx, e.s.q, old, e.now, nil)
@@ -167,7 +167,7 @@ func TestCompletionIsOneTransaction(t *testing.T) {
 		complete     func(k *Key) error
 	}{
 		{"complete order", "payments", false, func(k *Key) error {
-			return completeOrder(ctx, e.s.q, k, resp, e.now, "paid", 2500, charge, "pk_atomic")
+			return completeOrder(ctx, e.s.q, k, resp, e.now, "paid", 1, 2500, charge, "pk_atomic")
 		}},
 		{"cancel order owing a refund", "compensations", false, func(k *Key) error {
 			_, err := cancelOrder(ctx, e.s.q, k, e.now, e.s.owe(k, e.now, "test"))
@@ -184,7 +184,7 @@ func TestCompletionIsOneTransaction(t *testing.T) {
 		{"complete order, its event refused", "outbox_events", false, func(k *Key) error {
 			ch := charge
 			ch.ID = "ch_atomic_event"
-			return completeOrder(ctx, e.s.q, k, resp, e.now, "paid", 2500, ch, "pk_atomic_event")
+			return completeOrder(ctx, e.s.q, k, resp, e.now, "paid", 1, 2500, ch, "pk_atomic_event")
 		}},
 		{"complete refund, its event refused", "outbox_events", true, func(k *Key) error {
 			return completeRefund(ctx, e.s.q, k, resp, e.now, "re_atomic_event")

@@ -32,7 +32,7 @@ func TestKeyWritesUseThePrimaryKey(t *testing.T) {
 	d := dbtest.New(t)
 	plantest.Seed(t, d, 20_000)
 	// Statistics taken when no key was in progress, as on a busy server (a few keys in
-	// flight among millions) or after a quiet night; then three keys are in progress again.
+	// flight among millions) or after a quiet night; then four keys are in progress again.
 	for _, s := range []string{
 		`UPDATE idempotency_keys SET state = 'completed', recovery_point = 'finished', response_status = 409,
 		        response_headers = '{}', response_body = '\x7b7d', completed_at = created_at, attention_reason = NULL
@@ -41,7 +41,7 @@ func TestKeyWritesUseThePrimaryKey(t *testing.T) {
 		`UPDATE idempotency_keys SET state = 'in_progress', recovery_point = 'order_created', response_status = NULL,
 		        response_headers = NULL, response_body = NULL, completed_at = NULL
 		  WHERE id IN (SELECT k.id FROM idempotency_keys k JOIN orders o ON o.id = k.order_id
-		                WHERE o.status = 'pending' ORDER BY k.id LIMIT 3)`,
+		                WHERE o.status = 'pending' ORDER BY k.id LIMIT 4)`,
 	} {
 		if _, err := d.Exec(s); err != nil {
 			t.Fatalf("%v\n%s", err, s)
@@ -82,8 +82,17 @@ func TestKeyWritesUseThePrimaryKey(t *testing.T) {
 			return err
 		}},
 		{"complete order", func() error {
-			return completeOrder(ctx, rec, k, Response{Status: 402, Body: []byte(`{}`)}, now, "declined", 0,
+			return completeOrder(ctx, rec, k, Response{Status: 402, Body: []byte(`{}`)}, now, "declined", 1, 0,
 				psp.Charge{ID: "ch_plan", Amount: 100, Currency: "TRY", Status: psp.StatusDeclined, DeclineCode: "card_declined"}, "pk_plan")
+		}},
+		{"complete paid order", func() error {
+			pk := openKey(StateInProgress)
+			var amount int64
+			if err := d.Get(&amount, `SELECT amount FROM orders WHERE id = $1`, pk.OrderID.Int64); err != nil {
+				t.Fatalf("the order's amount: %v", err)
+			}
+			return completeOrder(ctx, rec, pk, Response{Status: 201, Body: []byte(`{}`)}, now, "paid", 1, amount,
+				psp.Charge{ID: "ch_plan_paid", Amount: amount, Currency: "TRY", Status: psp.StatusSucceeded}, "pk_plan_paid")
 		}},
 		{"cancel order", func() error {
 			_, err := cancelOrder(ctx, rec, openKey(StateInProgress), now, &owedRefund{chargeKey: "pk_plan", reason: "plan test", watchUntil: now})

@@ -484,7 +484,7 @@ func (s *Service) settleOrder(ctx context.Context, db sqlx.QueryerContext, k *Ke
 		p := declinedAnswer(view.ID, ch.DeclineCode)
 		resp = Response{Status: p.Status, Body: p.Body(k.Path), Header: map[string]string{"Content-Type": problem.ContentType}}
 	}
-	if err := completeOrder(ctx, db, k, resp, now, view.Status, captured, ch, pk); err != nil {
+	if err := completeOrder(ctx, db, k, resp, now, view.Status, view.plan, captured, ch, pk); err != nil {
 		return Response{}, err
 	}
 	return resp, nil
