@@ -46,13 +46,12 @@ while getopts c:T:r:k:S:F:B o; do case $o in c) clients=$OPTARG;; T) secs=$OPTAR
 cdir=$(cd "$cdir" && pwd)
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d /tmp/tekrar-bench.XXXXXX); chmod 755 "$work"
-bindir=${PG_BINDIR:-$(pg_config --bindir 2>/dev/null || ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)}
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+. cmd/tekrar-load/ceiling.sh
 pid=""; fpid=""
 cleanup() {
   [ -n "$pid" ] && { kill -INT "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; }
   [ -n "$fpid" ] && { kill -INT "$fpid" 2>/dev/null; wait "$fpid" 2>/dev/null || true; }
-  as_pg "$bindir/pg_ctl" -D "$work/ceiling" -m fast stop >/dev/null 2>&1 || true
+  ceiling_stop "$work"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -62,17 +61,7 @@ go build -o "$work/tekrar-load" ./cmd/tekrar-load
 port=$((18000 + RANDOM % 1000)); fport=$((19000 + RANDOM % 1000)); pgport=$((55000 + RANDOM % 500)); cport=$((55500 + RANDOM % 500))
 
 # The ceiling's Postgres, as the ceiling script starts it.
-[ "$(id -u)" = 0 ] && chown postgres: "$work"
-as_pg "$bindir/initdb" -D "$work/ceiling" -U postgres -A trust -E UTF8 --locale=C >/dev/null
-as_pg "$bindir/pg_ctl" -D "$work/ceiling" -l "$work/ceiling.log" -w \
-  -o "-k $work -p $cport -c listen_addresses=127.0.0.1 -c shared_buffers=1GB -c max_connections=200" start >/dev/null
-curl_ok() { curl -fs "$1" >/dev/null 2>&1; }
-curl_ok http://127.0.0.1:1 || true
-psql "postgres://postgres@127.0.0.1:$cport/postgres?sslmode=disable" -Xq -f "$cdir/schema.sql" >/dev/null
-psql "postgres://postgres@127.0.0.1:$cport/postgres?sslmode=disable" -Xq -c "INSERT INTO idempotency_keys (scope, key, request_hash, status, response_code, response_body)
-  SELECT 'merchant-' || (n % 1000), md5('s' || n), sha256(convert_to(n::text, 'UTF8')), 'completed', 201,
-         jsonb_build_object('order_id', n, 'status', 'paid') FROM generate_series(1, $keys) n" >/dev/null
-psql "postgres://postgres@127.0.0.1:$cport/postgres?sslmode=disable" -Xq -c "VACUUM ANALYZE" >/dev/null
+ceiling_start "$work" "$cport" "$cdir" "$keys"
 
 # tekrar.
 TEKRAR_DEV_DIR="$work/pg" TEKRAR_DEV_PG_PORT=$pgport TEKRAR_ADDR=127.0.0.1:$port \
@@ -117,7 +106,6 @@ pgb() {
   rm -f "$work"/pgb.*
   echo "$tps $p99"
 }
-field() { sed -nE "s/.* $1=([0-9.]+).*/\1/p"; }
 # tekrar's database: its count of events, and how many still wait for their dispatch.
 tsql() { psql "postgres://postgres@127.0.0.1:$pgport/tekrar?sslmode=disable" -XAtq -c "$1"; }
 events() { tsql "SELECT count(*) FROM outbox_events"; }
@@ -144,7 +132,6 @@ first_run() {
 drained || drained || { echo "bench: the seeded keys' events were not dispatched within 4 minutes" >&2; exit 1; }
 echo "round path tekrar_rps ceiling_tps ratio tekrar_p99_ms ceiling_p99_ms p99_ratio (first: answered_rps drain_s)"
 fr=(); rr=(); fp=(); rp=(); lr=(); tl=(); lr2=(); tl2=()
-div() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", (b > 0 ? a/b : 0)}'; }
 for r in $(seq 1 "$rounds"); do
   read -r tf pf ta td <<<"$(first_run)"
   if [ -n "$floor" ]; then
@@ -173,7 +160,6 @@ for r in $(seq 1 "$rounds"); do
   fi
   fr+=("$rf"); rr+=("$rr1"); fp+=("$qf"); rp+=("$qr")
 done
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 echo "median ratio first=$(median "${fr[@]}") (against $first) replay=$(median "${rr[@]}") (clients=$clients, ${secs}s runs, $rounds rounds)"
 echo "median p99 ratio first=$(median "${fp[@]}") (against $first) replay=$(median "${rp[@]}") (tekrar's p99 over the ceiling's, lower is better)"
 [ -z "$floor" ] || echo "median ratio floor=$(median "${lr[@]}") (a Go HTTP server doing design.sql's three commits, against $first) tekrar/floor=$(median "${tl[@]}")"

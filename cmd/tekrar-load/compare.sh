@@ -29,12 +29,11 @@ cdir=$(cd "$cdir" && pwd)
 for i in "${!trees[@]}"; do trees[$i]=$(cd "${trees[$i]}" && pwd); done
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d /tmp/tekrar-compare.XXXXXX); chmod 755 "$work"
-bindir=${PG_BINDIR:-$(pg_config --bindir 2>/dev/null || ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)}
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+. cmd/tekrar-load/ceiling.sh
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null; wait "$p" 2>/dev/null || true; done
-  as_pg "$bindir/pg_ctl" -D "$work/ceiling" -m fast stop >/dev/null 2>&1 || true
+  ceiling_stop "$work"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -43,16 +42,8 @@ for i in $(seq 0 $((n - 1))); do (cd "${trees[$i]}" && go build -o "$work/tekrar
 go build -o "$work/tekrar-load" ./cmd/tekrar-load
 
 # The ceiling's Postgres and tables, as bench.sh makes them.
-cport=$((55500 + RANDOM % 400)); curl_ok() { curl -fs "$1" >/dev/null 2>&1; }
-[ "$(id -u)" = 0 ] && chown postgres: "$work"
-as_pg "$bindir/initdb" -D "$work/ceiling" -U postgres -A trust -E UTF8 --locale=C >/dev/null
-as_pg "$bindir/pg_ctl" -D "$work/ceiling" -l "$work/ceiling.log" -w \
-  -o "-k $work -p $cport -c listen_addresses=127.0.0.1 -c shared_buffers=1GB -c max_connections=200" start >/dev/null
-cdb="postgres://postgres@127.0.0.1:$cport/postgres?sslmode=disable"
-psql "$cdb" -Xq -f "$cdir/schema.sql" >/dev/null
-psql "$cdb" -Xq -c "INSERT INTO idempotency_keys (scope, key, request_hash, status, response_code, response_body)
-  SELECT 'merchant-' || (n % 1000), md5('s' || n), sha256(convert_to(n::text, 'UTF8')), 'completed', 201,
-         jsonb_build_object('order_id', n, 'status', 'paid') FROM generate_series(1, 10000) n" -c "VACUUM ANALYZE" >/dev/null
+cport=$((55500 + RANDOM % 400))
+ceiling_start "$work" "$cport" "$cdir" 10000
 
 # Each build, on its own Postgres.
 ports=(); dbs=()
@@ -74,7 +65,6 @@ done
 
 tsql() { psql "${dbs[$1]}" -XAtq -c "$2"; }
 now() { date +%s.%N; }
-field() { sed -nE "s/.* $1=([0-9.]+).*/\1/p"; }
 # drained waits up to 2 minutes for build $1's outbox to be dispatched; false if it was not.
 drained() {
   for _ in $(seq 1 1200); do
@@ -104,8 +94,6 @@ ceiling() {
   pgbench -n -h 127.0.0.1 -p "$cport" -U postgres -c "$clients" -j 2 -T "$secs" -D nkeys=10000 -f "$cdir/$f" postgres 2>&1 |
     sed -nE 's/^tps = ([0-9.]+).*/\1/p' | head -1
 }
-div() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", (b > 0 ? a/b : 0)}'; }
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 for i in $(seq 0 $((n - 1))); do drained "$i" || { echo "compare: build $i's seeded events were not dispatched" >&2; exit 1; }; done
 declare -A ratio over
 echo "round build rate p99_ms errors ceiling ratio"
@@ -114,10 +102,10 @@ for r in $(seq 1 "$rounds"); do
   declare -A rate=()
   for i in $order; do
     read -r x p99 e <<<"$(run "$i")"; c=$(ceiling)
-    rate[$i]=$x; ratio[$i]+="$(div "$x" "$c") "
-    echo "$r $i $x $p99 $e ${c%.*} $(div "$x" "$c")"
+    rate[$i]=$x; ratio[$i]+="$(div "$x" "$c" 3) "
+    echo "$r $i $x $p99 $e ${c%.*} $(div "$x" "$c" 3)"
   done
-  for i in $(seq 0 $((n - 1))); do over[$i]+="$(div "${rate[$i]}" "${rate[0]}") "; done
+  for i in $(seq 0 $((n - 1))); do over[$i]+="$(div "${rate[$i]}" "${rate[0]}" 3) "; done
 done
 for i in $(seq 0 $((n - 1))); do
   # shellcheck disable=SC2086
