@@ -46,6 +46,7 @@ while getopts c:T:r:k:S:F:B o; do case $o in c) clients=$OPTARG;; T) secs=$OPTAR
 cdir=$(cd "$cdir" && pwd)
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d /tmp/tekrar-bench.XXXXXX); chmod 755 "$work"
+. cmd/tekrar-load/common.sh
 . cmd/tekrar-load/ceiling.sh
 pid=""; fpid=""
 cleanup() {
@@ -67,11 +68,7 @@ ceiling_start "$work" "$cport" "$cdir" "$keys"
 TEKRAR_DEV_DIR="$work/pg" TEKRAR_DEV_PG_PORT=$pgport TEKRAR_ADDR=127.0.0.1:$port \
   TEKRAR_LOG_FORMAT=json TEKRAR_DB_MAX_CONNS=$((clients * 2)) "$work/tekrar" dev >/dev/null 2>"$work/tekrar.log" &
 pid=$!
-for _ in $(seq 1 600); do
-  curl_ok "http://127.0.0.1:$port/readyz" && break
-  kill -0 $pid 2>/dev/null || { cat "$work/tekrar.log" >&2; exit 1; }
-  sleep 0.1
-done
+wait_ready "http://127.0.0.1:$port" "$pid" "$work/tekrar.log"
 # load sends to $url: tekrar's, or the floor's for its runs.
 turl="http://127.0.0.1:$port"; url=$turl
 load() { "$work/tekrar-load" -url "$url" -secret tekrar_sk_demo_local_only -run bench -keys "$keys" -c "$clients" "$@"; }
@@ -86,12 +83,7 @@ if [ -n "$floor" ]; then
     -addr 127.0.0.1:$fport -max-conns $((clients * 2)) 2>"$work/floor.log" &
   fpid=$!
   furl="http://127.0.0.1:$fport"
-  for _ in $(seq 1 100); do
-    curl_ok "$furl/readyz" && break
-    kill -0 $fpid 2>/dev/null || { cat "$work/floor.log" >&2; exit 1; }
-    sleep 0.1
-  done
-  curl_ok "$furl/readyz" || { echo "the floor did not answer" >&2; cat "$work/floor.log" >&2; exit 1; }
+  wait_ready "$furl" "$fpid" "$work/floor.log"
   url=$furl; load -mode replay -seed-only -d 1s; url=$turl # the keys its replays repeat
 fi
 

@@ -1,15 +1,9 @@
-# The ceiling's Postgres and the helpers that bench.sh and compare.sh share; sourced, not run.
-# The replay keys seeded here are the ones replay.sql draws from (-D nkeys=KEYS), so they
-# are made in one place.
+# The ceiling's Postgres, as bench.sh and compare.sh start it; sourced, not run, after
+# common.sh. The replay keys seeded here are the ones replay.sql draws from (-D nkeys=KEYS),
+# so they are made in one place.
 
 bindir=${PG_BINDIR:-$(pg_config --bindir 2>/dev/null || ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)}
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-curl_ok() { curl -fs "$1" >/dev/null 2>&1; }
-# field NAME prints the value of NAME=<number> in the line on stdin (the load tool's).
-field() { sed -nE "s/.* $1=([0-9.]+).*/\1/p"; }
-# div A B [DIGITS] prints A/B (0 when B is 0) with DIGITS decimals, 2 by default.
-div() { awk -v a="$1" -v b="$2" -v d="${3:-2}" 'BEGIN{printf "%.*f", d, (b > 0 ? a/b : 0)}'; }
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 # ceiling_start WORK PORT CEILING_DIR KEYS starts the ceiling's Postgres in WORK/ceiling, as the
 # ceiling script starts it, on PORT, with CEILING_DIR's schema.sql and KEYS completed keys

@@ -29,6 +29,7 @@ cdir=$(cd "$cdir" && pwd)
 for i in "${!trees[@]}"; do trees[$i]=$(cd "${trees[$i]}" && pwd); done
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d /tmp/tekrar-compare.XXXXXX); chmod 755 "$work"
+. cmd/tekrar-load/common.sh
 . cmd/tekrar-load/ceiling.sh
 pids=()
 cleanup() {
@@ -53,8 +54,7 @@ for i in $(seq 0 $((n - 1))); do
   TEKRAR_DEV_DIR="$work/pg$i" TEKRAR_DEV_PG_PORT=$pgport TEKRAR_ADDR=127.0.0.1:$port \
     TEKRAR_LOG_FORMAT=json TEKRAR_DB_MAX_CONNS=$((clients * 2)) "$work/tekrar$i" dev >/dev/null 2>"$work/tekrar$i.log" &
   pids+=($!)
-  for _ in $(seq 1 600); do curl_ok "http://127.0.0.1:$port/readyz" && break; sleep 0.1; done
-  curl_ok "http://127.0.0.1:$port/readyz" || { cat "$work/tekrar$i.log" >&2; exit 1; }
+  wait_ready "http://127.0.0.1:$port" "${pids[-1]}" "$work/tekrar$i.log"
   if [ -n "${COMPARE_SQL:-}" ] && [[ " ${COMPARE_SQL_TREES:-} " == *" $i "* ]]; then
     psql "${dbs[$i]}" -Xq -v ON_ERROR_STOP=1 -c "$COMPARE_SQL"
   fi
@@ -64,7 +64,6 @@ for i in $(seq 0 $((n - 1))); do
 done
 
 tsql() { psql "${dbs[$1]}" -XAtq -c "$2"; }
-now() { date +%s.%N; }
 # drained waits up to 2 minutes for build $1's outbox to be dispatched; false if it was not.
 drained() {
   for _ in $(seq 1 1200); do

@@ -54,6 +54,7 @@ done
 expired=${expired:-$((big / 100))}
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d /tmp/tekrar-growth.XXXXXX); chmod 755 "$work"
+. cmd/tekrar-load/common.sh
 pids=(); sw=""
 cleanup() {
   if [ -n "$sw" ]; then pkill -TERM -P "$sw" 2>/dev/null; kill "$sw" 2>/dev/null; wait "$sw" 2>/dev/null || true; fi
@@ -64,11 +65,6 @@ trap cleanup EXIT
 
 go build -o "$work/tekrar" ./cmd/tekrar
 go build -o "$work/tekrar-load" ./cmd/tekrar-load
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
-field() { sed -nE "s/.* $1=([0-9.]+).*/\1/p"; }
-div() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", (b > 0 ? a/b : 0)}'; }
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 # start NAME: a tekrar dev of its own; sets port_NAME and url_NAME.
 start() {
@@ -81,12 +77,7 @@ start() {
     TEKRAR_REPLAY_CACHE_BYTES=${TEKRAR_REPLAY_CACHE_BYTES:-0} \
     "$work/tekrar" dev >/dev/null 2>"$work/$1.log" &
   pids+=($!)
-  for _ in $(seq 1 600); do
-    curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
-    kill -0 "${pids[-1]}" 2>/dev/null || { cat "$work/$1.log" >&2; exit 1; }
-    sleep 0.1
-  done
-  curl -fs "http://127.0.0.1:$port/readyz" >/dev/null
+  wait_ready "http://127.0.0.1:$port" "${pids[-1]}" "$work/$1.log"
   printf -v "port_$1" %s "$port"; printf -v "pgport_$1" %s "$pgport"
   printf -v "url_$1" %s "postgres://postgres@127.0.0.1:$pgport/tekrar?sslmode=disable"
 }

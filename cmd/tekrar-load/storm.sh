@@ -37,6 +37,7 @@ done
 srate=${srate:-$(awk -v r="$rate" 'BEGIN{print 10 * r}')}
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d /tmp/tekrar-storm.XXXXXX); chmod 755 "$work"
+. cmd/tekrar-load/common.sh
 pid=""
 cleanup() {
   [ -n "$pid" ] && { kill -INT "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; }
@@ -54,12 +55,7 @@ TEKRAR_DEV_DIR="$work/pg" TEKRAR_DEV_PG_PORT=$pgport TEKRAR_ADDR=127.0.0.1:$port
   TEKRAR_LOG_FORMAT=json TEKRAR_DB_MAX_CONNS=$(( (conns + sconns) < 200 ? conns + sconns : 200 )) \
   "$work/tekrar" dev >/dev/null 2>"$work/tekrar.log" &
 pid=$!
-for _ in $(seq 1 600); do
-  curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
-  kill -0 $pid 2>/dev/null || { cat "$work/tekrar.log" >&2; exit 1; }
-  sleep 0.1
-done
-curl -fs "http://127.0.0.1:$port/readyz" >/dev/null
+wait_ready "http://127.0.0.1:$port" "$pid" "$work/tekrar.log"
 
 secrets=()
 for i in $(seq 1 "$nclients"); do
@@ -77,7 +73,6 @@ done
 psql "$pgurl" -Xq -c "VACUUM ANALYZE" >/dev/null
 echo "seeded $keys keys for each of $nclients clients" >&2
 
-field() { sed -nE "s/.* $1=([0-9.]+).*/\1/p"; }
 ratios=(); qs=(); ss=(); rps=()
 for r in $(seq 1 "$rounds"); do
   out=$(load -no-seed -d "${secs}s" -warmup 2s)
@@ -85,5 +80,4 @@ for r in $(seq 1 "$rounds"); do
   ratios+=("$(echo "$out" | field p99_ratio)"); qs+=("$(echo "$out" | field quiet_p99_ms)")
   ss+=("$(echo "$out" | field storm_p99_ms)"); rps+=("$(echo "$out" | field replay_rps)")
 done
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 echo "storm median p99_ratio=$(median "${ratios[@]}") quiet_p99_ms=$(median "${qs[@]}") storm_p99_ms=$(median "${ss[@]}") replay_rps=$(median "${rps[@]}") (first arrivals ${rate}/s, replays ${srate}/s from $nclients clients x $keys keys, ${secs}s windows, $rounds rounds)"

@@ -36,6 +36,7 @@ while getopts n:c:d:s:g:b:p: o; do
 done
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d /tmp/tekrar-sweepbench.XXXXXX); chmod 755 "$work"
+. cmd/tekrar-load/common.sh
 pid=""; sw=""
 cleanup() {
   if [ -n "$sw" ]; then
@@ -56,15 +57,7 @@ TEKRAR_DEV_DIR="$work/pg" TEKRAR_DEV_PG_PORT=$pgport TEKRAR_ADDR=127.0.0.1:$port
   TEKRAR_LOG_FORMAT=json TEKRAR_DB_MAX_CONNS=$((clients * 2)) TEKRAR_SWEEP_INTERVAL=24h \
   "$work/tekrar" dev >/dev/null 2>"$work/tekrar.log" &
 pid=$!
-for _ in $(seq 1 600); do
-  curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
-  kill -0 $pid 2>/dev/null || { cat "$work/tekrar.log" >&2; exit 1; }
-  sleep 0.1
-done
-curl -fs "http://127.0.0.1:$port/readyz" >/dev/null
-
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
+wait_ready "http://127.0.0.1:$port" "$pid" "$work/tekrar.log"
 
 # The backlog: KEYS completed keys of the demo client, each with its paid order, expired over
 # the last three hours (created 24 hours before that, the default TTL), response bodies of
@@ -120,7 +113,6 @@ seed_sql "$keys" | psql "$pgurl" -Xq
 echo "seeded $keys expired keys in $(since "$t")s: $(psql "$pgurl" -XAtc "SELECT pg_size_pretty(pg_total_relation_size('idempotency_keys'))") idempotency_keys" >&2
 
 load() { "$work/tekrar-load" -url "http://127.0.0.1:$port" -secret tekrar_sk_demo_local_only -mode first -c "$clients" "$@"; }
-field() { sed -nE "s/.* $1=([0-9.]+).*/\1/p"; }
 
 stats() { psql "$pgurl" -XAtc "SELECT (SELECT sum(autovacuum_count) FROM pg_stat_user_tables), (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter)"; }
 
