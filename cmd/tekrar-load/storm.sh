@@ -23,7 +23,11 @@
 # offered to it), first through a quiet window, then through a storm window in which the
 # replays arrive too. Each round compares its own storm window with its own quiet window a
 # few seconds before: these shared machines drift too much for a quiet run minutes apart to
-# be the baseline. It prints each round's line and then
+# be the baseline. A settling round comes first and is printed as round 0 but not counted:
+# on these machines the first half minute after the set-up stalls first arrivals for 100-250
+# ms every 5 s or so, with or without a storm (a run with 1 replay a second showed it in its
+# first round as much as runs with 500), so a first round measured that and not the storm.
+# It prints each round's line and then
 #   storm median p99_ratio=<> (storm_p99 / quiet_p99 of the first arrivals; the issue's bound is 1.5) ...
 # Needs Go, the PostgreSQL server binaries (as `tekrar dev` does), psql and curl.
 set -euo pipefail
@@ -73,6 +77,7 @@ done
 psql "$pgurl" -Xq -c "VACUUM ANALYZE" >/dev/null
 echo "seeded $keys keys for each of $nclients clients" >&2
 
+echo "0 $(load -no-seed -d "${secs}s" -warmup 2s) (settling: not counted)"
 ratios=(); qs=(); ss=(); rps=()
 for r in $(seq 1 "$rounds"); do
   out=$(load -no-seed -d "${secs}s" -warmup 2s)
