@@ -98,13 +98,9 @@ pgb() {
   rm -f "$work"/pgb.*
   echo "$tps $p99"
 }
-# tekrar's database: its count of events, and how many still wait for their dispatch.
-tsql() { psql "postgres://postgres@127.0.0.1:$pgport/tekrar?sslmode=disable" -XAtq -c "$1"; }
-events() { tsql "SELECT count(*) FROM outbox_events"; }
-undispatched() { tsql "SELECT count(*) FROM outbox_queue WHERE discarded_at IS NULL"; }
-now() { date +%s.%N; }
-# drained waits up to 2 minutes for every dispatch job to have run; false if some have not.
-drained() { for _ in $(seq 1 1200); do [ "$(undispatched)" = 0 ] && return 0; sleep 0.1; done; return 1; }
+# tekrar's database, and its count of events.
+tdb="postgres://postgres@127.0.0.1:$pgport/tekrar?sslmode=disable"
+events() { psql "$tdb" -XAtq -c "SELECT count(*) FROM outbox_events"; }
 # first_run runs tekrar's first arrivals and then waits until every event they wrote has
 # been dispatched; it prints "<orders a second, counted to the last dispatch> <p99_ms>
 # <answered a second> <seconds the dispatch ran on after the run>". Each order writes one
@@ -115,13 +111,13 @@ first_run() {
   local e0 t0 t1 out n
   e0=$(events); t0=$(now)
   out=$(load -mode first -d "${secs}s" -warmup 1s); t1=$(now)
-  drained || echo "bench: events still undispatched 2 minutes after the run; its rate counts to now" >&2
+  drained "$tdb" || echo "bench: events still undispatched 2 minutes after the run; its rate counts to now" >&2
   n=$(( $(events) - e0 ))
   awk -v n="$n" -v t0="$t0" -v t1="$t1" -v t2="$(now)" -v rps="$(echo "$out" | field rps)" -v p99="$(echo "$out" | field p99_ms)" \
     'BEGIN{printf "%.0f %s %s %.1f", n/(t2-t0), p99, rps, t2-t1}'
 }
 # The seeded keys' events are dispatched before the first round, which would wait for them.
-drained || drained || { echo "bench: the seeded keys' events were not dispatched within 4 minutes" >&2; exit 1; }
+drained "$tdb" || drained "$tdb" || { echo "bench: the seeded keys' events were not dispatched within 4 minutes" >&2; exit 1; }
 echo "round path tekrar_rps ceiling_tps ratio tekrar_p99_ms ceiling_p99_ms p99_ratio (first: answered_rps drain_s)"
 fr=(); rr=(); fp=(); rp=(); lr=(); tl=(); lr2=(); tl2=()
 for r in $(seq 1 "$rounds"); do

@@ -18,5 +18,14 @@ field() { sed -nE "s/.* $1=([0-9.]+).*/\1/p"; }
 div() { awk -v a="$1" -v b="$2" -v d="${3:-2}" 'BEGIN{printf "%.*f", d, (b > 0 ? a/b : 0)}'; }
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 now() { date +%s.%N; }
+# drained DATABASE_URL waits up to 2 minutes for tekrar's outbox there to be dispatched (no
+# event left in the queue but discarded ones); false if it was not.
+drained() {
+  for _ in $(seq 1 1200); do
+    [ "$(psql "$1" -XAtq -c 'SELECT count(*) FROM outbox_queue WHERE discarded_at IS NULL')" = 0 ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
 # since T prints the seconds from T (a now) to now, to a tenth.
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }

@@ -64,14 +64,6 @@ for i in $(seq 0 $((n - 1))); do
 done
 
 tsql() { psql "${dbs[$1]}" -XAtq -c "$2"; }
-# drained waits up to 2 minutes for build $1's outbox to be dispatched; false if it was not.
-drained() {
-  for _ in $(seq 1 1200); do
-    [ "$(tsql "$1" 'SELECT count(*) FROM outbox_queue WHERE discarded_at IS NULL')" = 0 ] && return 0
-    sleep 0.1
-  done
-  return 1
-}
 load() { "$work/tekrar-load" -url "http://127.0.0.1:${ports[$1]}" -secret tekrar_sk_demo_local_only -run bench -keys 10000 -c "$clients" "${@:2}"; }
 # run prints "<rate> <p99_ms> <errors>" of build $1.
 run() {
@@ -83,7 +75,7 @@ run() {
   fi
   o0=$(tsql "$i" "SELECT count(*) FROM orders"); t0=$(now)
   out=$(load "$i" -mode first -d "${secs}s" -warmup 1s)
-  drained "$i" || echo "compare: build $i's events still undispatched 2 minutes after its run" >&2
+  drained "${dbs[$i]}" || echo "compare: build $i's events still undispatched 2 minutes after its run" >&2
   o1=$(tsql "$i" "SELECT count(*) FROM orders")
   awk -v n=$((o1 - o0)) -v t0="$t0" -v t2="$(now)" -v p99="$(echo "$out" | field p99_ms)" -v e="$(echo "$out" | field errors)" \
     'BEGIN{printf "%.0f %s %s", n/(t2-t0), p99, e}'
@@ -93,7 +85,7 @@ ceiling() {
   pgbench -n -h 127.0.0.1 -p "$cport" -U postgres -c "$clients" -j 2 -T "$secs" -D nkeys=10000 -f "$cdir/$f" postgres 2>&1 |
     sed -nE 's/^tps = ([0-9.]+).*/\1/p' | head -1
 }
-for i in $(seq 0 $((n - 1))); do drained "$i" || { echo "compare: build $i's seeded events were not dispatched" >&2; exit 1; }; done
+for i in $(seq 0 $((n - 1))); do drained "${dbs[$i]}" || { echo "compare: build $i's seeded events were not dispatched" >&2; exit 1; }; done
 declare -A ratio over
 echo "round build rate p99_ms errors ceiling ratio"
 for r in $(seq 1 "$rounds"); do

@@ -24,7 +24,7 @@
 # replays arrive too. Each round compares its own storm window with its own quiet window a
 # few seconds before: these shared machines drift too much for a quiet run minutes apart to
 # be the baseline. A settling round comes first and is printed as round 0 but not counted:
-# on these machines the first half minute after the set-up stalls first arrivals for 100-250
+# on these machines the first half minute after the set-up stalls first arrivals for 100-260
 # ms every 5 s or so, with or without a storm (a run with 1 replay a second showed it in its
 # first round as much as runs with 500), so a first round measured that and not the storm.
 # It prints each round's line and then
